@@ -1,0 +1,396 @@
+"""The event engine: builds the struct-of-arrays state for one replication of a scenario
+and drives the compiled loop (`cluster.kernel`), calling Python policies when asked.
+
+Random streams (common random numbers): the scenario seed spawns one `SeedSequence` per
+replication, and each replication spawns one stream per (class, purpose): arrivals of
+class i, sizes of class i, and the placer's stream. Two policies run on the same seed see
+the same jobs, whatever else differs.
+
+>>> from cluster.model import *
+>>> from cluster.distributions import Exponential
+>>> from cluster.speedup import LinearSpeedup
+>>> from cluster.workload import poisson_arrivals
+>>> spec = SimulationSpec(
+...     name="mm1", seed=1, stop=StopRule(jobs=1000),
+...     node_types=(NodeType("core", cpu=1, memory_gb=1),), nodes=("core",), pools=(),
+...     classes=(JobClass("a", poisson_arrivals(0.5), Exponential(1.0), LinearSpeedup()),))
+>>> run = Engine(spec).run()
+>>> run.summary["jobs_completed"]
+1000
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster import kernel
+from cluster import layout as L
+from cluster.metrics import RunResult, build_result
+from cluster.model import SimulationSpec
+from cluster.policies import registry
+from cluster.policies.base import (
+    Allocation,
+    Allocator,
+    Placement,
+    PlacementView,
+    Placer,
+    PolicyError,
+    PoolView,
+    Provisioner,
+)
+from cluster.speedup import MAX_TABLE_POINTS
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: Events per call of the compiled loop between progress reports.
+EVENTS_PER_CALL = 1 << 18
+#: Tolerance on over-allocation of a pool (cores).
+ALLOC_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """The jobs of one replication, sorted by arrival (ties: class order, then draw order)."""
+
+    arrival_s: FloatArray
+    class_index: IntArray
+    size: FloatArray
+
+
+def replication_seeds(seed: int, replications: int) -> list[np.random.SeedSequence]:
+    """One SeedSequence per replication, spawned from the scenario seed."""
+    return np.random.SeedSequence(seed).spawn(replications)
+
+
+def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
+    """Draw the arrival times and sizes of every job of one replication.
+
+    With `stop.jobs`, exactly that many jobs (the earliest arrivals across classes); with
+    `stop.time_s`, every arrival up to the horizon. Each class draws from its own streams,
+    so the jobs of one class do not depend on the other classes.
+    """
+    n_classes = len(spec.classes)
+    streams = seq.spawn(2 * n_classes)
+    if spec.stop.time_s is not None:
+        counts = [np.iinfo(np.int64).max] * n_classes
+        times = _draw_arrivals(spec, streams, spec.stop.time_s, counts)
+        limit = sum(t.size for t in times)
+    else:
+        limit = int(spec.stop.jobs or 0)
+        times = _arrivals_for_count(spec, streams, limit)
+    sizes = [
+        c.size.sample(np.random.default_rng(streams[2 * i + 1]), t.size)
+        for i, (c, t) in enumerate(zip(spec.classes, times, strict=True))
+    ]
+    cls = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(times)])
+    arrival = np.concatenate(times)
+    order = np.lexsort((cls, arrival))[:limit]
+    return Jobs(arrival[order], cls[order], np.concatenate(sizes)[order].astype(np.float64))
+
+
+def _draw_arrivals(
+    spec: SimulationSpec, streams: list[np.random.SeedSequence], until_s: float, counts: list[int]
+) -> list[FloatArray]:
+    return [
+        c.arrival.generate(np.random.default_rng(streams[2 * i]), until_s, counts[i])
+        for i, c in enumerate(spec.classes)
+    ]
+
+
+def _arrivals_for_count(
+    spec: SimulationSpec, streams: list[np.random.SeedSequence], count: int
+) -> list[FloatArray]:
+    """Arrivals per class that cover the first `count` jobs of the merged stream.
+
+    Open classes draw in proportion to their rate (with head-room); if the merged stream is
+    not covered, every class redraws from its seed with twice the head-room.
+    """
+    rates = [c.arrival.rate_per_s or 0.0 for c in spec.classes]
+    total_rate = sum(rates)
+    headroom = 1.1
+    while True:
+        counts = [
+            count if r == 0.0 else min(count, int(headroom * count * r / total_rate) + 64)
+            for r in rates
+        ]
+        times = _draw_arrivals(spec, streams, math.inf, counts)
+        merged = np.sort(np.concatenate(times))[:count] if count else np.zeros(0)
+        # Only classes cut short by their count bound the covered horizon.
+        covered = min(
+            (float(t[-1]) for t, n, r in zip(times, counts, rates, strict=True)
+             if r > 0.0 and t.size == n and n < count),
+            default=math.inf,
+        )
+        if merged.size < count and covered == math.inf:
+            return times  # finite classes only: fewer jobs than asked for
+        if merged.size == count and (count == 0 or merged[-1] <= covered):
+            return times
+        headroom *= 2.0
+
+
+class Engine:
+    """One replication of a scenario: state arrays, policies and the driving loop."""
+
+    def __init__(
+        self,
+        spec: SimulationSpec,
+        replication: int = 0,
+        placer: Placer | None = None,
+        allocator: Allocator | None = None,
+        provisioner: Provisioner | None = None,
+        force_python_policies: bool = False,
+    ) -> None:
+        self.spec = spec
+        self.replication = replication
+        seq = replication_seeds(spec.seed, max(spec.replications, replication + 1))[replication]
+        job_seq, policy_seq = seq.spawn(2)
+        self.placer = placer or _make(registry.create("placer", spec.scheduler.placer.name,
+                                                      **spec.scheduler.placer.params), Placer)
+        self.allocator = allocator or _make(
+            registry.create("allocator", spec.scheduler.allocator.name, **spec.scheduler.allocator.params),
+            Allocator)
+        self.provisioner = provisioner or _make(
+            registry.create("provisioner", spec.scheduler.provisioner.name,
+                            **spec.scheduler.provisioner.params), Provisioner)
+        place_seq, alloc_seq = policy_seq.spawn(2)
+        self.placer.setup(spec, np.random.default_rng(place_seq))
+        self.allocator.setup(spec, np.random.default_rng(alloc_seq))
+        self.provisioner.setup(spec, np.random.default_rng(0))
+        self.jobs = generate_jobs(spec, job_seq)
+        self._build_state(np.random.default_rng(place_seq), force_python_policies)
+        self.status = -1
+
+    # -- state ------------------------------------------------------------------------
+
+    def _build_state(self, placer_rng: np.random.Generator, force_python: bool) -> None:
+        spec, jobs = self.spec, self.jobs
+        n = jobs.arrival_s.size
+        self.jobs_f = np.zeros((L.JF_ROWS, n))
+        self.jobs_i = np.full((L.JI_ROWS, n), -1, dtype=np.int64)
+        self.jobs_f[L.ARRIVAL] = jobs.arrival_s
+        self.jobs_f[L.SIZE] = jobs.size
+        self.jobs_f[L.REM] = jobs.size
+        self.jobs_f[L.START] = -1.0
+        self.jobs_f[L.END] = -1.0
+        self.jobs_i[L.CLS] = jobs.class_index
+        self.jobs_i[L.STATE] = L.FUTURE
+        self.jobs_i[L.RETRIES] = 0
+        cpu, mem, gpu = self.provisioner.requests(spec, jobs.class_index)
+        self.jobs_f[L.REQ_CPU], self.jobs_f[L.REQ_MEM], self.jobs_f[L.REQ_GPU] = cpu, mem, gpu
+
+        types = {t.name: i for i, t in enumerate(spec.node_types)}
+        m = len(spec.nodes)
+        self.nodes_f = np.zeros((L.NF_ROWS, m))
+        self.nodes_i = np.zeros((L.NI_ROWS, m), dtype=np.int64)
+        for k, type_name in enumerate(spec.nodes):
+            t = spec.node_types[types[type_name]]
+            self.nodes_f[[L.CAP_CPU, L.CAP_MEM, L.CAP_GPU], k] = (t.cpu, t.memory_gb, t.gpu)
+            self.nodes_f[L.SPEED, k] = t.speed
+            self.nodes_f[L.PRICE_PER_S, k] = t.price_per_hour / 3600.0
+            self.nodes_i[L.NODE_TYPE, k] = types[type_name]
+            self.nodes_i[L.ACTIVE, k] = 1
+        self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU]] = self.nodes_f[[L.CAP_CPU, L.CAP_MEM, L.CAP_GPU]]
+
+        n_pools = len(spec.pools)
+        self.pools_f = np.zeros((L.PF_ROWS, n_pools))
+        self.pools_i = np.full((L.PI_ROWS, n_pools), -1, dtype=np.int64)
+        for p, pool in enumerate(spec.pools):
+            self.pools_f[L.P_CORES, p] = pool.cores
+            self.pools_f[L.P_SPEED, p] = pool.speed
+            self.pools_f[L.P_PRICE_PER_S, p] = pool.price_per_hour / 3600.0
+        self.pools_i[L.P_COUNT] = 0
+        self.pools_i[L.P_NEED_ALLOC] = 0
+
+        n_classes = len(spec.classes)
+        self.classes_f = np.zeros((L.CF_ROWS, n_classes))
+        self.classes_i = np.zeros((L.CI_ROWS, n_classes), dtype=np.int64)
+        self.class_tx = np.zeros((n_classes, MAX_TABLE_POINTS))
+        self.class_ty = np.zeros((n_classes, MAX_TABLE_POINTS))
+        for c, jc in enumerate(spec.classes):
+            self.classes_f[L.HOLDING_COST, c] = jc.holding_cost
+            self.classes_f[L.SP_PARAM, c] = jc.speedup.kernel_params()[0]
+            self.classes_i[L.SP_KIND, c] = jc.speedup.kernel_code
+            self.classes_i[L.CLASS_POOL, c] = spec.pool_index(jc.pool) if jc.pool else -1
+            xs, ys = jc.speedup.table_points()
+            self.classes_i[L.SP_NPTS, c] = xs.size
+            self.class_tx[c, : xs.size], self.class_ty[c, : ys.size] = xs, ys
+
+        self.heap_t = np.zeros(n + 1)
+        self.heap_j = np.zeros(n + 1, dtype=np.int64)
+        self.heap_k = np.zeros(n + 1, dtype=np.int64)
+        self.queue = np.zeros(max(n, 1), dtype=np.int64)
+        self.members = np.zeros(max(n, 1), dtype=np.int64)
+        self.n_class = np.zeros(n_classes, dtype=np.int64)
+        self.area_class = np.zeros(n_classes)
+        self.istate = np.zeros(L.IS_ROWS, dtype=np.int64)
+        self.fstate = np.zeros(L.FS_ROWS)
+        self.istate[L.PLACER_CODE] = 0 if force_python else self.placer.kernel_code
+        self.istate[L.ALLOC_CODE] = 0 if force_python else self.allocator.kernel_code
+        self.rng = np.array([placer_rng.integers(0, 2**63)], dtype=np.uint64)
+        self.placer_params = np.asarray(self.placer.kernel_params(), dtype=np.float64)
+        self.alloc_params = np.asarray(self.allocator.kernel_params(), dtype=np.float64)
+
+        stop = spec.stop
+        if stop.time_s is not None:
+            self.fstate[L.WIN_START] = stop.warmup_s
+            self.fstate[L.WIN_END] = stop.time_s
+            self.fstate[L.HORIZON] = stop.time_s
+        else:
+            warm = min(stop.warmup_jobs, max(n - 1, 0))
+            self.fstate[L.WIN_START] = jobs.arrival_s[warm] if n else 0.0
+            self.fstate[L.WIN_END] = jobs.arrival_s[-1] if n else 0.0
+            self.fstate[L.HORIZON] = math.inf
+
+    # -- driving ----------------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        """Simulated time, seconds."""
+        return float(self.fstate[L.NOW])
+
+    @property
+    def events(self) -> int:
+        return int(self.istate[L.EVENTS])
+
+    @property
+    def finished(self) -> bool:
+        return self.status == L.FINISHED
+
+    def step(self, until_s: float = math.inf, max_events: int = EVENTS_PER_CALL) -> int:
+        """Advance until `until_s`, `max_events` events or the end; answer policy calls."""
+        while True:
+            status = kernel.run_kernel(
+                self.jobs_f, self.jobs_i, self.nodes_f, self.nodes_i, self.pools_f, self.pools_i,
+                self.classes_f, self.classes_i, self.class_tx, self.class_ty,
+                self.heap_t, self.heap_j, self.heap_k, self.queue, self.members,
+                self.n_class, self.area_class, self.istate, self.fstate, self.rng,
+                self.placer_params, self.alloc_params, until_s, max_events,
+            )
+            if status == L.NEED_PLACE_DECISION:
+                self._python_place()
+            elif status == L.NEED_ALLOC_DECISION:
+                self._python_allocate(int(self.istate[L.STATUS_POOL]))
+            else:
+                self.status = status
+                return status
+
+    def run(self, progress: Callable[[float], None] | None = None) -> RunResult:
+        """Run to the end and return the per-job table and summary.
+
+        `progress` receives the fraction done (by jobs completed, or simulated time).
+        """
+        total = max(self.jobs.arrival_s.size, 1)
+        horizon = self.spec.stop.time_s
+        while self.step() != L.FINISHED:
+            if progress is not None:
+                done = self.now / horizon if horizon else self.istate[L.DONE_COUNT] / total
+                progress(min(float(done), 1.0))
+        if progress is not None:
+            progress(1.0)
+        return self.result()
+
+    def result(self) -> RunResult:
+        return build_result(self)
+
+    # -- Python policies --------------------------------------------------------------
+
+    def placement_view(self) -> PlacementView:
+        q = self.queue[self.istate[L.Q_HEAD]: self.istate[L.Q_TAIL]]
+        q = q[self.jobs_i[L.STATE, q] == L.QUEUED].copy()
+        nf = self.nodes_f
+        return PlacementView(
+            time_s=self.now, queue=q, class_index=self.jobs_i[L.CLS, q].copy(),
+            request_cpu=self.jobs_f[L.REQ_CPU, q].copy(),
+            request_memory_gb=self.jobs_f[L.REQ_MEM, q].copy(),
+            request_gpu=self.jobs_f[L.REQ_GPU, q].copy(),
+            free_cpu=nf[L.FREE_CPU].copy(), free_memory_gb=nf[L.FREE_MEM].copy(),
+            free_gpu=nf[L.FREE_GPU].copy(), capacity_cpu=nf[L.CAP_CPU].copy(),
+            capacity_memory_gb=nf[L.CAP_MEM].copy(), capacity_gpu=nf[L.CAP_GPU].copy(),
+            speed=nf[L.SPEED].copy(), node_type=self.nodes_i[L.NODE_TYPE].copy(),
+            active=self.nodes_i[L.ACTIVE] == 1,
+        )
+
+    def _python_place(self) -> None:
+        view = self.placement_view()
+        decisions = self.placer.place(view) if view.queue.size else []
+        if not isinstance(decisions, list | tuple):
+            raise PolicyError(self.placer.name, self.now, "place() must return a list of Placement",
+                              decisions)
+        waiting = set(view.queue.tolist())
+        n_nodes = self.nodes_f.shape[1]
+        for d in decisions:
+            if not isinstance(d, Placement):
+                raise PolicyError(self.placer.name, self.now, "not a Placement", d)
+            j, k = int(d.job), int(d.node)
+            if j not in waiting:
+                raise PolicyError(self.placer.name, self.now, f"job {j} is not waiting in the queue", d)
+            if not 0 <= k < n_nodes or self.nodes_i[L.ACTIVE, k] != 1:
+                raise PolicyError(self.placer.name, self.now, f"node {k} does not exist or is not up", d)
+            need = self.jobs_f[[L.REQ_CPU, L.REQ_MEM, L.REQ_GPU], j]
+            free = self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU], k]
+            if np.any(free < need - ALLOC_EPS):
+                raise PolicyError(self.placer.name, self.now,
+                                  f"job {j} (cpu, GB, gpu) = {tuple(need)} does not fit node {k} "
+                                  f"with free {tuple(free)}", d)
+            waiting.discard(j)
+            kernel.start_job(j, k, self.now, self.jobs_f, self.jobs_i, self.nodes_f,
+                             self.classes_f, self.classes_i, self.class_tx, self.class_ty,
+                             self.heap_t, self.heap_j, self.heap_k, self.istate, self.fstate)
+        kernel.next_queued(self.queue, self.istate, self.jobs_i)
+        self.istate[L.NEED_PLACE] = 0
+
+    def pool_view(self, p: int) -> PoolView:
+        n = kernel.pool_members(p, self.pools_i, self.jobs_i, self.members)
+        ids = self.members[:n].copy()
+        cls = self.jobs_i[L.CLS, ids]
+        return PoolView(
+            time_s=self.now, pool=self.spec.pools[p].name, cores=float(self.pools_f[L.P_CORES, p]),
+            job_ids=ids, class_index=cls.copy(), arrival_s=self.jobs_f[L.ARRIVAL, ids].copy(),
+            size=self.jobs_f[L.SIZE, ids].copy(), remaining=self.jobs_f[L.REM, ids].copy(),
+            holding_cost=self.classes_f[L.HOLDING_COST, cls].copy(),
+            current_cores=self.jobs_f[L.CORES, ids].copy(),
+        )
+
+    def _python_allocate(self, p: int) -> None:
+        view = self.pool_view(p)
+        if view.job_ids.size:
+            decision = self.allocator.allocate(view)
+            cores = check_allocation(self.allocator.name, view, decision)
+            self.jobs_f[L.CORES, view.job_ids] = cores
+        kernel.apply_allocation(p, self.now, self.jobs_f, self.jobs_i, self.pools_f, self.pools_i,
+                                self.classes_f, self.classes_i, self.class_tx, self.class_ty,
+                                self.fstate, self.istate)
+
+
+def check_allocation(policy: str, view: PoolView, decision: Allocation) -> FloatArray:
+    """Validate an allocator's decision; return the cores as a float array."""
+    if not isinstance(decision, Allocation):
+        raise PolicyError(policy, view.time_s, "allocate() must return an Allocation", decision)
+    cores = np.asarray(decision.cores, dtype=np.float64)
+    if cores.shape != view.job_ids.shape:
+        raise PolicyError(policy, view.time_s,
+                          f"{cores.size} core counts for {view.job_ids.size} jobs", decision)
+    if not np.all(np.isfinite(cores)) or np.any(cores < 0):
+        raise PolicyError(policy, view.time_s, "core counts must be finite and non-negative",
+                          decision)
+    if cores.sum() > view.cores * (1 + ALLOC_EPS) + ALLOC_EPS:
+        raise PolicyError(policy, view.time_s,
+                          f"allocated {cores.sum():.6g} cores in pool {view.pool!r} of {view.cores:g}",
+                          decision)
+    return cores
+
+
+def _make(policy: object, kind: type) -> Any:
+    if not isinstance(policy, kind):
+        raise TypeError(f"{policy!r} is not a {kind.__name__}")
+    return policy

@@ -1,0 +1,126 @@
+"""The plain-data model a simulation runs on: node types, nodes, pools, job classes.
+
+`scenarios/` validates YAML and builds these objects; the engine only reads them. Units:
+cores (cpu), GB (memory_gb), whole GPUs (gpu), seconds, dollars.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster.distributions import Distribution
+from cluster.speedup import Speedup
+from cluster.workload import ArrivalProcess
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """A kind of machine: capacities, relative speed and price."""
+
+    name: str
+    cpu: float
+    memory_gb: float
+    gpu: float = 0.0
+    speed: float = 1.0
+    labels: dict[str, str] = field(default_factory=dict)
+    price_per_hour: float = 0.0
+    startup_cost: float = 0.0
+    startup_delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A shared pool of cores for malleable jobs; an allocator splits it at every event."""
+
+    name: str
+    cores: float
+    speed: float = 1.0
+    price_per_hour: float = 0.0
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a placed job reserves on its node while it runs."""
+
+    cpu: float = 1.0
+    memory_gb: float = 0.0
+    gpu: float = 0.0
+
+
+@dataclass(frozen=True)
+class JobClass:
+    """A class of jobs: how they arrive, how big they are, how they parallelise.
+
+    `pool` names the malleable pool the class runs in; `None` means placement on nodes.
+    `size` is work in core-seconds at speed 1.
+    """
+
+    name: str
+    arrival: ArrivalProcess
+    size: Distribution
+    speedup: Speedup
+    holding_cost: float = 1.0
+    request: Request = field(default_factory=Request)
+    pool: str | None = None
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When a run ends: after `jobs` arrivals (all of them served), or at `time_s`.
+
+    Jobs with index below `warmup_jobs`, or arriving before `warmup_s`, are excluded from
+    the statistics, and time averages start at the first measured arrival.
+    """
+
+    jobs: int | None = None
+    warmup_jobs: int = 0
+    time_s: float | None = None
+    warmup_s: float = 0.0
+
+    @property
+    def horizon_s(self) -> float:
+        return math.inf if self.time_s is None else self.time_s
+
+
+@dataclass(frozen=True)
+class PolicyRef:
+    """A policy named in the registry plus its keyword parameters."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    placer: PolicyRef = field(default_factory=lambda: PolicyRef("first-fit"))
+    allocator: PolicyRef = field(default_factory=lambda: PolicyRef("equi"))
+    provisioner: PolicyRef = field(default_factory=lambda: PolicyRef("static"))
+
+
+@dataclass(frozen=True)
+class SimulationSpec:
+    """Everything one run needs. `nodes` lists a node type name per node, in node order."""
+
+    name: str
+    seed: int
+    stop: StopRule
+    node_types: tuple[NodeType, ...]
+    nodes: tuple[str, ...]
+    pools: tuple[Pool, ...]
+    classes: tuple[JobClass, ...]
+    scheduler: SchedulerSpec = field(default_factory=SchedulerSpec)
+    replications: int = 1
+
+    def node_type(self, name: str) -> NodeType:
+        for nt in self.node_types:
+            if nt.name == name:
+                return nt
+        raise KeyError(name)
+
+    def pool_index(self, name: str) -> int:
+        for i, p in enumerate(self.pools):
+            if p.name == name:
+                return i
+        raise KeyError(name)

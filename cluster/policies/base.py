@@ -1,0 +1,128 @@
+"""The policy protocols: placers, allocators and provisioners, and the decisions they return.
+
+Policies are plain objects. They read a *view* of the state (numpy arrays, never the
+engine's own buffers) and return a small decision object; the engine validates the decision
+and applies it, raising `PolicyError` on anything illegal. A policy may also provide a
+compiled decision function (`kernel_code` > 0, see `cluster.policies.compiled`): the engine
+then decides inside its compiled loop, through the same event handling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.model import SimulationSpec
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class PolicyError(RuntimeError):
+    """A policy returned a decision the engine cannot apply."""
+
+    def __init__(self, policy: str, time_s: float, problem: str, decision: object = None) -> None:
+        self.policy, self.time_s, self.problem, self.decision = policy, time_s, problem, decision
+        shown = "" if decision is None else f" Decision: {decision!r}."
+        super().__init__(f"policy {policy!r} at t={time_s:.6g} s: {problem}.{shown}")
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """The jobs of one malleable pool at an event, in arrival order.
+
+    Sizes and remaining work are in core-seconds at speed 1; policies that assume unknown
+    sizes must not read them.
+    """
+
+    time_s: float
+    pool: str
+    cores: float
+    job_ids: IntArray
+    class_index: IntArray
+    arrival_s: FloatArray
+    size: FloatArray
+    remaining: FloatArray
+    holding_cost: FloatArray
+    current_cores: FloatArray
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Cores per job of a PoolView, in the view's order (0 = the job waits)."""
+
+    cores: FloatArray
+
+
+@dataclass(frozen=True)
+class PlacementView:
+    """The placement queue (arrival order) and the nodes' capacities and free resources."""
+
+    time_s: float
+    queue: IntArray
+    class_index: IntArray
+    request_cpu: FloatArray
+    request_memory_gb: FloatArray
+    request_gpu: FloatArray
+    free_cpu: FloatArray
+    free_memory_gb: FloatArray
+    free_gpu: FloatArray
+    capacity_cpu: FloatArray
+    capacity_memory_gb: FloatArray
+    capacity_gpu: FloatArray
+    speed: FloatArray
+    node_type: IntArray
+    active: npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Start job `job` (an id from PlacementView.queue) on node index `node` now."""
+
+    job: int
+    node: int
+
+
+class Policy:
+    """Common base: a registry name, seeded set-up and an optional compiled path."""
+
+    name: ClassVar[str] = "policy"
+    #: 0 = decide in Python; > 0 = the code of a compiled decision function.
+    kernel_code: ClassVar[int] = 0
+
+    def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
+        """Called once per run before the first decision; keep what the policy needs."""
+
+    def kernel_params(self) -> FloatArray:
+        """Parameters handed to the compiled decision function."""
+        return np.zeros(1)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+class Placer(Policy):
+    """Chooses nodes for waiting jobs. Called whenever the queue or free capacity changes."""
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        raise NotImplementedError(f"placer {self.name!r} has no Python decision function")
+
+
+class Allocator(Policy):
+    """Splits a pool's cores among its jobs. Called at every event in that pool."""
+
+    def allocate(self, view: PoolView) -> Allocation:
+        raise NotImplementedError(f"allocator {self.name!r} has no Python decision function")
+
+
+class Provisioner(Policy):
+    """Sets what each job requests (cores, GB, GPUs) before it is placed."""
+
+    def requests(
+        self, spec: SimulationSpec, class_index: IntArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Per-job (cpu, memory_gb, gpu) requests for jobs of the given classes."""
+        raise NotImplementedError

@@ -1,0 +1,122 @@
+"""Baseline policies: first-fit and random-fit placers, EQUI and FCFS-one-core allocators,
+and the static provisioner (every job requests its class's request).
+
+Each has a compiled decision function (cluster.policies.compiled) and a Python one; the
+conformance tests check that both paths give identical runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cluster.model import SimulationSpec
+from cluster.policies import compiled
+from cluster.policies.base import (
+    Allocation,
+    Allocator,
+    FloatArray,
+    IntArray,
+    Placement,
+    PlacementView,
+    Placer,
+    PoolView,
+    Provisioner,
+)
+from cluster.policies.registry import register
+
+FIT_EPS = compiled.FIT_EPS
+
+
+def feasible_nodes(view: PlacementView, i: int, free: tuple[FloatArray, ...]) -> IntArray:
+    """Indices of active nodes with room for the i-th queued job, given free resources."""
+    ok = (
+        view.active
+        & (free[0] >= view.request_cpu[i] - FIT_EPS)
+        & (free[1] >= view.request_memory_gb[i] - FIT_EPS)
+        & (free[2] >= view.request_gpu[i] - FIT_EPS)
+    )
+    return np.flatnonzero(ok)
+
+
+class FcfsPlacer(Placer):
+    """Strict FCFS: place queue heads in order until the head fits nowhere."""
+
+    def choose(self, candidates: IntArray) -> int:
+        raise NotImplementedError
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        free = (view.free_cpu.copy(), view.free_memory_gb.copy(), view.free_gpu.copy())
+        out: list[Placement] = []
+        for i, job in enumerate(view.queue.tolist()):
+            candidates = feasible_nodes(view, i, free)
+            if candidates.size == 0:
+                break
+            k = self.choose(candidates)
+            free[0][k] -= view.request_cpu[i]
+            free[1][k] -= view.request_memory_gb[i]
+            free[2][k] -= view.request_gpu[i]
+            out.append(Placement(job, k))
+        return out
+
+
+@register("placer", "first-fit")
+class FirstFit(FcfsPlacer):
+    """FCFS queue; each job goes to the first node (in node order) that fits it."""
+
+    kernel_code = compiled.PLACE_FIRST_FIT
+
+    def choose(self, candidates: IntArray) -> int:
+        return int(candidates[0])
+
+
+@register("placer", "random-fit")
+class RandomFit(FcfsPlacer):
+    """FCFS queue; each job goes to a uniformly random node that fits it (seeded).
+
+    The Python path draws from the same SplitMix64 stream as the compiled one.
+    """
+
+    kernel_code = compiled.PLACE_RANDOM_FIT
+
+    def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
+        self.stream = np.zeros(1, dtype=np.uint64)
+
+    def choose(self, candidates: IntArray) -> int:
+        return int(candidates[compiled.uniform_index(self.stream, candidates.size)])
+
+
+@register("allocator", "equi")
+class Equi(Allocator):
+    """EQUI: all jobs in the pool share its cores equally (processor sharing if linear)."""
+
+    kernel_code = compiled.ALLOC_EQUI
+
+    def allocate(self, view: PoolView) -> Allocation:
+        n = view.job_ids.size
+        return Allocation(np.full(n, view.cores / n if n else 0.0))
+
+
+@register("allocator", "fcfs-one-core")
+class FcfsOneCore(Allocator):
+    """One core per job in arrival order; jobs beyond the pool's cores wait."""
+
+    kernel_code = compiled.ALLOC_FCFS_ONE_CORE
+
+    def allocate(self, view: PoolView) -> Allocation:
+        n = view.job_ids.size
+        cumulative = np.minimum(np.arange(1, n + 1, dtype=np.float64), view.cores)
+        cores = np.diff(cumulative, prepend=0.0)
+        return Allocation(np.where(cores < FIT_EPS, 0.0, cores))
+
+
+@register("provisioner", "static")
+class Static(Provisioner):
+    """Every job requests exactly its class's `request`."""
+
+    def requests(
+        self, spec: SimulationSpec, class_index: IntArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        cpu = np.array([c.request.cpu for c in spec.classes], dtype=np.float64)
+        mem = np.array([c.request.memory_gb for c in spec.classes], dtype=np.float64)
+        gpu = np.array([c.request.gpu for c in spec.classes], dtype=np.float64)
+        return cpu[class_index], mem[class_index], gpu[class_index]

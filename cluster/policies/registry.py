@@ -1,0 +1,83 @@
+"""Policies registered by name, like kube-scheduler's plugin registry.
+
+`register("placer", "first-fit")` decorates a class; `create("placer", "first-fit", **params)`
+builds one. Duplicate names are refused. Third-party policies register through the
+`clusteremu.policies` entry-point group, loaded on first lookup; scenario files only ever
+name policies, never contain code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any, Literal, TypeVar
+
+from cluster.policies.base import Policy
+
+Kind = Literal["placer", "allocator", "provisioner"]
+KINDS: tuple[Kind, ...] = ("placer", "allocator", "provisioner")
+P = TypeVar("P", bound=type[Policy])
+
+_REGISTRY: dict[str, dict[str, type[Policy]]] = {kind: {} for kind in KINDS}
+#: Modules holding the built-in policies, imported on first lookup.
+BUILTIN_MODULES = ("cluster.policies.fifo",)
+_loaded = False
+
+
+class UnknownPolicyError(KeyError):
+    """No policy of that kind is registered under that name."""
+
+    def __init__(self, kind: str, name: str, known: list[str]) -> None:
+        self.kind, self.name, self.known = kind, name, known
+        super().__init__(f"unknown {kind} {name!r}; registered {kind}s: {', '.join(known)}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def register(kind: Kind, name: str) -> Callable[[P], P]:
+    """Class decorator: register a policy class under `name`."""
+
+    def wrap(cls: P) -> P:
+        table = _REGISTRY[kind]
+        if name in table and table[name] is not cls:
+            raise ValueError(f"{kind} {name!r} is already registered by {table[name]!r}")
+        cls.name = name
+        table[name] = cls
+        return cls
+
+    return wrap
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN_MODULES:
+        import_module(module)
+    for ep in entry_points(group="clusteremu.policies"):
+        ep.load()
+
+
+def names(kind: Kind) -> list[str]:
+    _load()
+    return sorted(_REGISTRY[kind])
+
+
+def policy_class(kind: Kind, name: str) -> type[Policy]:
+    _load()
+    try:
+        return _REGISTRY[kind][name]
+    except KeyError:
+        raise UnknownPolicyError(kind, name, names(kind)) from None
+
+
+def create(kind: Kind, name: str, **params: Any) -> Policy:
+    """Build the policy `name` of the given kind with keyword parameters."""
+    cls = policy_class(kind, name)
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise ValueError(f"{kind} {name!r} does not accept parameters {params}: {exc}") from None
