@@ -1,0 +1,65 @@
+"""Run every replication of a scenario in this process and combine the results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+
+from cluster.engine import Engine
+from cluster.metrics import combine
+from cluster.model import PolicyRef, SimulationSpec
+
+
+@dataclass
+class ScenarioResult:
+    """All replications: the concatenated per-job table and the combined summary."""
+
+    jobs: pa.Table
+    summary: dict[str, Any]
+    replications: list[dict[str, Any]]
+
+
+def run_spec(
+    spec: SimulationSpec, progress: Callable[[float], None] | None = None
+) -> ScenarioResult:
+    """Run `spec.replications` independent replications (seeds spawned from `spec.seed`)."""
+    tables, summaries = [], []
+    n = spec.replications
+    for r in range(n):
+        def report(done: float, r: int = r) -> None:
+            if progress is not None:
+                progress((r + done) / n)
+
+        result = Engine(spec, replication=r).run(report)
+        tables.append(result.jobs)
+        summaries.append(result.summary)
+    return ScenarioResult(pa.concat_tables(tables), combine(summaries), summaries)
+
+
+def with_policies(spec: SimulationSpec, **names: str) -> SimulationSpec:
+    """A copy of `spec` with some of its scheduler's policies replaced by name.
+
+    `names` maps `placer` / `allocator` / `provisioner` to a policy name, optionally with
+    parameters as `name:key=value:key=value`.
+    """
+    sched = spec.scheduler
+    for kind, text in names.items():
+        name, *params = text.split(":")
+        values: dict[str, Any] = {}
+        for item in params:
+            key, _, raw = item.partition("=")
+            values[key] = _parse_scalar(raw)
+        sched = replace(sched, **{kind: PolicyRef(name, values)})
+    return replace(spec, scheduler=sched)
+
+
+def _parse_scalar(raw: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw

@@ -1,0 +1,3 @@
+from clusteremu.cli import main
+
+raise SystemExit(main())

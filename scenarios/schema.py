@@ -1,0 +1,240 @@
+"""The scenario schema: pydantic v2 models with `extra="forbid"`, one per YAML block.
+
+Field names and meanings are a public contract (docs/scenarios.md). Units: seconds (`_s`),
+cores (`cpu`, `cores`), GB (`memory_gb`), GPUs (`gpu`), dollars (`price_per_hour`,
+`startup_cost`). Work (`size`) is in core-seconds at speed 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- distributions -----------------------------------------------------------------------
+
+
+class ExponentialDist(Strict):
+    kind: Literal["exponential"]
+    mean_s: PositiveFloat = Field(description="mean, seconds (or core-seconds for sizes)")
+
+
+class HyperExponentialDist(Strict):
+    kind: Literal["hyperexponential"]
+    probabilities: list[PositiveFloat] = Field(min_length=1)
+    means_s: list[PositiveFloat] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _same_length(self) -> HyperExponentialDist:
+        if len(self.probabilities) != len(self.means_s):
+            raise ValueError("probabilities and means_s must have the same length")
+        if not math.isclose(sum(self.probabilities), 1.0, rel_tol=1e-6):
+            raise ValueError(f"probabilities must sum to 1, got {sum(self.probabilities):g}")
+        return self
+
+
+class LognormalDist(Strict):
+    kind: Literal["lognormal"]
+    mu: float = Field(allow_inf_nan=False, description="mean of log(X)")
+    sigma: PositiveFloat = Field(description="standard deviation of log(X)")
+    min_s: NonNegFloat = 0.0
+    max_s: float = Field(default=math.inf, gt=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> LognormalDist:
+        if self.max_s <= self.min_s:
+            raise ValueError(f"max_s ({self.max_s}) must exceed min_s ({self.min_s})")
+        return self
+
+
+class DeterministicDist(Strict):
+    kind: Literal["deterministic"]
+    value_s: PositiveFloat
+
+
+class EmpiricalDist(Strict):
+    kind: Literal["empirical"]
+    values_s: list[NonNegFloat] = Field(min_length=1)
+
+
+Distribution = Annotated[
+    ExponentialDist | HyperExponentialDist | LognormalDist | DeterministicDist | EmpiricalDist,
+    Field(discriminator="kind"),
+]
+
+# --- arrivals ------------------------------------------------------------------------------
+
+
+class PoissonArrival(Strict):
+    kind: Literal["poisson"]
+    rate_per_s: PositiveFloat
+
+
+class BatchArrival(Strict):
+    kind: Literal["batch"]
+    count: int = Field(ge=0)
+    at_s: NonNegFloat = 0.0
+
+
+class RenewalArrival(Strict):
+    kind: Literal["renewal"]
+    interarrival: Distribution
+
+
+class TraceArrival(Strict):
+    kind: Literal["trace"]
+    path: str = Field(description="Parquet or CSV file, relative to the scenario file")
+    column: str = "arrival_s"
+    size_column: str | None = Field(default=None, description="optional per-job size column")
+    time_scale: PositiveFloat = 1.0
+
+
+Arrival = Annotated[
+    PoissonArrival | BatchArrival | RenewalArrival | TraceArrival, Field(discriminator="kind")
+]
+
+# --- speed-ups -----------------------------------------------------------------------------
+
+
+class LinearSpeedupModel(Strict):
+    kind: Literal["linear"]
+
+
+class AmdahlSpeedupModel(Strict):
+    kind: Literal["amdahl"]
+    parallel_fraction: float = Field(ge=0, le=1)
+
+
+class PowerSpeedupModel(Strict):
+    kind: Literal["power"]
+    exponent: float = Field(gt=0, le=1)
+
+
+class RooftopSpeedupModel(Strict):
+    kind: Literal["rooftop"]
+    max_cores: float = Field(ge=1, allow_inf_nan=False)
+
+
+class TableSpeedupModel(Strict):
+    kind: Literal["table"]
+    points: list[tuple[float, float]] = Field(
+        min_length=1, description="(cores, speed-up) pairs; the curve is their upper concave hull"
+    )
+
+
+Speedup = Annotated[
+    LinearSpeedupModel
+    | AmdahlSpeedupModel
+    | PowerSpeedupModel
+    | RooftopSpeedupModel
+    | TableSpeedupModel,
+    Field(discriminator="kind"),
+]
+
+# --- cluster -------------------------------------------------------------------------------
+
+
+class NodeTypeModel(Strict):
+    name: str = Field(min_length=1)
+    cpu: NonNegFloat = Field(description="cores")
+    memory_gb: NonNegFloat = 0.0
+    gpu: NonNegFloat = 0.0
+    speed: PositiveFloat = 1.0
+    labels: dict[str, str] = Field(default_factory=dict)
+    price_per_hour: NonNegFloat = 0.0
+    startup_cost: NonNegFloat = 0.0
+    startup_delay_s: NonNegFloat = 0.0
+
+
+class NodeGroupModel(Strict):
+    type: str
+    count: int = Field(ge=0)
+
+
+class PoolModel(Strict):
+    name: str = Field(min_length=1)
+    cores: PositiveFloat
+    speed: PositiveFloat = 1.0
+    price_per_hour: NonNegFloat = 0.0
+
+
+class ClusterModel(Strict):
+    node_types: list[NodeTypeModel] = Field(default_factory=list)
+    nodes: list[NodeGroupModel] = Field(default_factory=list)
+    pools: list[PoolModel] = Field(default_factory=list)
+
+
+# --- workload ------------------------------------------------------------------------------
+
+
+class RequestModel(Strict):
+    cpu: NonNegFloat = 1.0
+    memory_gb: NonNegFloat = 0.0
+    gpu: NonNegFloat = 0.0
+
+
+class JobClassModel(Strict):
+    name: str = Field(min_length=1)
+    arrival: Arrival
+    size: Distribution
+    speedup: Speedup = Field(default_factory=lambda: LinearSpeedupModel(kind="linear"))
+    holding_cost: PositiveFloat = 1.0
+    request: RequestModel = Field(default_factory=RequestModel)
+    pool: str | None = Field(
+        default=None, description="malleable pool the class runs in; absent = placed on nodes"
+    )
+
+
+class WorkloadModel(Strict):
+    classes: list[JobClassModel] = Field(min_length=1)
+
+
+# --- run control ---------------------------------------------------------------------------
+
+
+class StopModel(Strict):
+    jobs: int | None = Field(default=None, ge=1)
+    warmup_jobs: int = Field(default=0, ge=0)
+    time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    warmup_s: NonNegFloat = 0.0
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> StopModel:
+        if (self.jobs is None) == (self.time_s is None):
+            raise ValueError("give exactly one of stop.jobs or stop.time_s")
+        if self.jobs is not None and self.warmup_jobs >= self.jobs:
+            raise ValueError(f"warmup_jobs ({self.warmup_jobs}) must be below jobs ({self.jobs})")
+        if self.time_s is not None and self.warmup_s >= self.time_s:
+            raise ValueError(f"warmup_s ({self.warmup_s}) must be below time_s ({self.time_s})")
+        return self
+
+
+class PolicyModel(Strict):
+    name: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SchedulerModel(Strict):
+    placer: PolicyModel = Field(default_factory=lambda: PolicyModel(name="first-fit"))
+    allocator: PolicyModel = Field(default_factory=lambda: PolicyModel(name="equi"))
+    provisioner: PolicyModel = Field(default_factory=lambda: PolicyModel(name="static"))
+
+
+class ScenarioModel(Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    seed: int = Field(default=0, ge=0)
+    replications: int = Field(default=1, ge=1)
+    stop: StopModel
+    cluster: ClusterModel
+    workload: WorkloadModel
+    scheduler: SchedulerModel = Field(default_factory=SchedulerModel)
