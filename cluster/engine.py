@@ -199,7 +199,9 @@ class Engine:
             self.nodes_f[L.PRICE_PER_S, k] = t.price_per_hour / 3600.0
             self.nodes_i[L.NODE_TYPE, k] = types[type_name]
             self.nodes_i[L.ACTIVE, k] = 1
-        self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU]] = self.nodes_f[[L.CAP_CPU, L.CAP_MEM, L.CAP_GPU]]
+            self.nodes_f[L.CAP_SLOTS, k] = t.max_jobs
+        self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU, L.FREE_SLOTS]] = self.nodes_f[
+            [L.CAP_CPU, L.CAP_MEM, L.CAP_GPU, L.CAP_SLOTS]]
 
         n_pools = len(spec.pools)
         self.pools_f = np.zeros((L.PF_ROWS, n_pools))
@@ -219,15 +221,17 @@ class Engine:
         for c, jc in enumerate(spec.classes):
             self.classes_f[L.HOLDING_COST, c] = jc.holding_cost
             self.classes_f[L.SP_PARAM, c] = jc.speedup.kernel_params()[0]
+            self.classes_f[L.TIMEOUT_S, c] = jc.timeout_s
             self.classes_i[L.SP_KIND, c] = jc.speedup.kernel_code
             self.classes_i[L.CLASS_POOL, c] = spec.pool_index(jc.pool) if jc.pool else -1
             xs, ys = jc.speedup.table_points()
             self.classes_i[L.SP_NPTS, c] = xs.size
             self.class_tx[c, : xs.size], self.class_ty[c, : ys.size] = xs, ys
 
-        self.heap_t = np.zeros(n + 1)
-        self.heap_j = np.zeros(n + 1, dtype=np.int64)
-        self.heap_k = np.zeros(n + 1, dtype=np.int64)
+        # A completion and a patience timer per job at most.
+        self.heap_t = np.zeros(2 * n + 1)
+        self.heap_j = np.zeros(2 * n + 1, dtype=np.int64)
+        self.heap_k = np.zeros(2 * n + 1, dtype=np.int64)
         self.queue = np.zeros(max(n, 1), dtype=np.int64)
         self.members = np.zeros(max(n, 1), dtype=np.int64)
         self.n_class = np.zeros(n_classes, dtype=np.int64)
@@ -317,7 +321,7 @@ class Engine:
             free_gpu=nf[L.FREE_GPU].copy(), capacity_cpu=nf[L.CAP_CPU].copy(),
             capacity_memory_gb=nf[L.CAP_MEM].copy(), capacity_gpu=nf[L.CAP_GPU].copy(),
             speed=nf[L.SPEED].copy(), node_type=self.nodes_i[L.NODE_TYPE].copy(),
-            active=self.nodes_i[L.ACTIVE] == 1,
+            active=self.nodes_i[L.ACTIVE] == 1, free_slots=nf[L.FREE_SLOTS].copy(),
         )
 
     def _python_place(self) -> None:
@@ -338,14 +342,22 @@ class Engine:
                 raise PolicyError(self.placer.name, self.now, f"node {k} does not exist or is not up", d)
             need = self.jobs_f[[L.REQ_CPU, L.REQ_MEM, L.REQ_GPU], j]
             free = self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU], k]
-            if np.any(free < need - ALLOC_EPS):
+            if np.any(free < need - ALLOC_EPS) or self.nodes_f[L.FREE_SLOTS, k] < 1.0:
                 raise PolicyError(self.placer.name, self.now,
                                   f"job {j} (cpu, GB, gpu) = {tuple(need)} does not fit node {k} "
                                   f"with free {tuple(free)}", d)
+            run_s = -1.0 if d.run_s is None else float(d.run_s)
+            setup_s = float(d.setup_s)
+            if not (run_s == -1.0 or (np.isfinite(run_s) and run_s > 0)) or not (
+                np.isfinite(setup_s) and setup_s >= 0
+            ):
+                raise PolicyError(self.placer.name, self.now,
+                                  "run_s must be positive and setup_s non-negative", d)
             waiting.discard(j)
             kernel.start_job(j, k, self.now, self.jobs_f, self.jobs_i, self.nodes_f,
                              self.classes_f, self.classes_i, self.class_tx, self.class_ty,
-                             self.heap_t, self.heap_j, self.heap_k, self.istate, self.fstate)
+                             self.heap_t, self.heap_j, self.heap_k, self.istate, self.fstate,
+                             run_s, setup_s)
         kernel.next_queued(self.queue, self.istate, self.jobs_i)
         self.istate[L.NEED_PLACE] = 0
 

@@ -40,6 +40,12 @@ from cluster.layout import (
     FREE_CPU,
     FREE_GPU,
     FREE_MEM,
+    FREE_SLOTS,
+    FAILED,
+    FAILED_COUNT,
+    EV_TIMER,
+    SETUP_S,
+    TIMEOUT_S,
     HEAP_N,
     HORIZON,
     MEASURED_TIME,
@@ -216,12 +222,20 @@ def start_job(
     hk: np.ndarray,
     istate: np.ndarray,
     fstate: np.ndarray,
+    run_s: float,
+    setup_s: float,
 ) -> None:
-    """Start queued job j on node k at time now: reserve its request, schedule its end."""
+    """Start queued job j on node k at time now: reserve its request, schedule its end.
+
+    The job runs for `run_s` seconds (size / (node speed * s(cpu)) when negative) after a
+    set-up delay of `setup_s` seconds (image pull, data transfer) during which it already
+    holds its request.
+    """
     c = jobs_i[CLS, j]
     cpu = jobs_f[REQ_CPU, j]
     rate = nodes_f[SPEED, k] * speedup_value(c, cpu, classes_f, classes_i, class_tx, class_ty)
-    duration = jobs_f[SIZE, j] / rate
+    duration = (jobs_f[SIZE, j] / rate if run_s < 0.0 else run_s) + setup_s
+    jobs_f[SETUP_S, j] = setup_s
     jobs_f[RATE, j] = rate
     jobs_f[CORES, j] = cpu
     jobs_f[START, j] = now
@@ -233,6 +247,7 @@ def start_job(
     nodes_f[FREE_CPU, k] -= cpu
     nodes_f[FREE_MEM, k] -= jobs_f[REQ_MEM, j]
     nodes_f[FREE_GPU, k] -= jobs_f[REQ_GPU, j]
+    nodes_f[FREE_SLOTS, k] -= 1.0
     fstate[BUSY_CPU] += cpu
     heap_push(ht, hj, hk, istate, now + duration, j, EV_COMPLETE)
     istate[DECISIONS] += 1
@@ -389,7 +404,7 @@ def run_kernel(
                 if k < 0:
                     break
                 start_job(j, k, now, jobs_f, jobs_i, nodes_f, classes_f, classes_i,
-                          class_tx, class_ty, ht, hj, hk, istate, fstate)
+                          class_tx, class_ty, ht, hj, hk, istate, fstate, -1.0, 0.0)
                 istate[Q_HEAD] += 1
             istate[NEED_PLACE] = 0
         for p in range(n_pools):
@@ -429,11 +444,23 @@ def run_kernel(
         fstate[NOW] = t
         istate[EVENTS] += 1
 
-        if t_heap <= t_pool and t_heap <= t_arrival:
+        if t_heap <= t_pool and t_heap <= t_arrival and hk[0] == EV_TIMER:
+            # A queued job's patience runs out: it leaves unserved (counted as failed).
+            j = hj[0]
+            heap_pop(ht, hj, hk, istate)
+            if jobs_i[STATE, j] == QUEUED:
+                jobs_i[STATE, j] = FAILED
+                jobs_f[END, j] = t
+                n_class[jobs_i[CLS, j]] -= 1
+                istate[N_SYSTEM] -= 1
+                istate[DONE_COUNT] += 1
+                istate[FAILED_COUNT] += 1
+        elif t_heap <= t_pool and t_heap <= t_arrival:
             # A placed job completes and frees its node.
             j = hj[0]
             heap_pop(ht, hj, hk, istate)
             k = jobs_i[NODE, j]
+            nodes_f[FREE_SLOTS, k] += 1.0
             nodes_f[FREE_CPU, k] += jobs_f[REQ_CPU, j]
             nodes_f[FREE_MEM, k] += jobs_f[REQ_MEM, j]
             nodes_f[FREE_GPU, k] += jobs_f[REQ_GPU, j]
@@ -483,3 +510,6 @@ def run_kernel(
                 queue[istate[Q_TAIL]] = j
                 istate[Q_TAIL] += 1
                 istate[NEED_PLACE] = 1
+                patience = classes_f[TIMEOUT_S, c]
+                if patience < math.inf:
+                    heap_push(ht, hj, hk, istate, t + patience, j, EV_TIMER)

@@ -77,10 +77,15 @@ def build_result(engine: Engine) -> RunResult:
         "pool": _dictionary(ji[L.POOL], [p.name for p in spec.pools]),
         "core_seconds": pa.array(jf[L.CORE_SECONDS]),
         "cost_usd": pa.array(jf[L.COST]),
+        "setup_s": pa.array(jf[L.SETUP_S]),
         "retries": pa.array(ji[L.RETRIES].astype(np.int32)),
+        "failed": pa.array(ji[L.STATE] == L.FAILED),
         "measured": pa.array(measured),
     })
-    return RunResult(table, summarize(engine, measured))
+    summary = summarize(engine, measured)
+    for policy in (engine.placer, engine.allocator, engine.provisioner):
+        summary.update(policy.extra_summary(table, summary))
+    return RunResult(table, summary)
 
 
 def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:
@@ -129,7 +134,8 @@ def summarize(engine: Engine, measured: np.ndarray) -> dict[str, Any]:
         "measured_time_s": window,
         "events": engine.events,
         "decisions": int(engine.istate[L.DECISIONS]),
-        "jobs_unfinished": int((ji[L.STATE] != L.DONE).sum()),
+        "jobs_unfinished": int(((ji[L.STATE] != L.DONE) & (ji[L.STATE] != L.FAILED)).sum()),
+        "jobs_failed": int(engine.istate[L.FAILED_COUNT]),
     }
     per_class: dict[str, Any] = {}
     for c, jc in enumerate(spec.classes):
@@ -170,7 +176,7 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     out["jobs_completed"] = int(sum(s["jobs_completed"] for s in summaries))
     for key in ("simulated_time_s", "measured_time_s"):
         out[key] = float(np.mean([s[key] for s in summaries]))
-    for key in ("events", "decisions", "jobs_unfinished"):
+    for key in ("events", "decisions", "jobs_unfinished", "jobs_failed"):
         out[key] = int(sum(s[key] for s in summaries))
     out.update(_mean_and_ci(summaries))
     out["per_class"] = {}

@@ -28,6 +28,8 @@ class NodeType:
     price_per_hour: float = 0.0
     startup_cost: float = 0.0
     startup_delay_s: float = 0.0
+    #: Most jobs running at once on one node (worker slots); unlimited by default.
+    max_jobs: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class JobClass:
     holding_cost: float = 1.0
     request: Request = field(default_factory=Request)
     pool: str | None = None
+    #: Seconds a job may wait in the placement queue before it leaves unserved (failed).
+    timeout_s: float = math.inf
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     lst = sub.add_parser("list", help="list shipped scenarios and registered policies")
     lst.set_defaults(func=cmd_list)
+
+    from clusteremu.commands import COMMAND_MODULES
+
+    for module in COMMAND_MODULES:
+        import_module(module).add_parser(sub)
     return parser
 
 

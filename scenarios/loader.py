@@ -270,7 +270,8 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
     cluster = model.cluster
     node_types = tuple(
         NodeType(t.name, t.cpu, t.memory_gb, t.gpu, t.speed, dict(t.labels), t.price_per_hour,
-                 t.startup_cost, t.startup_delay_s)
+                 t.startup_cost, t.startup_delay_s,
+                 math.inf if t.max_jobs is None else float(t.max_jobs))
         for t in cluster.node_types
     )
     nodes = tuple(g.type for g in cluster.nodes for _ in range(g.count))
@@ -297,7 +298,8 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
             arrival = _read_trace(a, base_dir, f"{where}.arrival", source)
         r = m.request
         classes.append(JobClass(m.name, arrival, _distribution(m.size), speedup, m.holding_cost,
-                                Request(r.cpu, r.memory_gb, r.gpu), m.pool or default_pool))
+                                Request(r.cpu, r.memory_gb, r.gpu), m.pool or default_pool,
+                                math.inf if m.timeout_s is None else m.timeout_s))
     s = model.stop
     sched = model.scheduler
     spec = SimulationSpec(

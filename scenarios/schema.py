@@ -153,6 +153,7 @@ class NodeTypeModel(Strict):
     price_per_hour: NonNegFloat = 0.0
     startup_cost: NonNegFloat = 0.0
     startup_delay_s: NonNegFloat = 0.0
+    max_jobs: int | None = Field(default=None, ge=1, description="worker slots per node")
 
 
 class NodeGroupModel(Strict):
@@ -191,6 +192,9 @@ class JobClassModel(Strict):
     request: RequestModel = Field(default_factory=RequestModel)
     pool: str | None = Field(
         default=None, description="malleable pool the class runs in; absent = placed on nodes"
+    )
+    timeout_s: PositiveFloat | None = Field(
+        default=None, description="seconds a job may wait for a node before it fails"
     )
 
 

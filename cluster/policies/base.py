@@ -76,14 +76,22 @@ class PlacementView:
     speed: FloatArray
     node_type: IntArray
     active: npt.NDArray[np.bool_]
+    free_slots: FloatArray
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Start job `job` (an id from PlacementView.queue) on node index `node` now."""
+    """Start job `job` (an id from PlacementView.queue) on node index `node` now.
+
+    `run_s` overrides the execution time in seconds (default: size / (node speed * s(cpu)));
+    `setup_s` is a delay before execution (image pull, data transfer) while the job already
+    holds its request.
+    """
 
     job: int
     node: int
+    run_s: float | None = None
+    setup_s: float = 0.0
 
 
 class Policy:
@@ -102,6 +110,10 @@ class Policy:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}
+
+    def extra_summary(self, jobs: Any, summary: dict[str, Any]) -> dict[str, Any]:
+        """Extra summary keys computed from the per-job Arrow table (e.g. a family's score)."""
+        return {}
 
 
 class Placer(Policy):

@@ -20,6 +20,7 @@ from cluster.layout import (
     FREE_CPU,
     FREE_GPU,
     FREE_MEM,
+    FREE_SLOTS,
     REQ_CPU,
     REQ_GPU,
     REQ_MEM,
@@ -57,6 +58,7 @@ def fits(nodes_f: np.ndarray, nodes_i: np.ndarray, k: int, cpu: float, mem: floa
         and nodes_f[FREE_CPU, k] >= cpu - FIT_EPS
         and nodes_f[FREE_MEM, k] >= mem - FIT_EPS
         and nodes_f[FREE_GPU, k] >= gpu - FIT_EPS
+        and nodes_f[FREE_SLOTS, k] >= 1.0
     )
 
 
