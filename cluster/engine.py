@@ -149,7 +149,14 @@ class Engine:
         allocator: Allocator | None = None,
         provisioner: Provisioner | None = None,
         force_python_policies: bool = False,
+        jobs: Jobs | None = None,
     ) -> None:
+        """Build the state of one replication.
+
+        `jobs` replaces the jobs drawn from the scenario's streams (e.g. jobs routed to a
+        shard by a Ray scheduler); policies default to the scenario's scheduler block;
+        `force_python_policies` takes the Python decision path even for compiled policies.
+        """
         self.spec = spec
         self.replication = replication
         seq = replication_seeds(spec.seed, max(spec.replications, replication + 1))[replication]
@@ -166,7 +173,7 @@ class Engine:
         self.placer.setup(spec, np.random.default_rng(place_seq))
         self.allocator.setup(spec, np.random.default_rng(alloc_seq))
         self.provisioner.setup(spec, np.random.default_rng(0))
-        self.jobs = generate_jobs(spec, job_seq)
+        self.jobs = jobs if jobs is not None else generate_jobs(spec, job_seq)
         self._build_state(np.random.default_rng(place_seq), force_python_policies)
         self.status = -1
 
