@@ -46,6 +46,8 @@ class RunResult:
 
 
 def _dictionary(indices: np.ndarray, names: list[str]) -> pa.DictionaryArray:
+    """A dictionary-encoded string column; negative indices are nulls."""
+    names = names or [""]  # an empty dictionary cannot be converted to numpy or pandas
     mask = indices < 0
     return pa.DictionaryArray.from_arrays(
         pa.array(np.where(mask, 0, indices).astype(np.int32), mask=mask), pa.array(names, pa.string())

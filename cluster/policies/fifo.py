@@ -73,13 +73,14 @@ class FirstFit(FcfsPlacer):
 class RandomFit(FcfsPlacer):
     """FCFS queue; each job goes to a uniformly random node that fits it (seeded).
 
-    The Python path draws from the same SplitMix64 stream as the compiled one.
+    The Python path draws from the same SplitMix64 stream as the compiled one: the engine
+    seeds its compiled stream with the first draw of the placer's generator.
     """
 
     kernel_code = compiled.PLACE_RANDOM_FIT
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
-        self.stream = np.zeros(1, dtype=np.uint64)
+        self.stream = np.array([rng.integers(0, 2**63)], dtype=np.uint64)
 
     def choose(self, candidates: IntArray) -> int:
         return int(candidates[compiled.uniform_index(self.stream, candidates.size)])
