@@ -31,6 +31,25 @@ class Distribution:
         """E[X^2], used by analytical checks (M/G/1 and friends)."""
         raise NotImplementedError
 
+    def cdf(self, x: FloatArray) -> FloatArray:
+        raise NotImplementedError
+
+    def quantile(self, u: FloatArray) -> FloatArray:
+        """Inverse CDF at probabilities u in [0, 1) (bisection on `cdf` unless overridden)."""
+        u = np.asarray(u, dtype=np.float64)
+        lo = np.zeros_like(u)
+        hi = np.full_like(u, max(self.mean, 1e-12))
+        for _ in range(200):
+            grow = self.cdf(hi) < u
+            if not grow.any():
+                break
+            hi = np.where(grow, hi * 2.0, hi)
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            below = self.cdf(mid) < u
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return 0.5 * (lo + hi)
+
 
 @dataclass(frozen=True)
 class Exponential(Distribution):
@@ -48,6 +67,12 @@ class Exponential(Distribution):
     @property
     def second_moment(self) -> float:
         return 2.0 * self.mean_value**2
+
+    def cdf(self, x: FloatArray) -> FloatArray:
+        return -np.expm1(-np.asarray(x, dtype=np.float64) / self.mean_value)
+
+    def quantile(self, u: FloatArray) -> FloatArray:
+        return -self.mean_value * np.log1p(-np.asarray(u, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -70,6 +95,11 @@ class HyperExponential(Distribution):
     def second_moment(self) -> float:
         return float(np.dot(self.probabilities, 2.0 * np.square(self.means)))
 
+    def cdf(self, x: FloatArray) -> FloatArray:
+        p = np.asarray(self.probabilities) / np.sum(self.probabilities)
+        x = np.asarray(x, dtype=np.float64)[..., None]
+        return np.sum(p * -np.expm1(-x / np.asarray(self.means)), axis=-1)
+
 
 @dataclass(frozen=True)
 class Deterministic(Distribution):
@@ -87,6 +117,12 @@ class Deterministic(Distribution):
     @property
     def second_moment(self) -> float:
         return self.value**2
+
+    def cdf(self, x: FloatArray) -> FloatArray:
+        return np.where(np.asarray(x) >= self.value, 1.0, 0.0)
+
+    def quantile(self, u: FloatArray) -> FloatArray:
+        return np.full(np.shape(u), self.value, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -122,6 +158,30 @@ class BoundedLognormal(Distribution):
             return math.exp(2.0 * self.mu + 2.0 * self.sigma**2)
         return self._truncated_moment(2)
 
+    def _log_bounds(self) -> tuple[float, float]:
+        from scipy import stats
+
+        a = 0.0 if self.low <= 0 else float(stats.norm.cdf((math.log(self.low) - self.mu) / self.sigma))
+        b = 1.0 if math.isinf(self.high) else float(
+            stats.norm.cdf((math.log(self.high) - self.mu) / self.sigma))
+        return a, b
+
+    def cdf(self, x: FloatArray) -> FloatArray:
+        from scipy import stats
+
+        a, b = self._log_bounds()
+        x = np.asarray(x, dtype=np.float64)
+        z = stats.norm.cdf((np.log(np.maximum(x, 1e-300)) - self.mu) / self.sigma)
+        return np.clip((z - a) / (b - a), 0.0, 1.0)
+
+    def quantile(self, u: FloatArray) -> FloatArray:
+        """Quantile of the lognormal truncated to [low, high]."""
+        from scipy import stats
+
+        a, b = self._log_bounds()
+        z = stats.norm.ppf(a + np.asarray(u, dtype=np.float64) * (b - a))
+        return np.clip(np.exp(self.mu + self.sigma * z), self.low, self.high)
+
     def _truncated_moment(self, order: int) -> float:
         from scipy import stats
 
@@ -149,3 +209,10 @@ class Empirical(Distribution):
     @property
     def second_moment(self) -> float:
         return float(np.mean(np.square(self.values)))
+
+    def cdf(self, x: FloatArray) -> FloatArray:
+        v = np.sort(np.asarray(self.values, dtype=np.float64))
+        return np.searchsorted(v, np.asarray(x, dtype=np.float64), side="right") / v.size
+
+    def quantile(self, u: FloatArray) -> FloatArray:
+        return np.quantile(np.asarray(self.values, dtype=np.float64), np.asarray(u), method="inverted_cdf")

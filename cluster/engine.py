@@ -65,6 +65,8 @@ class Jobs:
     arrival_s: FloatArray
     class_index: IntArray
     size: FloatArray
+    #: One uniform draw per job, mapped to a run time on each node type that has one.
+    runtime_u: FloatArray | None = None
 
 
 def replication_seeds(seed: int, replications: int) -> list[np.random.SeedSequence]:
@@ -80,7 +82,7 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
     so the jobs of one class do not depend on the other classes.
     """
     n_classes = len(spec.classes)
-    streams = seq.spawn(2 * n_classes)
+    streams = seq.spawn(3 * n_classes)
     if spec.stop.time_s is not None:
         counts = [np.iinfo(np.int64).max] * n_classes
         times = _draw_arrivals(spec, streams, spec.stop.time_s, counts)
@@ -95,7 +97,14 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
     cls = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(times)])
     arrival = np.concatenate(times)
     order = np.lexsort((cls, arrival))[:limit]
-    return Jobs(arrival[order], cls[order], np.concatenate(sizes)[order].astype(np.float64))
+    runtime_u = None
+    if any(c.runtime_by_node_type for c in spec.classes):
+        runtime_u = np.concatenate([
+            np.random.default_rng(streams[2 * n_classes + i]).random(t.size)
+            for i, t in enumerate(times)
+        ])[order]
+    return Jobs(arrival[order], cls[order], np.concatenate(sizes)[order].astype(np.float64),
+                runtime_u)
 
 
 def _draw_arrivals(
@@ -136,6 +145,23 @@ def _arrivals_for_count(
         if merged.size == count and (count == 0 or merged[-1] <= covered):
             return times
         headroom *= 2.0
+
+
+def runtime_table(spec: SimulationSpec, jobs: Jobs) -> FloatArray:
+    """Run time in seconds of every job on every node type (-1 = size / (speed * s(cpu))).
+
+    Shape (node types, jobs), or (0, 0) when no class sets `runtime_by_node_type`.
+    """
+    if jobs.runtime_u is None or not any(c.runtime_by_node_type for c in spec.classes):
+        return np.zeros((0, 0))
+    table = np.full((len(spec.node_types), jobs.arrival_s.size), -1.0)
+    for c, jc in enumerate(spec.classes):
+        mine = jobs.class_index == c
+        for t, nt in enumerate(spec.node_types):
+            dist = jc.runtime_by_node_type.get(nt.name)
+            if dist is not None and mine.any():
+                table[t, mine] = dist.quantile(jobs.runtime_u[mine])
+    return table
 
 
 class Engine:
@@ -236,6 +262,7 @@ class Engine:
             self.class_tx[c, : xs.size], self.class_ty[c, : ys.size] = xs, ys
 
         # A completion and a patience timer per job at most.
+        self.run_by_type = runtime_table(spec, jobs)
         self.heap_t = np.zeros(2 * n + 1)
         self.heap_j = np.zeros(2 * n + 1, dtype=np.int64)
         self.heap_k = np.zeros(2 * n + 1, dtype=np.int64)
@@ -283,7 +310,7 @@ class Engine:
             status = kernel.run_kernel(
                 self.jobs_f, self.jobs_i, self.nodes_f, self.nodes_i, self.pools_f, self.pools_i,
                 self.classes_f, self.classes_i, self.class_tx, self.class_ty,
-                self.heap_t, self.heap_j, self.heap_k, self.queue, self.members,
+                self.heap_t, self.heap_j, self.heap_k, self.run_by_type, self.queue, self.members,
                 self.n_class, self.area_class, self.istate, self.fstate, self.rng,
                 self.placer_params, self.alloc_params, until_s, max_events,
             )
@@ -361,10 +388,10 @@ class Engine:
                 raise PolicyError(self.placer.name, self.now,
                                   "run_s must be positive and setup_s non-negative", d)
             waiting.discard(j)
-            kernel.start_job(j, k, self.now, self.jobs_f, self.jobs_i, self.nodes_f,
+            kernel.start_job(j, k, self.now, self.jobs_f, self.jobs_i, self.nodes_f, self.nodes_i,
                              self.classes_f, self.classes_i, self.class_tx, self.class_ty,
                              self.heap_t, self.heap_j, self.heap_k, self.istate, self.fstate,
-                             run_s, setup_s)
+                             self.run_by_type, run_s, setup_s)
         kernel.next_queued(self.queue, self.istate, self.jobs_i)
         self.istate[L.NEED_PLACE] = 0
 

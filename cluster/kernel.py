@@ -40,6 +40,7 @@ from cluster.layout import (
     FREE_CPU,
     FREE_GPU,
     FREE_MEM,
+    NODE_TYPE,
     FREE_SLOTS,
     FAILED,
     FAILED_COUNT,
@@ -213,6 +214,7 @@ def start_job(
     jobs_f: np.ndarray,
     jobs_i: np.ndarray,
     nodes_f: np.ndarray,
+    nodes_i: np.ndarray,
     classes_f: np.ndarray,
     classes_i: np.ndarray,
     class_tx: np.ndarray,
@@ -222,6 +224,7 @@ def start_job(
     hk: np.ndarray,
     istate: np.ndarray,
     fstate: np.ndarray,
+    run_by_type: np.ndarray,
     run_s: float,
     setup_s: float,
 ) -> None:
@@ -229,10 +232,13 @@ def start_job(
 
     The job runs for `run_s` seconds (size / (node speed * s(cpu)) when negative) after a
     set-up delay of `setup_s` seconds (image pull, data transfer) during which it already
-    holds its request.
+    holds its request. `run_by_type[node type, j]`, when present and not negative, is the
+    job's run time on that node type (per-node-type execution-time distributions).
     """
     c = jobs_i[CLS, j]
     cpu = jobs_f[REQ_CPU, j]
+    if run_s < 0.0 and run_by_type.shape[0] > 0:
+        run_s = run_by_type[nodes_i[NODE_TYPE, k], j]
     rate = nodes_f[SPEED, k] * speedup_value(c, cpu, classes_f, classes_i, class_tx, class_ty)
     duration = (jobs_f[SIZE, j] / rate if run_s < 0.0 else run_s) + setup_s
     jobs_f[SETUP_S, j] = setup_s
@@ -374,6 +380,7 @@ def run_kernel(
     ht: np.ndarray,
     hj: np.ndarray,
     hk: np.ndarray,
+    run_by_type: np.ndarray,
     queue: np.ndarray,
     members: np.ndarray,
     n_class: np.ndarray,
@@ -403,8 +410,8 @@ def run_kernel(
                 k = place(istate[PLACER_CODE], placer_params, j, nodes_f, nodes_i, jobs_f, rng)
                 if k < 0:
                     break
-                start_job(j, k, now, jobs_f, jobs_i, nodes_f, classes_f, classes_i,
-                          class_tx, class_ty, ht, hj, hk, istate, fstate, -1.0, 0.0)
+                start_job(j, k, now, jobs_f, jobs_i, nodes_f, nodes_i, classes_f, classes_i,
+                          class_tx, class_ty, ht, hj, hk, istate, fstate, run_by_type, -1.0, 0.0)
                 istate[Q_HEAD] += 1
             istate[NEED_PLACE] = 0
         for p in range(n_pools):

@@ -68,6 +68,9 @@ class JobClass:
     pool: str | None = None
     #: Seconds a job may wait in the placement queue before it leaves unserved (failed).
     timeout_s: float = math.inf
+    #: Execution time (seconds) on a given node type, replacing size / (speed * s(cpu)) there.
+    #: Each job draws one uniform u; on node type t it runs for quantile_t(u) seconds.
+    runtime_by_node_type: dict[str, Distribution] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,10 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
         where = f"workload.classes.{i}"
         if jc.pool is not None and jc.pool not in pool_names:
             problems.append((f"{where}.pool", f"expected one of the pools {pool_names}, got {jc.pool!r}"))
+        for t in jc.runtime_by_node_type:
+            if t not in type_names:
+                problems.append((f"{where}.runtime_by_node_type.{t}",
+                                 f"expected one of the node types {type_names}"))
         if jc.pool is None and not has_nodes and len(pool_names) != 1:
             problems.append((f"{where}.pool", "the class targets nodes but the cluster has none; "
                              "name a pool or add cluster.nodes"))
@@ -299,7 +303,8 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         r = m.request
         classes.append(JobClass(m.name, arrival, _distribution(m.size), speedup, m.holding_cost,
                                 Request(r.cpu, r.memory_gb, r.gpu), m.pool or default_pool,
-                                math.inf if m.timeout_s is None else m.timeout_s))
+                                math.inf if m.timeout_s is None else m.timeout_s,
+                                {t: _distribution(d) for t, d in m.runtime_by_node_type.items()}))
     s = model.stop
     sched = model.scheduler
     spec = SimulationSpec(

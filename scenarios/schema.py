@@ -196,6 +196,10 @@ class JobClassModel(Strict):
     timeout_s: PositiveFloat | None = Field(
         default=None, description="seconds a job may wait for a node before it fails"
     )
+    runtime_by_node_type: dict[str, Distribution] = Field(
+        default_factory=dict,
+        description="execution time (seconds) per node type, replacing size/speed there",
+    )
 
 
 class WorkloadModel(Strict):
