@@ -149,7 +149,8 @@ def _format_error(err: Any) -> tuple[str, str]:
         msg = f"expected `kind` to be one of {expected}"
     elif not isinstance(given, dict | list) and given is not None:
         shown = repr(given)
-        msg = f"expected {msg[0].lower() + msg[1:]}, got {shown[:60]}"
+        wanted = msg.removeprefix("Input should be ").removeprefix("Input ")
+        msg = f"expected {wanted[0].lower() + wanted[1:]}, got {shown[:60]}"
     return _format_loc(tuple(err.get("loc", ()))), msg
 
 
@@ -203,7 +204,7 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> SimulationSpec:
     """Read, override, validate and build a scenario file into a SimulationSpec."""
     resolved = resolve_path(path)
-    source = str(path)
+    source = str(resolved)
     data = apply_overrides(read_yaml(resolved), overrides or [], source)
     model = validate(data, source)
     return build_spec(model, resolved.parent, source)
