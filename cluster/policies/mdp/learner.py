@@ -1,0 +1,315 @@
+"""Learning-and-control loops of seed 001: Algorithms 1a and 1b (section 5) and the
+non-stationary (change-point) experiment of Table 2 (SPEC.md section 2).
+
+Epoch n runs the system under the policy solved for the current estimates until d_n more
+departures (both classes) have happened; then theta_j is re-estimated by maximum likelihood
+(`estimator.mle`) and the MDP is re-solved (`solver.solve`) for the next epoch.
+
+- Algorithm 1a: d_n = first + step * n (SPEC: d_n = 50 + n), estimates from the last epoch.
+- Algorithm 1b: d_n = first (step 0; the seed uses 100), estimates from all data since 0.
+- Change points: at given times the *true* theta of some classes changes; the learner is not
+  told. The engine is one `Engine` advanced with `step(...)`; at a change time the pool is
+  brought up to that instant and the new parameter is written to
+  `engine.classes_f[SP_PARAM, c]` (the compiled loop reads the speed-up parameter there),
+  then the rates of the running jobs are recomputed (`kernel.apply_allocation`). Because
+  sizes are exponential, the remaining work of running jobs needs no change.
+
+The engine does not block arrivals (the truncation B lives in the MDP only); the learner
+checks that the policy it starts from blocks a negligible share of arrivals at B.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from cluster import kernel
+from cluster import layout as L
+from cluster.engine import Engine
+from cluster.model import SimulationSpec, StopRule
+from cluster.policies.mdp import estimator as est
+from cluster.policies.mdp.allocator import MdpAllocator
+from cluster.policies.mdp.model import MdpModel, MdpModelError, check_theta, model_from_spec
+from cluster.policies.mdp.solver import check_truncation, evaluate_policy, solve
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+
+ALGORITHMS = ("1a", "1b")
+#: Estimates are kept inside [THETA_FLOOR, 1] before solving (theta = 0 is degenerate).
+THETA_FLOOR = 1e-6
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """From `time_s` on, the true theta of the named classes (by class index) is `theta`."""
+
+    time_s: float
+    theta: dict[int, float]
+
+
+@dataclass(frozen=True)
+class LearnConfig:
+    """Settings of a learning run (scenario `scheduler.allocator.params.learn`).
+
+    Attributes:
+        algorithm: "1a" (last epoch's data) or "1b" (all data since time 0).
+        iterations: number of epochs (policy updates).
+        initial_theta: the estimates the first policy is solved for.
+        departures_first, departures_step: d_n = first + step * n, n = 1, 2, ...
+        change_points: list of {time_s, theta: {class name or index: value}} (non-stationary).
+        max_blocking: largest blocking probability at B accepted for the true parameters.
+    """
+
+    algorithm: str = "1a"
+    iterations: int = 100
+    initial_theta: tuple[float, float] = (0.5, 0.5)
+    departures_first: int = 50
+    departures_step: int = 1
+    change_points: tuple[dict[str, Any], ...] = ()
+    max_blocking: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise MdpModelError("learn.algorithm",
+                                f"expected one of {ALGORITHMS}, got {self.algorithm!r}")
+        _check_int("learn.iterations", self.iterations, 1)
+        _check_int("learn.departures.first", self.departures_first, 1)
+        _check_int("learn.departures.step", self.departures_step, 0)
+        check_theta(tuple(self.initial_theta), 2, "learn.initial_theta")
+        if not (0.0 < self.max_blocking < 1.0):
+            raise MdpModelError("learn.max_blocking",
+                                f"expected a probability in (0, 1), got {self.max_blocking}")
+        last = -math.inf
+        for i, cp in enumerate(self.change_points):
+            where = f"learn.change_points.{i}"
+            if not isinstance(cp, dict) or set(cp) != {"time_s", "theta"}:
+                raise MdpModelError(where, "expected a mapping with keys time_s and theta")
+            t = cp["time_s"]
+            if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) \
+                    or t < 0 or t <= last:
+                raise MdpModelError(f"{where}.time_s",
+                                    f"expected increasing finite times >= 0, got {t!r}")
+            last = float(t)
+            if not isinstance(cp["theta"], dict) or not cp["theta"]:
+                raise MdpModelError(f"{where}.theta", "expected a mapping class -> theta")
+            for name, value in cp["theta"].items():
+                check_theta((float(value),), 1, f"{where}.theta.{name}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LearnConfig:
+        """Build from the scenario's `learn:` block."""
+        known = {"algorithm", "iterations", "initial_theta", "departures", "change_points",
+                 "max_blocking"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise MdpModelError(f"learn.{unknown[0]}",
+                                f"unknown field; expected one of {sorted(known)}")
+        dep = data.get("departures", {})
+        if not isinstance(dep, dict) or not set(dep) <= {"first", "step"}:
+            raise MdpModelError("learn.departures", "expected a mapping with keys first and step")
+        algorithm = str(data.get("algorithm", "1a"))
+        default_first, default_step = (50, 1) if algorithm == "1a" else (100, 0)
+        theta = data.get("initial_theta", (0.5, 0.5))
+        if not isinstance(theta, list | tuple):
+            raise MdpModelError("learn.initial_theta", f"expected two values, got {theta!r}")
+        return cls(
+            algorithm=algorithm,
+            iterations=data.get("iterations", 100),
+            initial_theta=tuple(float(t) for t in theta),  # type: ignore[arg-type]
+            departures_first=dep.get("first", default_first),
+            departures_step=dep.get("step", default_step),
+            change_points=tuple(data.get("change_points", ())),
+            max_blocking=float(data.get("max_blocking", 1e-3)),
+        )
+
+    def departures(self, n: int) -> int:
+        """d_n, the departures in epoch n (n = 1, 2, ...)."""
+        return self.departures_first + self.departures_step * n
+
+    def total_departures(self) -> int:
+        return sum(self.departures(n) for n in range(1, self.iterations + 1))
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise MdpModelError(name, f"expected an integer >= {low}, got {value!r}")
+
+
+@dataclass
+class LearnResult:
+    """Per-iteration estimates and the final policy.
+
+    `rows` has one entry per iteration: iteration, departures so far, time_s, the estimates
+    and standard errors, the true theta at that time, and the exact E[N] of the policy the
+    new estimates give, under the true parameters (`mean_jobs_learned`) against the optimum
+    (`mean_jobs_optimal`).
+    """
+
+    class_names: tuple[str, str]
+    rows: list[dict[str, float]]
+    theta: tuple[float, float]
+    table: FloatArray
+    mean_jobs_learned: float
+    mean_jobs_optimal: float
+    true_theta: tuple[float, float]
+    simulated_mean_jobs: float
+    change_times: list[float] = field(default_factory=list)
+
+    def table_arrow(self) -> pa.Table:
+        return pa.Table.from_pylist(self.rows)
+
+
+def resolve_change_points(
+    config: LearnConfig, spec: SimulationSpec
+) -> list[ChangePoint]:
+    """Change points with class names resolved to class indices (0 or 1)."""
+    names = [c.name for c in spec.classes]
+    out = []
+    for i, cp in enumerate(config.change_points):
+        theta: dict[int, float] = {}
+        for key, value in cp["theta"].items():
+            if isinstance(key, int) and 0 <= key < len(names):
+                theta[key] = float(value)
+            elif key in names:
+                theta[names.index(key)] = float(value)
+            else:
+                raise MdpModelError(f"learn.change_points.{i}.theta.{key}",
+                                    f"expected a class name among {names}")
+        out.append(ChangePoint(float(cp["time_s"]), theta))
+    return out
+
+
+def learn(
+    spec: SimulationSpec,
+    config: LearnConfig,
+    truncation: int = 20,
+    actions: int = 100,
+    progress: Callable[[float], None] | None = None,
+) -> LearnResult:
+    """Run Algorithm 1a or 1b on the scenario (its two classes, its true theta)."""
+    true_model = model_from_spec(spec, truncation)
+    if true_model.n_classes != 2:
+        raise MdpModelError("workload.classes", "the learner handles two classes")
+    mu = true_model.service_rate_per_s
+    changes = resolve_change_points(config, spec)
+    optimal = solve(true_model, actions)
+    check_truncation(true_model, optimal.table, config.max_blocking)
+    for cp in changes:
+        th = list(true_model.theta)
+        for c, v in cp.theta.items():
+            th[c] = v
+        changed = true_model.with_theta(tuple(th))
+        check_truncation(changed, solve(changed, actions).table, config.max_blocking)
+
+    # Enough jobs for every epoch (the run must not end before the last departure).
+    total = config.total_departures()
+    run_spec = replace(spec, stop=StopRule(jobs=total + 10 * truncation + 1000),
+                       replications=1)
+    theta_hat = tuple(float(t) for t in config.initial_theta)
+    sol = solve(true_model.with_theta(theta_hat), actions)
+    allocator = MdpAllocator(table=sol.table)
+    engine = Engine(run_spec, allocator=allocator)
+    cores = float(spec.pools[0].cores)
+    tables: list[tuple[float, FloatArray]] = [(0.0, sol.table)]
+    pooled = [est.ClassExposure.empty(), est.ClassExposure.empty()]
+    rows: list[dict[str, float]] = []
+    current_true = list(true_model.theta)
+    pending = list(changes)
+    t_prev, done_prev = 0.0, 0
+    values = sol.relative_values
+    g_true = {tuple(current_true): optimal.average_cost}
+    for n in range(1, config.iterations + 1):
+        target = done_prev + config.departures(n)
+        while int(engine.istate[L.DONE_COUNT]) < target:
+            left = target - int(engine.istate[L.DONE_COUNT])
+            until = pending[0].time_s if pending else math.inf
+            status = engine.step(until_s=until, max_events=left)
+            if status == L.PAUSED and pending:
+                cp = pending.pop(0)
+                apply_change(engine, cp)
+                for c, v in cp.theta.items():
+                    current_true[c] = v
+            elif status == L.FINISHED:
+                raise RuntimeError("the engine ran out of jobs before the last epoch")
+        t_now = engine.now
+        path = est.path_from_jobs(engine.jobs_f[L.ARRIVAL], engine.jobs_f[L.END],
+                                  engine.jobs_i[L.CLS], (0, 1), cores, tables, (t_prev, t_now))
+        estimates = []
+        for c in (0, 1):
+            data = est.exposure(path, c)
+            if config.algorithm == "1b":
+                pooled[c] = pooled[c].combine(data)
+                data = pooled[c]
+            estimates.append(est.mle(data, mu, fallback=theta_hat[c]))
+        theta_hat = tuple(
+            float(np.clip(e.theta, THETA_FLOOR, 1.0)) if e.informative else theta_hat[c]
+            for c, e in enumerate(estimates))
+        sol = solve(true_model.with_theta(theta_hat), actions, initial_values=values)
+        values = sol.relative_values
+        allocator.set_table(sol.table)
+        engine.pools_i[L.P_NEED_ALLOC, 0] = 1  # re-decide now with the new table
+        tables.append((t_now, sol.table))
+        model_now = true_model.with_theta(tuple(current_true))
+        key = tuple(current_true)
+        if key not in g_true:
+            g_true[key] = solve(model_now, actions).average_cost
+        rows.append({
+            "iteration": n, "departures": int(engine.istate[L.DONE_COUNT]),
+            "epoch_departures": config.departures(n), "time_s": t_now,
+            "theta1_hat": estimates[0].theta, "theta1_se": estimates[0].std_error,
+            "theta2_hat": estimates[1].theta, "theta2_se": estimates[1].std_error,
+            "theta1_true": current_true[0], "theta2_true": current_true[1],
+            "mean_jobs_learned": evaluate_policy(model_now, sol.table).mean_jobs,
+            "mean_jobs_optimal": g_true[key],
+        })
+        t_prev, done_prev = t_now, int(engine.istate[L.DONE_COUNT])
+        if progress is not None:
+            progress(n / config.iterations)
+    model_end = true_model.with_theta(tuple(current_true))
+    area = engine.area_class.sum()
+    measured = float(engine.fstate[L.MEASURED_TIME])
+    return LearnResult(
+        class_names=(spec.classes[0].name, spec.classes[1].name), rows=rows,
+        theta=(float(theta_hat[0]), float(theta_hat[1])), table=sol.table,
+        mean_jobs_learned=evaluate_policy(model_end, sol.table).mean_jobs,
+        mean_jobs_optimal=g_true[tuple(current_true)],
+        true_theta=(current_true[0], current_true[1]),
+        simulated_mean_jobs=float(area / measured) if measured > 0 else math.nan,
+        change_times=[cp.time_s for cp in changes],
+    )
+
+
+def apply_change(engine: Engine, cp: ChangePoint) -> None:
+    """Change the true speed-up parameters at cp.time_s, exactly at that instant.
+
+    The engine stopped before its first event after cp.time_s; bring the pool's remaining
+    work and the time integrals up to cp.time_s, write the new parameters where the compiled
+    loop reads them, and recompute the running jobs' rates and the next completion.
+    """
+    t = cp.time_s
+    p = 0
+    if t > engine.now:
+        kernel.advance_pool(p, t, engine.pools_f, engine.pools_i, engine.jobs_f, engine.jobs_i)
+        kernel.accumulate(t, engine.fstate, engine.istate, engine.n_class, engine.area_class,
+                          engine.pools_f)
+        engine.fstate[L.NOW] = t
+    for c, value in cp.theta.items():
+        engine.classes_f[L.SP_PARAM, c] = value
+    kernel.apply_allocation(p, engine.now, engine.jobs_f, engine.jobs_i, engine.pools_f,
+                            engine.pools_i, engine.classes_f, engine.classes_i, engine.class_tx,
+                            engine.class_ty, engine.fstate, engine.istate)
+    log.info("t=%.6g s: true theta changed to %s", t, cp.theta)
+
+
+def optimal_reference(model: MdpModel, actions: int = 100) -> float:
+    """E[N] of the optimal policy for the true parameters."""
+    return solve(model, actions).average_cost
