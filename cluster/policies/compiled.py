@@ -25,9 +25,12 @@ from cluster.layout import (
     REQ_GPU,
     REQ_MEM,
 )
+from cluster.policies.mdp.kernel import allocate_mdp
 
 # Allocator codes (0 = Python policy, called back).
 ALLOC_PYTHON, ALLOC_EQUI, ALLOC_FCFS_ONE_CORE = 0, 1, 2
+#: The learned speed-up MDP allocator (cluster.policies.mdp.kernel).
+ALLOC_MDP = 51
 # Placer codes (0 = Python policy, called back).
 PLACE_PYTHON, PLACE_FIRST_FIT, PLACE_RANDOM_FIT = 0, 1, 2
 
@@ -153,5 +156,7 @@ def allocate(
         allocate_equi(members, n, pool_cores, jobs_f)
     elif code == ALLOC_FCFS_ONE_CORE:
         allocate_fcfs_one_core(members, n, pool_cores, jobs_f)
+    elif code == ALLOC_MDP:
+        allocate_mdp(params, members, n, pool_cores, now, jobs_f, jobs_i)
 
 
