@@ -161,6 +161,13 @@ def validate(data: dict[str, Any], source: str) -> schema.ScenarioModel:
     except ValidationError as exc:
         problems = [_format_error(e) for e in exc.errors()]
         raise ScenarioError(source, problems) from None
+    if model.cluster.generator is not None:
+        from scenarios.faas import apply_cluster_generator
+
+        try:
+            model = apply_cluster_generator(model)
+        except ValueError as exc:
+            raise ScenarioError(source, [("cluster.generator", str(exc))]) from None
     _check_references(model, source)
     return model
 

@@ -168,10 +168,20 @@ class PoolModel(Strict):
     price_per_hour: NonNegFloat = 0.0
 
 
+class ClusterGeneratorModel(Strict):
+    """A generated cluster (scenarios/faas.py setups), expanded into node types and nodes."""
+
+    name: str = Field(min_length=1, description="setup name, e.g. hybrid_balanced")
+    nodes: int = Field(ge=1, description="number of nodes")
+    seed: int = Field(default=0, ge=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 class ClusterModel(Strict):
     node_types: list[NodeTypeModel] = Field(default_factory=list)
     nodes: list[NodeGroupModel] = Field(default_factory=list)
     pools: list[PoolModel] = Field(default_factory=list)
+    generator: ClusterGeneratorModel | None = None
 
 
 # --- workload ------------------------------------------------------------------------------

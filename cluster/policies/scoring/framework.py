@@ -1,0 +1,492 @@
+"""The scoring framework: filter and score plugins, shaped like kube-scheduler's.
+
+One scheduling *cycle* places one pod (job): every filter plugin returns a boolean mask over
+all nodes, the feasible nodes are their conjunction, every score plugin returns one score in
+[0, 100] per feasible node (after its own normalisation), the total is the weighted sum,
+and the best total wins; ties go to a seeded generator (kube-scheduler
+`runtime/framework.go`, `RunScorePlugins` + `selectHost`; SPEC.md section 4, "Combination").
+Scores outside [0, 100] raise `ScoreRangeError` naming the plugin, as kube-scheduler does.
+
+Everything is vectorised over nodes: a `NodeTable` holds static per-node arrays (capacities,
+node type, locality, architecture, bandwidths), a `ClusterState` the dynamic ones (free
+resources, worker slots, image caches), a `CompiledPod` the pod's per-node precomputations
+(the image it would run on each node, static filter masks). Plugins only do numpy work on
+these arrays; there is no Python loop over nodes.
+
+Node label conventions (the faas family and the docs use them):
+``locality`` (``edge`` | ``cloud``), ``arch`` (``x86`` | ``aarch64`` | ``arm32``),
+``accelerator`` (``gpu`` | ``tpu``), ``capability.<name>`` (e.g. ``capability.cuda: "true"``),
+``role: storage`` (a storage node, never a placement target), ``bandwidth.registry_mbps`` and
+``bandwidth.storage_mbps`` (Mbit/s from the image registry and from the storage nodes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.model import NodeType
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: Resource rows of the capacity / free arrays: cores, GB of memory, GPUs.
+RESOURCES: tuple[str, ...] = ("cpu", "memory", "gpu")
+#: Integer units of Kubernetes' arithmetic per resource row: millicores, bytes (GiB), milli-GPU.
+INTEGER_SCALE = np.array([1000.0, float(2**30), 1000.0])
+MAX_NODE_SCORE = 100
+#: Tolerance on capacity checks (cores, GB, GPUs); the engine uses the same.
+FIT_EPS = 1e-9
+
+
+class ScoreRangeError(ValueError):
+    """A score plugin returned a score outside [0, 100]."""
+
+
+# --- the cluster: static node table and dynamic state ---------------------------------------
+
+
+def _label_float(labels: Mapping[str, str], key: str, default: float) -> float:
+    raw = labels.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"node label {key!r}: expected a number, got {raw!r}") from None
+    if not value > 0:
+        raise ValueError(f"node label {key!r}: expected a positive bandwidth, got {raw!r}")
+    return value
+
+
+@dataclass
+class NodeTable:
+    """Static attributes of every node, as arrays indexed by node (plus per node type).
+
+    `capacity` is (3, n): cores, GB, GPUs. Bandwidths are Mbit/s (inf = no transfer cost).
+    """
+
+    capacity: FloatArray
+    node_type: IntArray
+    type_labels: tuple[dict[str, str], ...]
+    type_names: tuple[str, ...]
+    is_edge: BoolArray
+    is_storage: BoolArray
+    arch: IntArray
+    arch_names: tuple[str, ...]
+    registry_mbps: FloatArray
+    storage_mbps: FloatArray
+    capacity_int: npt.NDArray[np.int64] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.capacity_int = np.rint(self.capacity * INTEGER_SCALE[:, None]).astype(np.int64)
+
+    @property
+    def n(self) -> int:
+        return int(self.node_type.size)
+
+    @classmethod
+    def from_types(cls, node_types: Sequence[NodeType], nodes: Sequence[str]) -> NodeTable:
+        """Build the table from node types and a node type name per node."""
+        index = {t.name: i for i, t in enumerate(node_types)}
+        node_type = np.array([index[name] for name in nodes], dtype=np.int64)
+        labels = tuple(dict(t.labels) for t in node_types)
+        caps = np.array([[t.cpu, t.memory_gb, t.gpu] for t in node_types], dtype=np.float64)
+        caps = caps.reshape(len(node_types), 3)
+        arch_names = tuple(sorted({lab.get("arch", "") for lab in labels}))
+        per_type = {
+            "edge": np.array([lab.get("locality") == "edge" for lab in labels], dtype=bool),
+            "storage": np.array([lab.get("role") == "storage" for lab in labels], dtype=bool),
+            "arch": np.array(
+                [arch_names.index(lab.get("arch", "")) for lab in labels], dtype=np.int64
+            ),
+            "registry": np.array(
+                [_label_float(lab, "bandwidth.registry_mbps", math.inf) for lab in labels]
+            ),
+            "storage_bw": np.array(
+                [_label_float(lab, "bandwidth.storage_mbps", math.inf) for lab in labels]
+            ),
+        }
+        return cls(
+            capacity=np.ascontiguousarray(caps[node_type].T) if len(nodes) else np.zeros((3, 0)),
+            node_type=node_type,
+            type_labels=labels,
+            type_names=tuple(t.name for t in node_types),
+            is_edge=per_type["edge"][node_type],
+            is_storage=per_type["storage"][node_type],
+            arch=per_type["arch"][node_type],
+            arch_names=arch_names,
+            registry_mbps=per_type["registry"][node_type],
+            storage_mbps=per_type["storage_bw"][node_type],
+        )
+
+    def types_matching(self, selector: Mapping[str, Sequence[str]]) -> BoolArray:
+        """Per node type: do its labels carry one of the allowed values for every key?"""
+        return np.array(
+            [
+                all(lab.get(k) in allowed for k, allowed in selector.items())
+                for lab in self.type_labels
+            ],
+            dtype=bool,
+        )
+
+
+@dataclass
+class ClusterState:
+    """Dynamic per-node state: free resources (3, n), free worker slots, image caches.
+
+    `has_image[i, k]` says node k holds image i; `image_nodes[i]` counts the nodes that do.
+    """
+
+    free: FloatArray
+    free_slots: FloatArray
+    active: BoolArray
+    has_image: BoolArray
+    image_nodes: IntArray
+
+    @classmethod
+    def empty(cls, table: NodeTable, n_images: int) -> ClusterState:
+        return cls(
+            free=table.capacity.copy(),
+            free_slots=np.full(table.n, math.inf),
+            active=np.ones(table.n, dtype=bool),
+            has_image=np.zeros((n_images, table.n), dtype=bool),
+            image_nodes=np.zeros(n_images, dtype=np.int64),
+        )
+
+    def add_image(self, image: int, node: int) -> None:
+        if image >= 0 and not self.has_image[image, node]:
+            self.has_image[image, node] = True
+            self.image_nodes[image] += 1
+
+
+# --- pods --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """A container image: size in MB per architecture (an architecture missing = the image
+    has no build for it) and node labels it requires (label -> allowed values)."""
+
+    name: str
+    size_mb: Mapping[str, float]
+    requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """What a job of one class asks of the scheduler.
+
+    `request` is (cores, GB, GPUs); `images` are ranked (a node runs the first one it can);
+    `node_selector` are required labels; `capabilities` are the capability labels the pod
+    would like (Capability scorer); data sizes in MB per invocation (DataLocality), the model
+    in MB is downloaded once per node (cached like an image).
+    """
+
+    name: str
+    request: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    images: tuple[ImageSpec, ...] = ()
+    node_selector: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    capabilities: Mapping[str, str] = field(default_factory=dict)
+    data_in_mb: float = 0.0
+    data_out_mb: float = 0.0
+    model_mb: float = 0.0
+
+
+@dataclass
+class CompiledPod:
+    """A pod's static per-node arrays against one NodeTable.
+
+    `image[k]` is the global id of the image the pod would run on node k (-1: none; every
+    node when the pod names no image), `image_size_mb[k]` its size for k's architecture,
+    `runnable[k]` whether k can run one of the pod's images, `selector_ok[k]` whether k
+    carries the required labels, `capability_count[k]` how many requested capabilities k has.
+    """
+
+    spec: PodSpec
+    request: FloatArray
+    image: IntArray
+    image_size_mb: FloatArray
+    runnable: BoolArray
+    selector_ok: BoolArray
+    capability_count: FloatArray
+    data_mb: float
+    model_id: int
+
+
+def compile_pod(spec: PodSpec, table: NodeTable, image_ids: Mapping[str, int]) -> CompiledPod:
+    """Precompute a pod's per-node arrays (vectorised by node type, then gathered)."""
+    n_types = len(table.type_labels)
+    image_of_type = np.full(n_types, -1, dtype=np.int64)
+    size_of_type = np.zeros(n_types)
+    for t, lab in enumerate(table.type_labels):
+        arch = lab.get("arch", "")
+        for img in spec.images:
+            ok = arch in img.size_mb and all(lab.get(k) in v for k, v in img.requires.items())
+            if ok:
+                image_of_type[t] = image_ids[img.name]
+                size_of_type[t] = float(img.size_mb[arch])
+                break
+    runnable_type = image_of_type >= 0 if spec.images else np.ones(n_types, dtype=bool)
+    caps_type = np.array(
+        [sum(lab.get(k) == v for k, v in spec.capabilities.items()) for lab in table.type_labels],
+        dtype=np.float64,
+    )
+    nt = table.node_type
+    model_key = f"model:{spec.name}"
+    return CompiledPod(
+        spec=spec,
+        request=np.asarray(spec.request, dtype=np.float64),
+        image=image_of_type[nt],
+        image_size_mb=size_of_type[nt],
+        runnable=runnable_type[nt],
+        selector_ok=table.types_matching(spec.node_selector)[nt],
+        capability_count=caps_type[nt],
+        data_mb=float(spec.data_in_mb + spec.data_out_mb),
+        model_id=image_ids.get(model_key, -1),
+    )
+
+
+# --- one scheduling cycle ------------------------------------------------------------------------
+
+
+class Cycle:
+    """The inputs of one placement decision; gathered per-feasible-node arrays are cached.
+
+    `request` is this job's (cores, GB, GPUs). After filtering, `nodes` holds the feasible
+    node indices and scorers read gathered arrays through the cached helpers.
+    """
+
+    __slots__ = ("table", "state", "pod", "request", "nodes", "_cache")
+
+    def __init__(
+        self,
+        table: NodeTable,
+        state: ClusterState,
+        pod: CompiledPod,
+        request: FloatArray | None = None,
+    ) -> None:
+        self.table = table
+        self.state = state
+        self.pod = pod
+        self.request = pod.request if request is None else np.asarray(request, dtype=np.float64)
+        self.nodes: IntArray = np.zeros(0, dtype=np.int64)
+        self._cache: dict[str, Any] = {}
+
+    def cached(self, key: str, make: Callable[[], Any]) -> Any:
+        """Compute `make()` once per cycle (after filtering) and reuse it."""
+        value = self._cache.get(key)
+        if value is None:
+            value = make()
+            self._cache[key] = value
+        return value
+
+    def capacity(self) -> FloatArray:
+        """(3, m) capacities of the feasible nodes."""
+        return self.cached("cap", lambda: self.table.capacity[:, self.nodes])
+
+    def free(self) -> FloatArray:
+        """(3, m) free resources of the feasible nodes before this placement."""
+        return self.cached("free", lambda: self.state.free[:, self.nodes])
+
+    def requested(self) -> FloatArray:
+        """(3, m) requested resources after this placement: (capacity - free) + request."""
+        return self.cached("req", lambda: self.capacity() - self.free() + self.request[:, None])
+
+    def capacity_int(self) -> npt.NDArray[np.int64]:
+        return self.cached("cap_i", lambda: self.table.capacity_int[:, self.nodes])
+
+    def requested_int(self) -> npt.NDArray[np.int64]:
+        """Requested resources in Kubernetes' integer units (millicores, bytes, milli-GPU)."""
+        return self.cached(
+            "req_i", lambda: np.rint(self.requested() * INTEGER_SCALE[:, None]).astype(np.int64)
+        )
+
+    def missing_image_mb(self) -> FloatArray:
+        """MB of the pod's image each feasible node would have to pull (0 if cached)."""
+
+        def make() -> FloatArray:
+            img = self.pod.image[self.nodes]
+            size = self.pod.image_size_mb[self.nodes]
+            if self.state.has_image.shape[0] == 0:
+                return size.copy()
+            present = self.state.has_image[np.maximum(img, 0), self.nodes] & (img >= 0)
+            return np.where(present, 0.0, size)
+
+        return self.cached("missing", make)
+
+
+# --- plugins and their registries ----------------------------------------------------------------
+
+
+class FilterPlugin:
+    """A hard constraint: `filter(cycle)` returns a boolean mask over *all* nodes."""
+
+    name: ClassVar[str] = "filter"
+
+    def filter(self, cycle: Cycle) -> BoolArray:
+        raise NotImplementedError
+
+
+class ScorePlugin:
+    """A preference: `score(cycle)` returns one score in [0, 100] per node of `cycle.nodes`.
+
+    A plugin that needs a normalisation over the feasible nodes (min-max) does it inside
+    `score`, like kube-scheduler's NormalizeScore extension.
+    """
+
+    name: ClassVar[str] = "scorer"
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        raise NotImplementedError
+
+
+F = TypeVar("F", bound=type[FilterPlugin])
+S = TypeVar("S", bound=type[ScorePlugin])
+FILTERS: dict[str, type[FilterPlugin]] = {}
+SCORERS: dict[str, type[ScorePlugin]] = {}
+
+
+def register_filter(name: str) -> Callable[[F], F]:
+    """Class decorator: register a filter plugin under `name` (duplicates refused)."""
+
+    def wrap(cls: F) -> F:
+        if name in FILTERS and FILTERS[name] is not cls:
+            raise ValueError(f"filter plugin {name!r} is already registered by {FILTERS[name]!r}")
+        cls.name = name
+        FILTERS[name] = cls
+        return cls
+
+    return wrap
+
+
+def register_scorer(name: str) -> Callable[[S], S]:
+    """Class decorator: register a score plugin under `name` (duplicates refused)."""
+
+    def wrap(cls: S) -> S:
+        if name in SCORERS and SCORERS[name] is not cls:
+            raise ValueError(f"score plugin {name!r} is already registered by {SCORERS[name]!r}")
+        cls.name = name
+        SCORERS[name] = cls
+        return cls
+
+    return wrap
+
+
+def make_filter(name: str, **params: Any) -> FilterPlugin:
+    if name not in FILTERS:
+        raise ValueError(
+            f"filters: unknown filter plugin {name!r}; known: {', '.join(sorted(FILTERS))}"
+        )
+    try:
+        return FILTERS[name](**params)
+    except TypeError as exc:
+        raise ValueError(f"filter {name!r} does not accept parameters {params}: {exc}") from None
+
+
+def make_scorer(name: str, **params: Any) -> ScorePlugin:
+    if name not in SCORERS:
+        raise ValueError(
+            f"scorers: unknown score plugin {name!r}; known: {', '.join(sorted(SCORERS))}"
+        )
+    try:
+        return SCORERS[name](**params)
+    except TypeError as exc:
+        raise ValueError(f"scorer {name!r} does not accept parameters {params}: {exc}") from None
+
+
+def check_weights(weights: Mapping[str, float], scorers: Sequence[str]) -> dict[str, float]:
+    """Validate a weight per scorer: known names, finite and non-negative."""
+    out: dict[str, float] = {}
+    for name, w in weights.items():
+        if name not in scorers:
+            known = ", ".join(scorers)
+            raise ValueError(f"weights.{name}: not one of the configured scorers ({known})")
+        try:
+            value = float(w)
+        except (TypeError, ValueError):
+            raise ValueError(f"weights.{name}: expected a number, got {w!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"weights.{name}: expected a finite, non-negative weight, got {w!r}")
+        out[name] = value
+    return out
+
+
+def check_not_all_zero(weights: Mapping[str, float]) -> None:
+    """The effective weights must give at least one scorer a positive weight."""
+    if weights and not any(w > 0 for w in weights.values()):
+        raise ValueError(
+            "weights: all weights are zero; at least one scorer needs a positive weight"
+        )
+
+
+class Framework:
+    """Filters, weighted scorers and a seeded tie-break: one `select` per pod."""
+
+    def __init__(
+        self,
+        filters: Sequence[FilterPlugin],
+        scorers: Sequence[ScorePlugin],
+        weights: Sequence[float],
+        check_scores: bool = True,
+    ) -> None:
+        if len(scorers) != len(weights):
+            raise ValueError("one weight per scorer")
+        self.filters = list(filters)
+        #: Zero-weight scorers are skipped: they cannot change the ranking.
+        self.scorers = [(s, float(w)) for s, w in zip(scorers, weights, strict=True) if w != 0.0]
+        self.check_scores = check_scores
+
+    def feasible(self, cycle: Cycle) -> IntArray:
+        """Indices of the nodes passing every filter; also stored in `cycle.nodes`."""
+        mask: BoolArray | None = None
+        for f in self.filters:
+            m = f.filter(cycle)
+            mask = m if mask is None else mask & m
+        if mask is None:
+            mask = np.ones(cycle.table.n, dtype=bool)
+        cycle.nodes = np.flatnonzero(mask)
+        cycle._cache.clear()
+        return cycle.nodes
+
+    def scores(self, cycle: Cycle) -> dict[str, FloatArray]:
+        """Each scorer's [0, 100] scores on the feasible nodes (checked), by scorer name."""
+        out: dict[str, FloatArray] = {}
+        for s, _ in self.scorers:
+            out[s.name] = self._checked(s, cycle)
+        return out
+
+    def _checked(self, plugin: ScorePlugin, cycle: Cycle) -> FloatArray:
+        v = plugin.score(cycle)
+        if self.check_scores and v.size and not (v.min() >= 0.0 and v.max() <= MAX_NODE_SCORE):
+            bad = v[(v < 0) | (v > MAX_NODE_SCORE) | np.isnan(v)]
+            raise ScoreRangeError(
+                f"score plugin {plugin.name!r} returned {bad[:3].tolist()} "
+                f"outside [0, {MAX_NODE_SCORE}]"
+            )
+        return v
+
+    def total(self, cycle: Cycle) -> FloatArray:
+        """Weighted sum of the scores on the feasible nodes."""
+        total = np.zeros(cycle.nodes.size)
+        for s, w in self.scorers:
+            total += w * self._checked(s, cycle)
+        return total
+
+    def select(self, cycle: Cycle, rng: np.random.Generator) -> int:
+        """The chosen node index, or -1 when no node is feasible. Ties: uniform, seeded."""
+        nodes = self.feasible(cycle)
+        if nodes.size == 0:
+            return -1
+        if nodes.size == 1 or not self.scorers:
+            return int(nodes[0]) if nodes.size == 1 else int(nodes[rng.integers(nodes.size)])
+        total = self.total(cycle)
+        best = np.flatnonzero(total == total.max())
+        pick = best[0] if best.size == 1 else best[rng.integers(best.size)]
+        return int(nodes[pick])

@@ -1,0 +1,376 @@
+"""Score plugins: each maps the feasible nodes to scores in [0, 100] (SPEC.md section 4).
+
+Kubernetes scorers (kube-scheduler ``plugins/noderesources``, ``imagelocality``) follow its
+integer arithmetic when `integer=True` (the default): cpu in millicores, memory in bytes
+(GB taken as GiB), GPUs in milli-units, Go's truncating integer division, per-resource
+weights. With `integer=False` the same formulas run in floating point.
+
+- LeastAllocated (least_allocated.go): s_r = (cap_r - req_r)*100 / cap_r (0 if req_r > cap_r),
+  node = sum w_r s_r / sum w_r over resources with cap_r > 0; req_r = requested + request.
+- MostAllocated (most_allocated.go): s_r = min(req_r, cap_r)*100 / cap_r, same mean.
+- RequestedToCapacityRatio (requested_to_capacity_ratio.go): u = req*100/cap (100 if
+  req > cap), a broken-linear shape through (utilisation, score 0..10) points, scores x 10,
+  node = round(sum w_r s_r / sum w_r) over resources with cap_r > 0 and s_r > 0.
+- BalancedAllocation (balanced_allocation.go): f_r = min(req_r/cap_r, 1); score =
+  (1 - std(f))*100, std of two resources = |f1 - f2|/2, population std for more.
+- ImageLocality (image_locality.go): sum = size * (nodes with the image / all nodes) if the
+  node holds the pod's image, clamped to [23 MiB, 1000 MiB], score = 100*(sum - min)/(max - min).
+
+Skippy scorers (skippy-core ``core/priorities.py``), as scores 0..100:
+
+- BalancedResource: fc = request.cpu / free.cpu, fm = request.mem / free.mem (free before this
+  placement); 0 if either >= 1, else (1 - |fc - fm|)*10 truncated (integer mode), x 10.
+- LatencyAwareImageLocality: raw = MB of the image missing on the node * 8 / registry Mbit/s.
+- DataLocality: raw = (MB received + MB sent per invocation) * 8 / storage Mbit/s.
+  Both are lower-is-better and scaled by *inverse min-max* over the feasible nodes,
+  100*(max - x)/(max - min) (all equal -> 0). Skippy itself uses (max - x + min)/max; the
+  min-max inverse is SPEC.md's recommendation and keeps the full [0, 100] range.
+- LocalityType: 100 on edge nodes (label ``locality: edge``), 0 otherwise.
+- Capability: number of the pod's requested capability labels the node carries, min-max
+  scaled to [0, 100] (all equal -> 0, as Skippy's ``_scale_scores``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.policies.scoring.framework import (
+    MAX_NODE_SCORE,
+    RESOURCES,
+    Cycle,
+    FloatArray,
+    ScorePlugin,
+    register_scorer,
+)
+
+I64 = npt.NDArray[np.int64]
+MB = 1024 * 1024
+#: ImageLocality clamps (kube-scheduler image_locality.go): 23 MiB and 1000 MiB per container.
+IMAGE_MIN_BYTES = 23 * MB
+IMAGE_MAX_BYTES_PER_CONTAINER = 1000 * MB
+#: Image and data sizes are in MB (10^6 bytes), as the faas-sim tables give them.
+BYTES_PER_MB = 1_000_000
+#: Kubernetes' custom-shape scores run 0..10 and are multiplied by 100 / 10.
+MAX_CUSTOM_SCORE = 10
+
+
+def _go_div(num: I64, den: I64) -> I64:
+    """Go's integer division (truncates toward zero); `den` > 0."""
+    q: I64 = np.abs(num) // den
+    return np.where(num < 0, -q, q)
+
+
+def minmax(x: FloatArray) -> FloatArray:
+    """100 * (x - min) / (max - min); all equal -> 0."""
+    lo, hi = float(x.min()), float(x.max())
+    if not hi > lo:
+        return np.zeros(x.size)
+    return MAX_NODE_SCORE * ((x - lo) / (hi - lo))
+
+
+def inverse_minmax(x: FloatArray) -> FloatArray:
+    """100 * (max - x) / (max - min): lower raw values score higher; all equal -> 0."""
+    lo, hi = float(x.min()), float(x.max())
+    if not hi > lo:
+        return np.zeros(x.size)
+    return MAX_NODE_SCORE * ((hi - x) / (hi - lo))
+
+
+class ResourceScorer(ScorePlugin):
+    """Common part of the Kubernetes resource scorers: resources and their weights."""
+
+    def __init__(self, resources: Mapping[str, float] | None = None, integer: bool = True) -> None:
+        resources = {"cpu": 1, "memory": 1} if resources is None else dict(resources)
+        if not resources:
+            raise ValueError(f"{self.name}.resources: expected at least one resource")
+        rows, weights = [], []
+        for r, w in resources.items():
+            if r not in RESOURCES:
+                raise ValueError(
+                    f"{self.name}.resources.{r}: expected one of {', '.join(RESOURCES)}"
+                )
+            if not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
+                raise ValueError(
+                    f"{self.name}.resources.{r}: expected a positive weight, got {w!r}"
+                )
+            if integer and float(w) != int(w):
+                raise ValueError(
+                    f"{self.name}.resources.{r}: Kubernetes weights are integers, got {w!r}"
+                )
+            rows.append(RESOURCES.index(r))
+            weights.append(w)
+        self.rows = np.array(rows, dtype=np.int64)
+        self.integer = bool(integer)
+        self.weights_f = np.array(weights, dtype=np.float64)[:, None]
+        self.weights_i = np.rint(self.weights_f).astype(np.int64)
+
+    def _arrays_int(self, cycle: Cycle) -> tuple[I64, I64]:
+        return cycle.capacity_int()[self.rows], cycle.requested_int()[self.rows]
+
+    def _arrays_float(self, cycle: Cycle) -> tuple[FloatArray, FloatArray]:
+        return cycle.capacity()[self.rows], cycle.requested()[self.rows]
+
+    def _weighted_mean_int(self, s: I64, valid: npt.NDArray[np.bool_]) -> FloatArray:
+        w = self.weights_i * valid
+        den = w.sum(axis=0)
+        num = (s * w).sum(axis=0)
+        return np.where(den > 0, num // np.maximum(den, 1), 0).astype(np.float64)
+
+    def _weighted_mean_float(self, s: FloatArray, valid: npt.NDArray[np.bool_]) -> FloatArray:
+        w = self.weights_f * valid
+        den = w.sum(axis=0)
+        return np.where(den > 0, (s * w).sum(axis=0) / np.maximum(den, 1e-300), 0.0)
+
+
+@register_scorer("LeastAllocated")
+class LeastAllocated(ResourceScorer):
+    """Prefer nodes with the most free capacity after the placement (spreading)."""
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        if self.integer:
+            cap, req = self._arrays_int(cycle)
+            valid = cap > 0
+            s = np.where(
+                valid & (req <= cap), (cap - req) * MAX_NODE_SCORE // np.maximum(cap, 1), 0
+            )
+            return self._weighted_mean_int(s, valid)
+        capf, reqf = self._arrays_float(cycle)
+        valid_f = capf > 0
+        sf = np.where(
+            valid_f & (reqf <= capf),
+            (capf - reqf) * MAX_NODE_SCORE / np.where(valid_f, capf, 1.0),
+            0.0,
+        )
+        return self._weighted_mean_float(sf, valid_f)
+
+
+@register_scorer("MostAllocated")
+class MostAllocated(ResourceScorer):
+    """Prefer nodes with the least free capacity after the placement (bin packing)."""
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        if self.integer:
+            cap, req = self._arrays_int(cycle)
+            valid = cap > 0
+            s = np.where(valid, np.minimum(req, cap) * MAX_NODE_SCORE // np.maximum(cap, 1), 0)
+            return self._weighted_mean_int(s, valid)
+        capf, reqf = self._arrays_float(cycle)
+        valid_f = capf > 0
+        sf = np.where(
+            valid_f, np.minimum(reqf, capf) * MAX_NODE_SCORE / np.where(valid_f, capf, 1.0), 0.0
+        )
+        return self._weighted_mean_float(sf, valid_f)
+
+
+def check_shape(
+    shape: Sequence[Sequence[float]], name: str = "RequestedToCapacityRatio"
+) -> tuple[FloatArray, FloatArray]:
+    """Validate (utilisation 0..100, score 0..10) points: strictly increasing utilisation."""
+    try:
+        pts = np.array([[float(u), float(s)] for u, s in shape], dtype=np.float64).reshape(-1, 2)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name}.shape: expected a list of [utilisation, score] pairs, got {shape!r}"
+        ) from None
+    if pts.shape[0] == 0:
+        raise ValueError(f"{name}.shape: expected at least one [utilisation, score] point")
+    u, s = pts[:, 0], pts[:, 1]
+    if not np.all(np.isfinite(pts)):
+        raise ValueError(f"{name}.shape: expected finite numbers, got {shape!r}")
+    if np.any(np.diff(u) <= 0):
+        raise ValueError(
+            f"{name}.shape: utilisation must be strictly increasing (monotone), got {u.tolist()}"
+        )
+    if u[0] < 0 or u[-1] > 100:
+        raise ValueError(f"{name}.shape: utilisation must lie in [0, 100], got {u.tolist()}")
+    if s.min() < 0 or s.max() > MAX_CUSTOM_SCORE:
+        raise ValueError(
+            f"{name}.shape: scores must lie in [0, {MAX_CUSTOM_SCORE}], got {s.tolist()}"
+        )
+    return u, s
+
+
+@register_scorer("RequestedToCapacityRatio")
+class RequestedToCapacityRatio(ResourceScorer):
+    """A user shape through (utilisation %, score 0..10) points; default packs ([0,0],[100,10])."""
+
+    def __init__(
+        self,
+        shape: Sequence[Sequence[float]] | None = None,
+        resources: Mapping[str, float] | None = None,
+        integer: bool = True,
+    ) -> None:
+        super().__init__(resources, integer)
+        u, s = check_shape([[0, 0], [100, MAX_CUSTOM_SCORE]] if shape is None else shape)
+        if integer and (np.any(u != np.rint(u)) or np.any(s != np.rint(s))):
+            raise ValueError(
+                f"{self.name}.shape: Kubernetes shape points are integers, got {shape!r}"
+            )
+        scale = MAX_NODE_SCORE // MAX_CUSTOM_SCORE
+        self.util_i = np.rint(u).astype(np.int64)
+        self.score_i = np.rint(s).astype(np.int64) * scale
+        self.util_f = u
+        self.score_f = s * scale
+
+    def broken_linear(self, p: I64) -> I64:
+        """kube-scheduler helper.BuildBrokenLinearFunction, vectorised (Go integer division)."""
+        u, s = self.util_i, self.score_i
+        i = np.searchsorted(u, p, side="left")  # first point with utilisation >= p
+        inner = (i > 0) & (i < u.size)
+        lo = np.clip(i - 1, 0, u.size - 1)
+        hi = np.clip(i, 0, u.size - 1)
+        span = np.maximum(u[hi] - u[lo], 1)
+        interp = s[lo] + _go_div((s[hi] - s[lo]) * (p - u[lo]), span)
+        return np.where(i == 0, s[0], np.where(inner, interp, s[-1]))
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        if self.integer:
+            cap, req = self._arrays_int(cycle)
+            valid = cap > 0
+            util = np.where(valid & (req <= cap), req * 100 // np.maximum(cap, 1), 100)
+            s = self.broken_linear(util)
+            counted = valid & (s > 0)
+            w = self.weights_i * counted
+            den = w.sum(axis=0)
+            num = (s * w).sum(axis=0)
+            # math.Round(float64(num) / float64(den)): half away from zero (values >= 0).
+            return np.where(den > 0, np.floor(num / np.maximum(den, 1) + 0.5), 0.0)
+        capf, reqf = self._arrays_float(cycle)
+        valid_f = capf > 0
+        utilf = np.where(
+            valid_f, np.minimum(reqf * 100.0 / np.where(valid_f, capf, 1.0), 100.0), 100.0
+        )
+        sf = np.interp(utilf, self.util_f, self.score_f)
+        return self._weighted_mean_float(sf, valid_f)
+
+
+@register_scorer("BalancedAllocation")
+class BalancedAllocation(ResourceScorer):
+    """Kubernetes: prefer nodes whose resource fractions after placement are balanced."""
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        if self.integer:
+            cap_i, req_i = self._arrays_int(cycle)
+            cap, req = cap_i.astype(np.float64), req_i.astype(np.float64)
+        else:
+            cap, req = self._arrays_float(cycle)
+        valid = cap > 0
+        f = np.where(valid, np.minimum(req / np.where(valid, cap, 1.0), 1.0), 0.0)
+        count = valid.sum(axis=0)
+        if self.rows.size == 2:
+            std = np.where(count == 2, np.abs((f[0] - f[1]) / 2), 0.0)
+        else:
+            hi = np.where(valid, f, -np.inf).max(axis=0, initial=-np.inf)
+            lo = np.where(valid, f, np.inf).min(axis=0, initial=np.inf)
+            n = np.maximum(count, 1)
+            mean = f.sum(axis=0) / n
+            var = (valid * (f - mean) ** 2).sum(axis=0) / n
+            std = np.where(
+                count == 2, np.abs((hi - lo) / 2), np.where(count > 2, np.sqrt(var), 0.0)
+            )
+        raw = (1.0 - std) * MAX_NODE_SCORE
+        return np.trunc(raw) if self.integer else raw
+
+
+@register_scorer("BalancedResource")
+class BalancedResource(ScorePlugin):
+    """Skippy: fractions of the *remaining* cpu and memory the request takes, balanced."""
+
+    def __init__(self, integer: bool = True) -> None:
+        self.integer = bool(integer)
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        free = cycle.free()
+        req = cycle.request
+        fc = req[0] / np.where(free[0] == 0, 1.0, free[0])
+        fm = req[1] / np.where(free[1] == 0, 1.0, free[1])
+        raw = (1.0 - np.abs(fc - fm)) * MAX_CUSTOM_SCORE
+        if self.integer:
+            raw = np.trunc(raw)
+        return np.where((fc >= 1) | (fm >= 1), 0.0, raw * (MAX_NODE_SCORE // MAX_CUSTOM_SCORE))
+
+
+@register_scorer("ImageLocality")
+class ImageLocality(ScorePlugin):
+    """Kubernetes: prefer nodes that already hold the pod's image, weighted by its spread."""
+
+    def __init__(self, integer: bool = True) -> None:
+        self.integer = bool(integer)
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        nodes = cycle.nodes
+        img = cycle.pod.image[nodes]
+        state = cycle.state
+        lo, hi = float(IMAGE_MIN_BYTES), float(IMAGE_MAX_BYTES_PER_CONTAINER)
+        if state.has_image.shape[0] == 0:
+            return np.zeros(nodes.size)
+        safe = np.maximum(img, 0)
+        present = state.has_image[safe, nodes] & (img >= 0)
+        spread = state.image_nodes[safe] / max(cycle.table.n, 1)
+        raw = cycle.pod.image_size_mb[nodes] * BYTES_PER_MB * spread
+        if self.integer:
+            raw = np.trunc(raw)
+        total = np.clip(np.where(present, raw, 0.0), lo, hi)
+        if self.integer:
+            return np.floor(MAX_NODE_SCORE * (total - lo) / (hi - lo))
+        return MAX_NODE_SCORE * (total - lo) / (hi - lo)
+
+
+@register_scorer("LatencyAwareImageLocality")
+class LatencyAwareImageLocality(ScorePlugin):
+    """Skippy: prefer nodes that pull the missing image fastest from the registry."""
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        seconds = cycle.missing_image_mb() * 8.0 / cycle.table.registry_mbps[cycle.nodes]
+        return inverse_minmax(seconds)
+
+
+@register_scorer("DataLocality")
+class DataLocality(ScorePlugin):
+    """Skippy: prefer nodes with the fastest transfer of the invocation's data from/to storage."""
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        if cycle.pod.data_mb == 0:
+            return np.zeros(cycle.nodes.size)
+        seconds = cycle.pod.data_mb * 8.0 / cycle.table.storage_mbps[cycle.nodes]
+        return inverse_minmax(seconds)
+
+
+@register_scorer("LocalityType")
+class LocalityType(ScorePlugin):
+    """Skippy: 100 on edge nodes, 0 on cloud nodes."""
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        return np.where(cycle.table.is_edge[cycle.nodes], float(MAX_NODE_SCORE), 0.0)
+
+
+@register_scorer("Capability")
+class CapabilityScore(ScorePlugin):
+    """Skippy: how many of the pod's requested capability labels the node has, min-max scaled."""
+
+    def score(self, cycle: Cycle) -> FloatArray:
+        return minmax(cycle.pod.capability_count[cycle.nodes])
+
+
+#: The eight scorers of the seed (Skippy's five plus three Kubernetes resource scorers).
+SEED_SCORERS: tuple[str, ...] = (
+    "BalancedResource",
+    "LatencyAwareImageLocality",
+    "LocalityType",
+    "DataLocality",
+    "Capability",
+    "LeastAllocated",
+    "MostAllocated",
+    "RequestedToCapacityRatio",
+)
+#: The seed's "Fixed" weights: 1 for every scorer, 0 for LeastAllocated and RTC.
+FIXED_WEIGHTS: dict[str, float] = {
+    name: 0.0 if name in ("LeastAllocated", "RequestedToCapacityRatio") else 1.0
+    for name in SEED_SCORERS
+}
+#: Every registered scorer (the benchmark scores with all of them).
+ALL_SCORERS: tuple[str, ...] = SEED_SCORERS + ("BalancedAllocation", "ImageLocality")
