@@ -301,7 +301,13 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         arrival: wl.ArrivalProcess
         a = m.arrival
         if isinstance(a, schema.PoissonArrival):
-            arrival = wl.poisson_arrivals(a.rate_per_s)
+            if a.rate_per_s is not None:
+                arrival = wl.poisson_arrivals(a.rate_per_s)
+            else:  # mean-field scaling: per core of the class's pool, else of all nodes
+                pool_cores = {p.name: p.cores for p in pools}
+                cores = pool_cores.get(m.pool or default_pool or "",
+                                       sum(t.cpu for t in node_types for n in nodes if n == t.name))
+                arrival = wl.poisson_arrivals(float(a.rate_per_s_per_core or 0.0) * cores)
         elif isinstance(a, schema.BatchArrival):
             arrival = wl.BatchArrivals(a.count, a.at_s)
         elif isinstance(a, schema.RenewalArrival):
@@ -364,7 +370,8 @@ def check_feasible(spec: SimulationSpec, source: str) -> None:
         best_speed = max(spec.node_type(t).speed for t in set(spec.nodes))
         demand = 0.0
         for jc in placed:
-            rate = float(jc.speedup.value(jc.request.cpu)) * best_speed
+            cores = jc.request.cpu if jc.request.cpu > 0 else 1.0  # as the engine does
+            rate = float(jc.speedup.value(cores)) * best_speed
             demand += (jc.arrival.rate_per_s or 0.0) * jc.size.mean / rate * jc.request.cpu
         capacity = sum(spec.node_type(t).cpu for t in spec.nodes)
         if demand >= capacity and not math.isclose(capacity, 0.0):

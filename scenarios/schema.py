@@ -76,7 +76,18 @@ Distribution = Annotated[
 
 class PoissonArrival(Strict):
     kind: Literal["poisson"]
-    rate_per_s: PositiveFloat
+    rate_per_s: PositiveFloat | None = None
+    rate_per_s_per_core: PositiveFloat | None = Field(
+        default=None,
+        description="mean-field scaling: jobs/s per core of the class's pool (or of all node "
+        "cores); the rate is this times the core count, so sweeping cores keeps the load fixed",
+    )
+
+    @model_validator(mode="after")
+    def _one_rate(self) -> PoissonArrival:
+        if (self.rate_per_s is None) == (self.rate_per_s_per_core is None):
+            raise ValueError("give exactly one of rate_per_s or rate_per_s_per_core")
+        return self
 
 
 class BatchArrival(Strict):

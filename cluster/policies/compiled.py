@@ -26,6 +26,14 @@ from cluster.layout import (
     REQ_MEM,
 )
 from cluster.policies.mdp.kernel import allocate_mdp
+from cluster.policies.wham import (
+    ALLOC_FW_CAM,
+    ALLOC_GREEDY,
+    ALLOC_WHAM,
+    allocate_fw_cam,
+    allocate_greedy,
+    allocate_wham,
+)
 
 # Allocator codes (0 = Python policy, called back).
 ALLOC_PYTHON, ALLOC_EQUI, ALLOC_FCFS_ONE_CORE = 0, 1, 2
@@ -158,5 +166,13 @@ def allocate(
         allocate_fcfs_one_core(members, n, pool_cores, jobs_f)
     elif code == ALLOC_MDP:
         allocate_mdp(params, members, n, pool_cores, now, jobs_f, jobs_i)
+    elif code == ALLOC_WHAM:  # WHAM, FW-CAM, GREEDY: cluster.policies.wham (codes 41-43)
+        allocate_wham(params, members, n, pool_cores, jobs_f, jobs_i, classes_f, classes_i,
+                      class_tx, class_ty)
+    elif code == ALLOC_FW_CAM:
+        allocate_fw_cam(params, members, n, jobs_f, jobs_i)
+    elif code == ALLOC_GREEDY:
+        allocate_greedy(params, members, n, pool_cores, jobs_f, jobs_i, classes_f, classes_i,
+                        class_tx, class_ty)
 
 

@@ -21,7 +21,8 @@ P = TypeVar("P", bound=type[Policy])
 
 _REGISTRY: dict[str, dict[str, type[Policy]]] = {kind: {} for kind in KINDS}
 #: Modules holding the built-in policies, imported on first lookup.
-BUILTIN_MODULES = ("cluster.policies.fifo", "cluster.policies.mdp.allocator",
+BUILTIN_MODULES = ("cluster.policies.fifo", "cluster.policies.wham",
+                   "cluster.policies.mdp.allocator",
                    "cluster.policies.scoring.placer")
 _loaded = False
 
