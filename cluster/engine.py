@@ -164,6 +164,27 @@ def runtime_table(spec: SimulationSpec, jobs: Jobs) -> FloatArray:
     return table
 
 
+def job_state(
+    spec: SimulationSpec, provisioner: Provisioner, jobs: Jobs
+) -> tuple[FloatArray, IntArray]:
+    """Fresh per-job state arrays (rows in cluster.layout) for the given jobs.
+
+    Only the rows the loop reads before writing are filled; the others stay zero pages
+    that the operating system maps lazily (a row a run never writes costs no memory).
+    """
+    n = jobs.arrival_s.size
+    jobs_f = np.zeros((L.JF_ROWS, n))
+    jobs_i = np.zeros((L.JI_ROWS, n), dtype=np.int64)
+    jobs_f[L.ARRIVAL] = jobs.arrival_s
+    jobs_f[L.SIZE] = jobs.size
+    jobs_i[L.CLS] = jobs.class_index
+    cpu, mem, gpu = provisioner.requests(spec, jobs.class_index)
+    for row, values in ((L.REQ_CPU, cpu), (L.REQ_MEM, mem), (L.REQ_GPU, gpu)):
+        if np.any(values):
+            jobs_f[row] = values
+    return jobs_f, jobs_i
+
+
 class Engine:
     """One replication of a scenario: state arrays, policies and the driving loop."""
 
@@ -208,18 +229,7 @@ class Engine:
     def _build_state(self, placer_rng: np.random.Generator, force_python: bool) -> None:
         spec, jobs = self.spec, self.jobs
         n = jobs.arrival_s.size
-        self.jobs_f = np.zeros((L.JF_ROWS, n))
-        self.jobs_i = np.full((L.JI_ROWS, n), -1, dtype=np.int64)
-        self.jobs_f[L.ARRIVAL] = jobs.arrival_s
-        self.jobs_f[L.SIZE] = jobs.size
-        self.jobs_f[L.REM] = jobs.size
-        self.jobs_f[L.START] = -1.0
-        self.jobs_f[L.END] = -1.0
-        self.jobs_i[L.CLS] = jobs.class_index
-        self.jobs_i[L.STATE] = L.FUTURE
-        self.jobs_i[L.RETRIES] = 0
-        cpu, mem, gpu = self.provisioner.requests(spec, jobs.class_index)
-        self.jobs_f[L.REQ_CPU], self.jobs_f[L.REQ_MEM], self.jobs_f[L.REQ_GPU] = cpu, mem, gpu
+        self.jobs_f, self.jobs_i = job_state(spec, self.provisioner, jobs)
 
         types = {t.name: i for i, t in enumerate(spec.node_types)}
         m = len(spec.nodes)
@@ -339,6 +349,52 @@ class Engine:
 
     def result(self) -> RunResult:
         return build_result(self)
+
+    def add_jobs(self, jobs: Jobs) -> IntArray:
+        """Append jobs to a paused engine; return their row indices.
+
+        For feeding an engine window by window (the Ray shards of `actors/`): the new jobs
+        must be sorted by arrival and arrive no earlier than `now` and than every job
+        already known. The arrays grow; the heap, the queue and every running job are
+        kept, so an engine fed this way between `step(until_s=...)` calls runs exactly as
+        one given all its jobs up front. Requests come from the provisioner.
+        """
+        m = jobs.arrival_s.size
+        n = self.jobs_f.shape[1]
+        if m == 0:
+            return np.zeros(0, dtype=np.int64)
+        last = self.jobs_f[L.ARRIVAL, n - 1] if n else -math.inf
+        if np.any(np.diff(jobs.arrival_s) < 0) or jobs.arrival_s[0] < max(last, self.now):
+            raise ValueError("add_jobs: jobs must be sorted and arrive at or after now and "
+                             "after every job already known")
+        new_f, new_i = job_state(self.spec, self.provisioner, jobs)
+        self.jobs_f = np.concatenate([self.jobs_f, new_f], axis=1)
+        self.jobs_i = np.concatenate([self.jobs_i, new_i], axis=1)
+        table = runtime_table(self.spec, jobs)
+        if table.shape[0] or self.run_by_type.shape[0]:
+            old = self.run_by_type if self.run_by_type.shape[0] else np.full(
+                (len(self.spec.node_types), n), -1.0)
+            table = table if table.shape[0] else np.full((len(self.spec.node_types), m), -1.0)
+            self.run_by_type = np.concatenate([old, table], axis=1)
+        runtime_u = None
+        if jobs.runtime_u is not None or self.jobs.runtime_u is not None:
+            runtime_u = np.concatenate([
+                self.jobs.runtime_u if self.jobs.runtime_u is not None else np.zeros(n),
+                jobs.runtime_u if jobs.runtime_u is not None else np.zeros(m)])
+        self.jobs = Jobs(np.concatenate([self.jobs.arrival_s, jobs.arrival_s]),
+                         np.concatenate([self.jobs.class_index, jobs.class_index]),
+                         np.concatenate([self.jobs.size, jobs.size]), runtime_u)
+        total = n + m
+        if self.heap_t.size < 2 * total + 1:
+            grow = max(2 * total + 1, 2 * self.heap_t.size) - self.heap_t.size
+            self.heap_t = np.concatenate([self.heap_t, np.zeros(grow)])
+            self.heap_j = np.concatenate([self.heap_j, np.zeros(grow, dtype=np.int64)])
+            self.heap_k = np.concatenate([self.heap_k, np.zeros(grow, dtype=np.int64)])
+        if self.queue.size < total:
+            grow = max(total, 2 * self.queue.size) - self.queue.size
+            self.queue = np.concatenate([self.queue, np.zeros(grow, np.int64)])
+            self.members = np.concatenate([self.members, np.zeros(grow, np.int64)])
+        return np.arange(n, total, dtype=np.int64)
 
     # -- Python policies --------------------------------------------------------------
 

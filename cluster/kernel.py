@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from cluster.jit import kernel_function
 
 from cluster.layout import (
     ALLOC_CODE,
@@ -102,7 +102,7 @@ from cluster.layout import (
 from cluster.policies.compiled import ALLOC_PYTHON, PLACE_PYTHON, allocate, place
 
 
-@njit(cache=True)
+@kernel_function
 def speedup_value(
     c: int, cores: float, classes_f: np.ndarray, classes_i: np.ndarray, tx: np.ndarray, ty: np.ndarray
 ) -> float:
@@ -133,19 +133,19 @@ def speedup_value(
 # --- binary heap of (time, kind, id), ordered by time then id ---------------------------
 
 
-@njit(cache=True)
+@kernel_function
 def _heap_less(ht: np.ndarray, hj: np.ndarray, a: int, b: int) -> bool:
     return ht[a] < ht[b] or (ht[a] == ht[b] and hj[a] < hj[b])
 
 
-@njit(cache=True)
+@kernel_function
 def _heap_swap(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, a: int, b: int) -> None:
     ht[a], ht[b] = ht[b], ht[a]
     hj[a], hj[b] = hj[b], hj[a]
     hk[a], hk[b] = hk[b], hk[a]
 
 
-@njit(cache=True)
+@kernel_function
 def heap_push(
     ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, istate: np.ndarray, t: float, j: int, kind: int
 ) -> None:
@@ -161,7 +161,7 @@ def heap_push(
             break
 
 
-@njit(cache=True)
+@kernel_function
 def heap_pop(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, istate: np.ndarray) -> None:
     n = istate[HEAP_N] - 1
     istate[HEAP_N] = n
@@ -184,7 +184,7 @@ def heap_pop(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, istate: np.ndarray)
 # --- state transitions -------------------------------------------------------------------
 
 
-@njit(cache=True)
+@kernel_function
 def accumulate(
     t: float,
     fstate: np.ndarray,
@@ -206,7 +206,7 @@ def accumulate(
         fstate[MEASURED_TIME] += dt
 
 
-@njit(cache=True)
+@kernel_function
 def start_job(
     j: int,
     k: int,
@@ -239,15 +239,15 @@ def start_job(
     cpu = jobs_f[REQ_CPU, j]
     if run_s < 0.0 and run_by_type.shape[0] > 0:
         run_s = run_by_type[nodes_i[NODE_TYPE, k], j]
-    rate = nodes_f[SPEED, k] * speedup_value(c, cpu, classes_f, classes_i, class_tx, class_ty)
+    # A job that requests no cores is not CPU-bound: it runs at the node's speed.
+    cores = cpu if cpu > 0.0 else 1.0
+    rate = nodes_f[SPEED, k] * speedup_value(c, cores, classes_f, classes_i, class_tx, class_ty)
     duration = (jobs_f[SIZE, j] / rate if run_s < 0.0 else run_s) + setup_s
-    jobs_f[SETUP_S, j] = setup_s
-    jobs_f[RATE, j] = rate
-    jobs_f[CORES, j] = cpu
+    if setup_s > 0.0:
+        jobs_f[SETUP_S, j] = setup_s
     jobs_f[START, j] = now
-    jobs_f[CORE_SECONDS, j] = cpu * duration
-    share = cpu / nodes_f[CAP_CPU, k] if nodes_f[CAP_CPU, k] > 0 else 1.0
-    jobs_f[COST, j] = nodes_f[PRICE_PER_S, k] * duration * share
+    # Cores, core-seconds and cost of placed jobs follow from start, end and the node;
+    # cluster.metrics derives them, so the loop touches as little memory as possible.
     jobs_i[NODE, j] = k
     jobs_i[STATE, j] = RUNNING
     nodes_f[FREE_CPU, k] -= cpu
@@ -259,7 +259,7 @@ def start_job(
     istate[DECISIONS] += 1
 
 
-@njit(cache=True)
+@kernel_function
 def advance_pool(p: int, now: float, pools_f: np.ndarray, pools_i: np.ndarray, jobs_f: np.ndarray, jobs_i: np.ndarray) -> None:
     """Bring the remaining work of every job in pool p up to time now."""
     dt = now - pools_f[P_LAST, p]
@@ -272,7 +272,7 @@ def advance_pool(p: int, now: float, pools_f: np.ndarray, pools_i: np.ndarray, j
     pools_f[P_LAST, p] = now
 
 
-@njit(cache=True)
+@kernel_function
 def pool_members(p: int, pools_i: np.ndarray, jobs_i: np.ndarray, out: np.ndarray) -> int:
     """Write the jobs of pool p in arrival order into out; return how many."""
     n = 0
@@ -284,7 +284,7 @@ def pool_members(p: int, pools_i: np.ndarray, jobs_i: np.ndarray, out: np.ndarra
     return n
 
 
-@njit(cache=True)
+@kernel_function
 def apply_allocation(
     p: int,
     now: float,
@@ -326,7 +326,7 @@ def apply_allocation(
     istate[DECISIONS] += 1
 
 
-@njit(cache=True)
+@kernel_function
 def _pool_append(p: int, j: int, pools_i: np.ndarray, jobs_i: np.ndarray) -> None:
     tail = pools_i[P_TAIL, p]
     jobs_i[PREV, j] = tail
@@ -339,7 +339,7 @@ def _pool_append(p: int, j: int, pools_i: np.ndarray, jobs_i: np.ndarray) -> Non
     pools_i[P_COUNT, p] += 1
 
 
-@njit(cache=True)
+@kernel_function
 def _pool_remove(p: int, j: int, pools_i: np.ndarray, jobs_i: np.ndarray) -> None:
     prev, nxt = jobs_i[PREV, j], jobs_i[NEXT, j]
     if prev >= 0:
@@ -355,7 +355,7 @@ def _pool_remove(p: int, j: int, pools_i: np.ndarray, jobs_i: np.ndarray) -> Non
     pools_i[P_COUNT, p] -= 1
 
 
-@njit(cache=True)
+@kernel_function
 def next_queued(queue: np.ndarray, istate: np.ndarray, jobs_i: np.ndarray) -> int:
     """The earliest job still waiting for a node (skipping ones placed out of order), or -1."""
     h = istate[Q_HEAD]
@@ -365,7 +365,7 @@ def next_queued(queue: np.ndarray, istate: np.ndarray, jobs_i: np.ndarray) -> in
     return queue[h] if h < istate[Q_TAIL] else -1
 
 
-@njit(cache=True)
+@kernel_function
 def run_kernel(
     jobs_f: np.ndarray,
     jobs_i: np.ndarray,
@@ -472,7 +472,6 @@ def run_kernel(
             nodes_f[FREE_MEM, k] += jobs_f[REQ_MEM, j]
             nodes_f[FREE_GPU, k] += jobs_f[REQ_GPU, j]
             fstate[BUSY_CPU] -= jobs_f[REQ_CPU, j]
-            jobs_f[REM, j] = 0.0
             jobs_f[END, j] = t
             jobs_i[STATE, j] = DONE
             n_class[jobs_i[CLS, j]] -= 1
@@ -508,15 +507,20 @@ def run_kernel(
                 jobs_i[POOL, j] = p
                 jobs_i[STATE, j] = RUNNING
                 jobs_f[REM, j] = jobs_f[SIZE, j]
+                jobs_f[START, j] = -1.0
                 jobs_f[CORES, j] = 0.0
                 jobs_f[RATE, j] = 0.0
                 _pool_append(p, j, pools_i, jobs_i)
                 pools_i[P_NEED_ALLOC, p] = 1
             else:
                 jobs_i[STATE, j] = QUEUED
+                # A compiled placer is strict FCFS: behind a blocked head nothing can start,
+                # so only an arrival to an empty queue needs a decision. Python placers may
+                # backfill, so they are asked at every arrival.
+                if next_queued(queue, istate, jobs_i) < 0 or istate[PLACER_CODE] == PLACE_PYTHON:
+                    istate[NEED_PLACE] = 1
                 queue[istate[Q_TAIL]] = j
                 istate[Q_TAIL] += 1
-                istate[NEED_PLACE] = 1
                 patience = classes_f[TIMEOUT_S, c]
                 if patience < math.inf:
                     heap_push(ht, hj, hk, istate, t + patience, j, EV_TIMER)

@@ -57,31 +57,47 @@ def _dictionary(indices: np.ndarray, names: list[str]) -> pa.DictionaryArray:
 def build_result(engine: Engine) -> RunResult:
     spec = engine.spec
     jf, ji = engine.jobs_f, engine.jobs_i
-    arrival, start, end = jf[L.ARRIVAL], jf[L.START], jf[L.END]
-    done = ji[L.STATE] == L.DONE
+    arrival = jf[L.ARRIVAL]
+    state = ji[L.STATE]
+    done = state == L.DONE
+    began = (state == L.RUNNING) | done
+    pool = engine.classes_i[L.CLASS_POOL][ji[L.CLS]]
+    placed = began & (pool < 0)
+    in_pool = (pool >= 0) & (state != L.FUTURE)
+    start = np.where(began & (jf[L.START] >= 0), jf[L.START], np.nan)
+    end = np.where(done, jf[L.END], np.nan)
     stop = spec.stop
     index = np.arange(arrival.size)
     if stop.time_s is not None:
         measured = (arrival >= stop.warmup_s) & done
     else:
         measured = (index >= stop.warmup_jobs) & done
-    node_names = [f"{name}-{k}" for k, name in enumerate(spec.nodes)]
+    # Placed jobs hold their request from start to end (or to now, if still running).
+    node = np.where(placed, ji[L.NODE], -1)
+    k = np.maximum(node, 0)
+    held_s = np.where(placed, np.where(done, jf[L.END], engine.now) - jf[L.START], 0.0)
+    cap = engine.nodes_f[L.CAP_CPU][k] if engine.nodes_f.shape[1] else np.ones(1)
+    share = np.where(cap > 0, jf[L.REQ_CPU] / np.where(cap > 0, cap, 1.0), 1.0)
+    price = engine.nodes_f[L.PRICE_PER_S][k] if engine.nodes_f.shape[1] else np.zeros(1)
+    core_seconds = np.where(placed, jf[L.REQ_CPU] * held_s, jf[L.CORE_SECONDS])
+    cost = np.where(placed, price * held_s * share, jf[L.COST])
+    node_names = [f"{name}-{i}" for i, name in enumerate(spec.nodes)]
     table = pa.table({
         "job": pa.array(index, pa.int64()),
         "replication": pa.array(np.full(arrival.size, engine.replication, dtype=np.int32)),
         "class": _dictionary(ji[L.CLS], [c.name for c in spec.classes]),
         "arrival_s": pa.array(arrival),
-        "start_s": pa.array(np.where(start >= 0, start, np.nan)),
-        "end_s": pa.array(np.where(done, end, np.nan)),
-        "response_time_s": pa.array(np.where(done, end - arrival, np.nan)),
+        "start_s": pa.array(start),
+        "end_s": pa.array(end),
+        "response_time_s": pa.array(end - arrival),
         "size": pa.array(jf[L.SIZE]),
-        "node": _dictionary(ji[L.NODE], node_names),
-        "pool": _dictionary(ji[L.POOL], [p.name for p in spec.pools]),
-        "core_seconds": pa.array(jf[L.CORE_SECONDS]),
-        "cost_usd": pa.array(jf[L.COST]),
+        "node": _dictionary(node, node_names),
+        "pool": _dictionary(np.where(in_pool, pool, -1), [p.name for p in spec.pools]),
+        "core_seconds": pa.array(core_seconds),
+        "cost_usd": pa.array(cost),
         "setup_s": pa.array(jf[L.SETUP_S]),
         "retries": pa.array(ji[L.RETRIES].astype(np.int32)),
-        "failed": pa.array(ji[L.STATE] == L.FAILED),
+        "failed": pa.array(state == L.FAILED),
         "measured": pa.array(measured),
     })
     summary = summarize(engine, measured)
@@ -110,7 +126,7 @@ def summarize(engine: Engine, measured: np.ndarray) -> dict[str, Any]:
     spec = engine.spec
     jf, ji = engine.jobs_f, engine.jobs_i
     resp = jf[L.END] - jf[L.ARRIVAL]
-    wait = np.where(jf[L.START] >= 0, jf[L.START] - jf[L.ARRIVAL], 0.0)
+    wait = jf[L.START] - jf[L.ARRIVAL]
     window = float(engine.fstate[L.MEASURED_TIME])
     n_classes = len(spec.classes)
     mean_n = engine.area_class / window if window > 0 else np.zeros(n_classes)
