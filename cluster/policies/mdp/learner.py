@@ -313,3 +313,32 @@ def apply_change(engine: Engine, cp: ChangePoint) -> None:
 def optimal_reference(model: MdpModel, actions: int = 100) -> float:
     """E[N] of the optimal policy for the true parameters."""
     return solve(model, actions).average_cost
+
+
+def tracking_delays(result: LearnResult, tolerance: float = 0.1) -> list[int | None]:
+    """Epochs until the estimates follow each change point.
+
+    For a change at time t, the change epoch is the first whose end is at or after t (its
+    data mix both regimes). The delay is the smallest m >= 1 such that the estimates of
+    epoch (change epoch + m) lie within `tolerance` of the new true value for every class
+    whose theta changed; None if that never happens before the run ends.
+    """
+    rows = result.rows
+    times = np.array([r["time_s"] for r in rows])
+    delays: list[int | None] = []
+    for t in result.change_times:
+        n_c = int(np.searchsorted(times, t, side="left"))
+        if n_c >= len(rows):
+            delays.append(None)
+            continue
+        changed = [c for c in (0, 1) if n_c == 0 or rows[n_c][f"theta{c + 1}_true"]
+                   != rows[n_c - 1][f"theta{c + 1}_true"]]
+        found: int | None = None
+        for m in range(1, len(rows) - n_c):
+            row = rows[n_c + m]
+            if all(abs(row[f"theta{c + 1}_hat"] - row[f"theta{c + 1}_true"]) <= tolerance
+                   for c in changed):
+                found = m
+                break
+        delays.append(found)
+    return delays

@@ -184,6 +184,10 @@ def model_from_spec(
             raise MdpModelError(f"{where}.speedup", "expected an amdahl speed-up")
         rates.append(1.0 / arrival.interarrival.mean)
         means.append(jc.size.mean / pool.speed)
+        pf = jc.speedup.parallel_fraction
+        if theta is None and not 0.0 < pf <= 1.0:
+            raise MdpModelError(f"{where}.speedup.parallel_fraction",
+                                f"expected a parallel fraction in (0, 1], got {pf}")
         thetas.append(jc.speedup.parallel_fraction)
     if len(rates) < 2:
         raise MdpModelError("workload.classes", f"expected at least two classes, got {len(rates)}")

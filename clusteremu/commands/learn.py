@@ -1,0 +1,144 @@
+"""`clusteremu learn`: learn Amdahl parameters online and re-solve the core split (seed 001,
+Algorithms 1a / 1b; see docs/mdp.md).
+
+    clusteremu learn SCENARIO --algorithm 1a|1b --iterations N [--set ...] [--out DIR] [--json]
+
+The scenario has two classes in one pool (Poisson arrivals, exponential sizes with a common
+mean, Amdahl speed-ups: their parallel fractions are the true theta). Learning settings come
+from `scheduler.allocator.params` of an `mdp` allocator (`truncation`, `actions`, `learn:`),
+and the options override them. Writes DIR/estimates.parquet (one row per iteration),
+DIR/estimates.png (estimates against the truth, like the seed's Figures 4-8) and
+DIR/summary.json; with `--json` prints only
+`{"theta": {<class>: <final estimate>}, "mean_jobs_in_system": <E[N] of the final policy>}`,
+where E[N] is the exact stationary mean of the final learned policy under the true
+parameters (at the end of the run, for change-point scenarios).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from cluster.io import to_json, write_json, write_parquet
+from cluster.policies.mdp.learner import ALGORITHMS, LearnConfig, LearnResult, learn
+from cluster.policies.mdp.model import MdpModelError
+from scenarios.errors import ScenarioError
+from scenarios.loader import load_scenario
+
+PARAMS = "scheduler.allocator.params"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("learn", help="learn speed-up parameters online (seed 001, MDP core split)")
+    p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
+    p.add_argument("--algorithm", choices=ALGORITHMS,
+                   help="1a: last epoch's data; 1b: all data (default: the scenario's)")
+    p.add_argument("--iterations", type=int, help="number of epochs (default: the scenario's)")
+    p.add_argument("--set", action="append", metavar="PATH=VALUE",
+                   help="override a scenario field, e.g. seed=3")
+    p.add_argument("--seed", type=int, help="override the scenario seed")
+    p.add_argument("--out", help="folder for estimates.parquet, estimates.png, summary.json "
+                   "(default learn-<scenario name>)")
+    p.add_argument("--json", action="store_true",
+                   help="print only {theta, mean_jobs_in_system} as JSON")
+    p.set_defaults(func=cmd_learn)
+
+
+def cmd_learn(args: argparse.Namespace) -> int:
+    from clusteremu.cli import UsageError, progress_bar
+
+    overrides = list(args.set or [])
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    spec = load_scenario(args.scenario, overrides)
+    source = str(args.scenario)
+    ref = spec.scheduler.allocator
+    params = dict(ref.params) if ref.name == "mdp" else {}
+    if args.iterations is not None and args.iterations < 1:
+        raise UsageError(f"--iterations: expected an integer >= 1, got {args.iterations}")
+    try:
+        config = LearnConfig.from_dict(dict(params.get("learn", {})))
+        if args.algorithm is not None:
+            config = replace(config, algorithm=args.algorithm)
+        if args.iterations is not None:
+            config = replace(config, iterations=args.iterations)
+        with progress_bar(not args.json, f"learn {spec.name}") as update:
+            result = learn(spec, config, truncation=int(params.get("truncation", 20)),
+                           actions=int(params.get("actions", 100)), progress=update)
+    except MdpModelError as exc:
+        field = exc.field
+        if not field.startswith(("workload", "cluster")):
+            field = f"{PARAMS}.{field}"
+        raise ScenarioError(source, [(field, exc.expected)]) from None
+    out = Path(args.out) if args.out else Path(f"learn-{spec.name}")
+    write_parquet(result.table_arrow(), out / "estimates.parquet")
+    png = plot_learning(result, out / "estimates.png", f"{spec.name}: Algorithm {config.algorithm}")
+    summary = summary_of(result, config)
+    write_json(summary, out / "summary.json")
+    if args.json:
+        print(to_json({"theta": summary["theta"],
+                       "mean_jobs_in_system": summary["mean_jobs_in_system"]}))
+    else:
+        names = result.class_names
+        print(f"{spec.name}: Algorithm {config.algorithm}, {config.iterations} iterations, "
+              f"{result.rows[-1]['departures']} departures")
+        for c in (0, 1):
+            last = result.rows[-1]
+            print(f"  theta[{names[c]}] = {result.theta[c]:.4f} ± "
+                  f"{last[f'theta{c + 1}_se']:.3g} (true {result.true_theta[c]:g})")
+        print(f"  E[N] learned policy {result.mean_jobs_learned:.5f}, optimal "
+              f"{result.mean_jobs_optimal:.5f} ({summary['gap_percent']:+.3f}%)")
+        print(f"wrote {out / 'estimates.parquet'}, {png} and {out / 'summary.json'}")
+    return 0
+
+
+def summary_of(result: LearnResult, config: LearnConfig) -> dict[str, Any]:
+    names = result.class_names
+    gap = 100.0 * (result.mean_jobs_learned / result.mean_jobs_optimal - 1.0)
+    return {
+        "theta": {names[c]: result.theta[c] for c in (0, 1)},
+        "mean_jobs_in_system": result.mean_jobs_learned,
+        "mean_jobs_optimal": result.mean_jobs_optimal,
+        "gap_percent": gap,
+        "true_theta": {names[c]: result.true_theta[c] for c in (0, 1)},
+        "algorithm": config.algorithm,
+        "iterations": config.iterations,
+        "departures": int(result.rows[-1]["departures"]),
+        "simulated_mean_jobs_in_system": result.simulated_mean_jobs,
+    }
+
+
+def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
+    """Estimates per iteration against the true theta (step lines), one panel per class,
+    and E[N] of the learned policy against the optimum (seed Figures 4-8)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result.rows
+    it = [r["iteration"] for r in rows]
+    fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    for c, ax in enumerate(axes[:2]):
+        key = f"theta{c + 1}"
+        ax.plot(it, [r[f"{key}_hat"] for r in rows], lw=1.0, label=f"estimate {key}")
+        ax.step(it, [r[f"{key}_true"] for r in rows], where="post", color="k", lw=1.2,
+                label="true value")
+        ax.set_ylim(0.0, 1.05)
+        ax.set_ylabel(f"theta ({result.class_names[c]})")
+        ax.legend(loc="lower right")
+    ax = axes[2]
+    ax.plot(it, [r["mean_jobs_learned"] for r in rows], lw=1.0, label="policy from estimates")
+    ax.plot(it, [r["mean_jobs_optimal"] for r in rows], color="k", lw=1.2,
+            label="optimal (true theta)")
+    ax.set_ylabel("E[N] (exact)")
+    ax.set_xlabel("iteration")
+    ax.legend(loc="upper right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,110 @@
+"""Relative value iteration (seed 001 section 4, Algorithm 2) against SPEC section 2's test
+vectors, the exact stationary law, the engine, and the EQUI result of Berg et al. [7]."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cluster.engine import Engine
+from cluster.policies.mdp.allocator import MdpAllocator
+from cluster.policies.mdp.model import MdpModel, MdpModelError
+from cluster.policies.mdp.solver import (
+    check_truncation,
+    equi_table,
+    evaluate_policy,
+    solve,
+)
+from scenarios.loader import spec_from_dict
+from tests.cluster.policies.mdp.conftest import EXAMPLES, mdp_scenario
+
+
+def model(example: int, truncation: int = 20, theta: tuple[float, float] | None = None) -> MdpModel:
+    k, lam, mu, p, t1, t2 = EXAMPLES[example]
+    return MdpModel.two_class(k, lam, p, mu, theta or (t1, t2), truncation)
+
+
+# SPEC section 2, B = 20, M = 100: optimal E[N] and E[N] under EQUI across classes.
+VECTORS = {1: (0.65029, 0.65500), 2: (0.68206, 0.68984), 3: (1.09173, 1.09563)}
+
+
+@pytest.mark.parametrize("example", sorted(VECTORS))
+def test_spec_test_vectors(example: int) -> None:
+    m = model(example)
+    sol = solve(m, actions=100)
+    optimal, equi = VECTORS[example]
+    assert sol.converged and sol.span < 1e-9
+    assert sol.average_cost == pytest.approx(optimal, abs=5e-6)  # vectors have 5 decimals
+    assert evaluate_policy(m, equi_table(20)).mean_jobs == pytest.approx(equi, abs=5e-6)
+
+
+def test_example_1_policy_values() -> None:
+    table = solve(model(1), actions=100).table
+    assert table[1, 1] == pytest.approx(0.25)
+    assert table[2, 1] == pytest.approx(0.40)
+    assert table[1, 2] == pytest.approx(0.15)
+
+
+@pytest.mark.parametrize("example", [1, 2, 3])
+def test_average_cost_equals_the_stationary_mean_of_the_table(example: int) -> None:
+    m = model(example)
+    sol = solve(m, actions=50)
+    exact = evaluate_policy(m, sol.table)
+    # The uniformised chain has the CTMC's stationary law: g = E[N1 + N2].
+    assert sol.average_cost == pytest.approx(exact.mean_jobs, abs=1e-7)
+    assert exact.mean_jobs < evaluate_policy(m, equi_table(20)).mean_jobs
+
+
+def test_golden_section_refinement_never_worse_than_the_grid() -> None:
+    m = model(2)
+    grid, refined = solve(m, actions=20), solve(m, actions=20, refine=True)
+    assert refined.average_cost <= grid.average_cost + 1e-9
+    assert refined.average_cost == pytest.approx(solve(m, actions=100).average_cost, abs=1e-5)
+
+
+@pytest.mark.parametrize("theta", [0.3, 0.6, 0.9])
+def test_equal_speedups_give_the_equi_split(theta: float) -> None:
+    # Berg, Dorsman, Harchol-Balter [7]: one common speed-up curve and exponential sizes ->
+    # EQUI is optimal, i.e. class 1's share is x1 / (x1 + x2).
+    m_actions = 100
+    m = model(2, theta=(theta, theta))
+    sol = solve(m, actions=m_actions)
+    k = m.cores
+    x1, x2 = np.meshgrid(np.arange(21), np.arange(21), indexing="ij")
+    # Where every job gets at least one core the optimum is unique (strict concavity).
+    strict = (x1 > 0) & (x2 > 0) & (x1 + x2 <= k) & (x1 < 15) & (x2 < 15)
+    equi = equi_table(20)
+    assert np.all(np.abs(sol.table - equi)[strict] <= 1.0 / m_actions + 1e-12)
+    # Elsewhere several splits tie; EQUI is still optimal: its average cost is the grid
+    # optimum or below it (x1 / (x1 + x2) is not always on the grid).
+    equi_cost = evaluate_policy(m, equi).mean_jobs
+    assert equi_cost <= sol.average_cost + 1e-9
+    assert equi_cost == pytest.approx(sol.average_cost, rel=1e-5)
+
+
+def test_value_iteration_matches_the_engine_within_2_percent() -> None:
+    spec = spec_from_dict(mdp_scenario(1, jobs=150_000, seed=3))
+    from dataclasses import replace
+
+    from cluster.model import StopRule
+
+    spec = replace(spec, stop=StopRule(jobs=150_000, warmup_jobs=10_000))
+    sol = solve(model(1), actions=100)
+    result = Engine(spec, allocator=MdpAllocator(table=sol.table)).run()
+    measured = result.summary["mean_jobs_in_system"]
+    assert measured == pytest.approx(sol.average_cost, rel=0.02)
+
+
+def test_a_truncation_that_blocks_too_much_is_rejected() -> None:
+    m = MdpModel.two_class(4, 3.2, 0.5, 1.0, (0.5, 0.5), truncation=3)
+    table = solve(m, actions=10).table
+    with pytest.raises(MdpModelError, match="truncation: B = 3 blocks .* expected a larger"):
+        check_truncation(m, table)
+    big = MdpModel.two_class(4, 3.2, 0.5, 1.0, (0.5, 0.5), truncation=60)
+    assert check_truncation(big, solve(big, actions=10).table) < 1e-3
+
+
+def test_solver_is_two_class_only() -> None:
+    m = MdpModel(10, 2.0, (0.3, 0.3, 0.4), 1.0, (0.5, 0.5, 0.5))
+    with pytest.raises(MdpModelError, match="two classes"):
+        solve(m)
