@@ -161,9 +161,16 @@ class BoundedLognormal(Distribution):
     def _log_bounds(self) -> tuple[float, float]:
         from scipy import stats
 
-        a = 0.0 if self.low <= 0 else float(stats.norm.cdf((math.log(self.low) - self.mu) / self.sigma))
-        b = 1.0 if math.isinf(self.high) else float(
-            stats.norm.cdf((math.log(self.high) - self.mu) / self.sigma))
+        a = (
+            0.0
+            if self.low <= 0
+            else float(stats.norm.cdf((math.log(self.low) - self.mu) / self.sigma))
+        )
+        b = (
+            1.0
+            if math.isinf(self.high)
+            else float(stats.norm.cdf((math.log(self.high) - self.mu) / self.sigma))
+        )
         return a, b
 
     def cdf(self, x: FloatArray) -> FloatArray:
@@ -215,4 +222,6 @@ class Empirical(Distribution):
         return np.searchsorted(v, np.asarray(x, dtype=np.float64), side="right") / v.size
 
     def quantile(self, u: FloatArray) -> FloatArray:
-        return np.quantile(np.asarray(self.values, dtype=np.float64), np.asarray(u), method="inverted_cdf")
+        return np.quantile(
+            np.asarray(self.values, dtype=np.float64), np.asarray(u), method="inverted_cdf"
+        )

@@ -99,12 +99,15 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
     order = np.lexsort((cls, arrival))[:limit]
     runtime_u = None
     if any(c.runtime_by_node_type for c in spec.classes):
-        runtime_u = np.concatenate([
-            np.random.default_rng(streams[2 * n_classes + i]).random(t.size)
-            for i, t in enumerate(times)
-        ])[order]
-    return Jobs(arrival[order], cls[order], np.concatenate(sizes)[order].astype(np.float64),
-                runtime_u)
+        runtime_u = np.concatenate(
+            [
+                np.random.default_rng(streams[2 * n_classes + i]).random(t.size)
+                for i, t in enumerate(times)
+            ]
+        )[order]
+    return Jobs(
+        arrival[order], cls[order], np.concatenate(sizes)[order].astype(np.float64), runtime_u
+    )
 
 
 def _draw_arrivals(
@@ -136,8 +139,11 @@ def _arrivals_for_count(
         merged = np.sort(np.concatenate(times))[:count] if count else np.zeros(0)
         # Only classes cut short by their count bound the covered horizon.
         covered = min(
-            (float(t[-1]) for t, n, r in zip(times, counts, rates, strict=True)
-             if r > 0.0 and t.size == n and n < count),
+            (
+                float(t[-1])
+                for t, n, r in zip(times, counts, rates, strict=True)
+                if r > 0.0 and t.size == n and n < count
+            ),
             default=math.inf,
         )
         if merged.size < count and covered == math.inf:
@@ -208,14 +214,22 @@ class Engine:
         self.replication = replication
         seq = replication_seeds(spec.seed, max(spec.replications, replication + 1))[replication]
         job_seq, policy_seq = seq.spawn(2)
-        self.placer = placer or _make(registry.create("placer", spec.scheduler.placer.name,
-                                                      **spec.scheduler.placer.params), Placer)
+        self.placer = placer or _make(
+            registry.create("placer", spec.scheduler.placer.name, **spec.scheduler.placer.params),
+            Placer,
+        )
         self.allocator = allocator or _make(
-            registry.create("allocator", spec.scheduler.allocator.name, **spec.scheduler.allocator.params),
-            Allocator)
+            registry.create(
+                "allocator", spec.scheduler.allocator.name, **spec.scheduler.allocator.params
+            ),
+            Allocator,
+        )
         self.provisioner = provisioner or _make(
-            registry.create("provisioner", spec.scheduler.provisioner.name,
-                            **spec.scheduler.provisioner.params), Provisioner)
+            registry.create(
+                "provisioner", spec.scheduler.provisioner.name, **spec.scheduler.provisioner.params
+            ),
+            Provisioner,
+        )
         place_seq, alloc_seq = policy_seq.spawn(2)
         self.placer.setup(spec, np.random.default_rng(place_seq))
         self.allocator.setup(spec, np.random.default_rng(alloc_seq))
@@ -244,7 +258,8 @@ class Engine:
             self.nodes_i[L.ACTIVE, k] = 1
             self.nodes_f[L.CAP_SLOTS, k] = t.max_jobs
         self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU, L.FREE_SLOTS]] = self.nodes_f[
-            [L.CAP_CPU, L.CAP_MEM, L.CAP_GPU, L.CAP_SLOTS]]
+            [L.CAP_CPU, L.CAP_MEM, L.CAP_GPU, L.CAP_SLOTS]
+        ]
 
         n_pools = len(spec.pools)
         self.pools_f = np.zeros((L.PF_ROWS, n_pools))
@@ -318,11 +333,31 @@ class Engine:
         """Advance until `until_s`, `max_events` events or the end; answer policy calls."""
         while True:
             status = kernel.run_kernel(
-                self.jobs_f, self.jobs_i, self.nodes_f, self.nodes_i, self.pools_f, self.pools_i,
-                self.classes_f, self.classes_i, self.class_tx, self.class_ty,
-                self.heap_t, self.heap_j, self.heap_k, self.run_by_type, self.queue, self.members,
-                self.n_class, self.area_class, self.istate, self.fstate, self.rng,
-                self.placer_params, self.alloc_params, until_s, max_events,
+                self.jobs_f,
+                self.jobs_i,
+                self.nodes_f,
+                self.nodes_i,
+                self.pools_f,
+                self.pools_i,
+                self.classes_f,
+                self.classes_i,
+                self.class_tx,
+                self.class_ty,
+                self.heap_t,
+                self.heap_j,
+                self.heap_k,
+                self.run_by_type,
+                self.queue,
+                self.members,
+                self.n_class,
+                self.area_class,
+                self.istate,
+                self.fstate,
+                self.rng,
+                self.placer_params,
+                self.alloc_params,
+                until_s,
+                max_events,
             )
             if status == L.NEED_PLACE_DECISION:
                 self._python_place()
@@ -365,25 +400,36 @@ class Engine:
             return np.zeros(0, dtype=np.int64)
         last = self.jobs_f[L.ARRIVAL, n - 1] if n else -math.inf
         if np.any(np.diff(jobs.arrival_s) < 0) or jobs.arrival_s[0] < max(last, self.now):
-            raise ValueError("add_jobs: jobs must be sorted and arrive at or after now and "
-                             "after every job already known")
+            raise ValueError(
+                "add_jobs: jobs must be sorted and arrive at or after now and "
+                "after every job already known"
+            )
         new_f, new_i = job_state(self.spec, self.provisioner, jobs)
         self.jobs_f = np.concatenate([self.jobs_f, new_f], axis=1)
         self.jobs_i = np.concatenate([self.jobs_i, new_i], axis=1)
         table = runtime_table(self.spec, jobs)
         if table.shape[0] or self.run_by_type.shape[0]:
-            old = self.run_by_type if self.run_by_type.shape[0] else np.full(
-                (len(self.spec.node_types), n), -1.0)
+            old = (
+                self.run_by_type
+                if self.run_by_type.shape[0]
+                else np.full((len(self.spec.node_types), n), -1.0)
+            )
             table = table if table.shape[0] else np.full((len(self.spec.node_types), m), -1.0)
             self.run_by_type = np.concatenate([old, table], axis=1)
         runtime_u = None
         if jobs.runtime_u is not None or self.jobs.runtime_u is not None:
-            runtime_u = np.concatenate([
-                self.jobs.runtime_u if self.jobs.runtime_u is not None else np.zeros(n),
-                jobs.runtime_u if jobs.runtime_u is not None else np.zeros(m)])
-        self.jobs = Jobs(np.concatenate([self.jobs.arrival_s, jobs.arrival_s]),
-                         np.concatenate([self.jobs.class_index, jobs.class_index]),
-                         np.concatenate([self.jobs.size, jobs.size]), runtime_u)
+            runtime_u = np.concatenate(
+                [
+                    self.jobs.runtime_u if self.jobs.runtime_u is not None else np.zeros(n),
+                    jobs.runtime_u if jobs.runtime_u is not None else np.zeros(m),
+                ]
+            )
+        self.jobs = Jobs(
+            np.concatenate([self.jobs.arrival_s, jobs.arrival_s]),
+            np.concatenate([self.jobs.class_index, jobs.class_index]),
+            np.concatenate([self.jobs.size, jobs.size]),
+            runtime_u,
+        )
         total = n + m
         if self.heap_t.size < 2 * total + 1:
             grow = max(2 * total + 1, 2 * self.heap_t.size) - self.heap_t.size
@@ -399,27 +445,35 @@ class Engine:
     # -- Python policies --------------------------------------------------------------
 
     def placement_view(self) -> PlacementView:
-        q = self.queue[self.istate[L.Q_HEAD]: self.istate[L.Q_TAIL]]
+        q = self.queue[self.istate[L.Q_HEAD] : self.istate[L.Q_TAIL]]
         q = q[self.jobs_i[L.STATE, q] == L.QUEUED].copy()
         nf = self.nodes_f
         return PlacementView(
-            time_s=self.now, queue=q, class_index=self.jobs_i[L.CLS, q].copy(),
+            time_s=self.now,
+            queue=q,
+            class_index=self.jobs_i[L.CLS, q].copy(),
             request_cpu=self.jobs_f[L.REQ_CPU, q].copy(),
             request_memory_gb=self.jobs_f[L.REQ_MEM, q].copy(),
             request_gpu=self.jobs_f[L.REQ_GPU, q].copy(),
-            free_cpu=nf[L.FREE_CPU].copy(), free_memory_gb=nf[L.FREE_MEM].copy(),
-            free_gpu=nf[L.FREE_GPU].copy(), capacity_cpu=nf[L.CAP_CPU].copy(),
-            capacity_memory_gb=nf[L.CAP_MEM].copy(), capacity_gpu=nf[L.CAP_GPU].copy(),
-            speed=nf[L.SPEED].copy(), node_type=self.nodes_i[L.NODE_TYPE].copy(),
-            active=self.nodes_i[L.ACTIVE] == 1, free_slots=nf[L.FREE_SLOTS].copy(),
+            free_cpu=nf[L.FREE_CPU].copy(),
+            free_memory_gb=nf[L.FREE_MEM].copy(),
+            free_gpu=nf[L.FREE_GPU].copy(),
+            capacity_cpu=nf[L.CAP_CPU].copy(),
+            capacity_memory_gb=nf[L.CAP_MEM].copy(),
+            capacity_gpu=nf[L.CAP_GPU].copy(),
+            speed=nf[L.SPEED].copy(),
+            node_type=self.nodes_i[L.NODE_TYPE].copy(),
+            active=self.nodes_i[L.ACTIVE] == 1,
+            free_slots=nf[L.FREE_SLOTS].copy(),
         )
 
     def _python_place(self) -> None:
         view = self.placement_view()
         decisions = self.placer.place(view) if view.queue.size else []
         if not isinstance(decisions, list | tuple):
-            raise PolicyError(self.placer.name, self.now, "place() must return a list of Placement",
-                              decisions)
+            raise PolicyError(
+                self.placer.name, self.now, "place() must return a list of Placement", decisions
+            )
         waiting = set(view.queue.tolist())
         n_nodes = self.nodes_f.shape[1]
         for d in decisions:
@@ -427,27 +481,53 @@ class Engine:
                 raise PolicyError(self.placer.name, self.now, "not a Placement", d)
             j, k = int(d.job), int(d.node)
             if j not in waiting:
-                raise PolicyError(self.placer.name, self.now, f"job {j} is not waiting in the queue", d)
+                raise PolicyError(
+                    self.placer.name, self.now, f"job {j} is not waiting in the queue", d
+                )
             if not 0 <= k < n_nodes or self.nodes_i[L.ACTIVE, k] != 1:
-                raise PolicyError(self.placer.name, self.now, f"node {k} does not exist or is not up", d)
+                raise PolicyError(
+                    self.placer.name, self.now, f"node {k} does not exist or is not up", d
+                )
             need = self.jobs_f[[L.REQ_CPU, L.REQ_MEM, L.REQ_GPU], j]
             free = self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU], k]
             if np.any(free < need - ALLOC_EPS) or self.nodes_f[L.FREE_SLOTS, k] < 1.0:
-                raise PolicyError(self.placer.name, self.now,
-                                  f"job {j} (cpu, GB, gpu) = {tuple(need)} does not fit node {k} "
-                                  f"with free {tuple(free)}", d)
+                raise PolicyError(
+                    self.placer.name,
+                    self.now,
+                    f"job {j} (cpu, GB, gpu) = {tuple(need)} does not fit node {k} "
+                    f"with free {tuple(free)}",
+                    d,
+                )
             run_s = -1.0 if d.run_s is None else float(d.run_s)
             setup_s = float(d.setup_s)
             if not (run_s == -1.0 or (np.isfinite(run_s) and run_s > 0)) or not (
                 np.isfinite(setup_s) and setup_s >= 0
             ):
-                raise PolicyError(self.placer.name, self.now,
-                                  "run_s must be positive and setup_s non-negative", d)
+                raise PolicyError(
+                    self.placer.name, self.now, "run_s must be positive and setup_s non-negative", d
+                )
             waiting.discard(j)
-            kernel.start_job(j, k, self.now, self.jobs_f, self.jobs_i, self.nodes_f, self.nodes_i,
-                             self.classes_f, self.classes_i, self.class_tx, self.class_ty,
-                             self.heap_t, self.heap_j, self.heap_k, self.istate, self.fstate,
-                             self.run_by_type, run_s, setup_s)
+            kernel.start_job(
+                j,
+                k,
+                self.now,
+                self.jobs_f,
+                self.jobs_i,
+                self.nodes_f,
+                self.nodes_i,
+                self.classes_f,
+                self.classes_i,
+                self.class_tx,
+                self.class_ty,
+                self.heap_t,
+                self.heap_j,
+                self.heap_k,
+                self.istate,
+                self.fstate,
+                self.run_by_type,
+                run_s,
+                setup_s,
+            )
         kernel.next_queued(self.queue, self.istate, self.jobs_i)
         self.istate[L.NEED_PLACE] = 0
 
@@ -456,9 +536,14 @@ class Engine:
         ids = self.members[:n].copy()
         cls = self.jobs_i[L.CLS, ids]
         return PoolView(
-            time_s=self.now, pool=self.spec.pools[p].name, cores=float(self.pools_f[L.P_CORES, p]),
-            job_ids=ids, class_index=cls.copy(), arrival_s=self.jobs_f[L.ARRIVAL, ids].copy(),
-            size=self.jobs_f[L.SIZE, ids].copy(), remaining=self.jobs_f[L.REM, ids].copy(),
+            time_s=self.now,
+            pool=self.spec.pools[p].name,
+            cores=float(self.pools_f[L.P_CORES, p]),
+            job_ids=ids,
+            class_index=cls.copy(),
+            arrival_s=self.jobs_f[L.ARRIVAL, ids].copy(),
+            size=self.jobs_f[L.SIZE, ids].copy(),
+            remaining=self.jobs_f[L.REM, ids].copy(),
             holding_cost=self.classes_f[L.HOLDING_COST, cls].copy(),
             current_cores=self.jobs_f[L.CORES, ids].copy(),
         )
@@ -469,9 +554,20 @@ class Engine:
             decision = self.allocator.allocate(view)
             cores = check_allocation(self.allocator.name, view, decision)
             self.jobs_f[L.CORES, view.job_ids] = cores
-        kernel.apply_allocation(p, self.now, self.jobs_f, self.jobs_i, self.pools_f, self.pools_i,
-                                self.classes_f, self.classes_i, self.class_tx, self.class_ty,
-                                self.fstate, self.istate)
+        kernel.apply_allocation(
+            p,
+            self.now,
+            self.jobs_f,
+            self.jobs_i,
+            self.pools_f,
+            self.pools_i,
+            self.classes_f,
+            self.classes_i,
+            self.class_tx,
+            self.class_ty,
+            self.fstate,
+            self.istate,
+        )
 
 
 def check_allocation(policy: str, view: PoolView, decision: Allocation) -> FloatArray:
@@ -480,15 +576,20 @@ def check_allocation(policy: str, view: PoolView, decision: Allocation) -> Float
         raise PolicyError(policy, view.time_s, "allocate() must return an Allocation", decision)
     cores = np.asarray(decision.cores, dtype=np.float64)
     if cores.shape != view.job_ids.shape:
-        raise PolicyError(policy, view.time_s,
-                          f"{cores.size} core counts for {view.job_ids.size} jobs", decision)
+        raise PolicyError(
+            policy, view.time_s, f"{cores.size} core counts for {view.job_ids.size} jobs", decision
+        )
     if not np.all(np.isfinite(cores)) or np.any(cores < 0):
-        raise PolicyError(policy, view.time_s, "core counts must be finite and non-negative",
-                          decision)
+        raise PolicyError(
+            policy, view.time_s, "core counts must be finite and non-negative", decision
+        )
     if cores.sum() > view.cores * (1 + ALLOC_EPS) + ALLOC_EPS:
-        raise PolicyError(policy, view.time_s,
-                          f"allocated {cores.sum():.6g} cores in pool {view.pool!r} of {view.cores:g}",
-                          decision)
+        raise PolicyError(
+            policy,
+            view.time_s,
+            f"allocated {cores.sum():.6g} cores in pool {view.pool!r} of {view.cores:g}",
+            decision,
+        )
     return cores
 
 

@@ -10,7 +10,7 @@ allocate temporary arrays uses plain `numba.njit(cache=True)` instead.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from numba import njit
 
@@ -19,5 +19,6 @@ F = TypeVar("F")
 
 def kernel_function(fn: F) -> F:
     """Compile `fn` for the event loop: cached, no reference counting (see module doc)."""
-    compiled: Any = njit(cache=True, _nrt=False)(fn)
-    return compiled  # type: ignore[no-any-return]
+    options: dict[str, Any] = {"cache": True, "_nrt": False}  # _nrt is not in numba's stubs
+    compiled: Any = njit(**options)(fn)
+    return cast(F, compiled)

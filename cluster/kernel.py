@@ -16,15 +16,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from cluster.jit import kernel_function
 
+from cluster.jit import kernel_function
 from cluster.layout import (
     ALLOC_CODE,
     AMDAHL_CODE,
     ARRIVAL,
     BUSY_AREA,
     BUSY_CPU,
-    CAP_CPU,
     CLASS_POOL,
     CLS,
     CORE_SECONDS,
@@ -35,18 +34,15 @@ from cluster.layout import (
     DONE_COUNT,
     END,
     EV_COMPLETE,
+    EV_TIMER,
     EVENTS,
+    FAILED,
+    FAILED_COUNT,
     FINISHED,
     FREE_CPU,
     FREE_GPU,
     FREE_MEM,
-    NODE_TYPE,
     FREE_SLOTS,
-    FAILED,
-    FAILED_COUNT,
-    EV_TIMER,
-    SETUP_S,
-    TIMEOUT_S,
     HEAP_N,
     HORIZON,
     MEASURED_TIME,
@@ -57,6 +53,7 @@ from cluster.layout import (
     NEXT,
     NEXT_ARRIVAL,
     NODE,
+    NODE_TYPE,
     NOW,
     P_ALLOCATED,
     P_BUSY_AREA,
@@ -75,7 +72,6 @@ from cluster.layout import (
     POOL,
     POWER_CODE,
     PREV,
-    PRICE_PER_S,
     Q_HEAD,
     Q_TAIL,
     QUEUED,
@@ -86,6 +82,7 @@ from cluster.layout import (
     REQ_MEM,
     ROOFTOP_CODE,
     RUNNING,
+    SETUP_S,
     SIZE,
     SP_KIND,
     SP_NPTS,
@@ -95,6 +92,7 @@ from cluster.layout import (
     STATE,
     STATUS_POOL,
     TABLE_CODE,
+    TIMEOUT_S,
     WIN_END,
     WIN_START,
     YIELDED,
@@ -104,7 +102,12 @@ from cluster.policies.compiled import ALLOC_PYTHON, PLACE_PYTHON, allocate, plac
 
 @kernel_function
 def speedup_value(
-    c: int, cores: float, classes_f: np.ndarray, classes_i: np.ndarray, tx: np.ndarray, ty: np.ndarray
+    c: int,
+    cores: float,
+    classes_f: np.ndarray,
+    classes_i: np.ndarray,
+    tx: np.ndarray,
+    ty: np.ndarray,
 ) -> float:
     """s_c(cores) for class c; linear below one core (see cluster.speedup)."""
     if cores <= 1.0:
@@ -260,7 +263,14 @@ def start_job(
 
 
 @kernel_function
-def advance_pool(p: int, now: float, pools_f: np.ndarray, pools_i: np.ndarray, jobs_f: np.ndarray, jobs_i: np.ndarray) -> None:
+def advance_pool(
+    p: int,
+    now: float,
+    pools_f: np.ndarray,
+    pools_i: np.ndarray,
+    jobs_f: np.ndarray,
+    jobs_i: np.ndarray,
+) -> None:
     """Bring the remaining work of every job in pool p up to time now."""
     dt = now - pools_f[P_LAST, p]
     if dt > 0.0:
@@ -410,8 +420,27 @@ def run_kernel(
                 k = place(istate[PLACER_CODE], placer_params, j, nodes_f, nodes_i, jobs_f, rng)
                 if k < 0:
                     break
-                start_job(j, k, now, jobs_f, jobs_i, nodes_f, nodes_i, classes_f, classes_i,
-                          class_tx, class_ty, ht, hj, hk, istate, fstate, run_by_type, -1.0, 0.0)
+                start_job(
+                    j,
+                    k,
+                    now,
+                    jobs_f,
+                    jobs_i,
+                    nodes_f,
+                    nodes_i,
+                    classes_f,
+                    classes_i,
+                    class_tx,
+                    class_ty,
+                    ht,
+                    hj,
+                    hk,
+                    istate,
+                    fstate,
+                    run_by_type,
+                    -1.0,
+                    0.0,
+                )
                 istate[Q_HEAD] += 1
             istate[NEED_PLACE] = 0
         for p in range(n_pools):
@@ -421,10 +450,34 @@ def run_kernel(
                     return NEED_ALLOC_DECISION
                 n = pool_members(p, pools_i, jobs_i, members)
                 if n > 0:
-                    allocate(istate[ALLOC_CODE], alloc_params, members, n, pools_f[P_CORES, p],
-                             now, jobs_f, jobs_i, classes_f, classes_i, class_tx, class_ty)
-                apply_allocation(p, now, jobs_f, jobs_i, pools_f, pools_i, classes_f,
-                                 classes_i, class_tx, class_ty, fstate, istate)
+                    allocate(
+                        istate[ALLOC_CODE],
+                        alloc_params,
+                        members,
+                        n,
+                        pools_f[P_CORES, p],
+                        now,
+                        jobs_f,
+                        jobs_i,
+                        classes_f,
+                        classes_i,
+                        class_tx,
+                        class_ty,
+                    )
+                apply_allocation(
+                    p,
+                    now,
+                    jobs_f,
+                    jobs_i,
+                    pools_f,
+                    pools_i,
+                    classes_f,
+                    classes_i,
+                    class_tx,
+                    class_ty,
+                    fstate,
+                    istate,
+                )
 
         # 2. The next event.
         a = istate[NEXT_ARRIVAL]
@@ -486,7 +539,11 @@ def run_kernel(
             advance_pool(p, t, pools_f, pools_i, jobs_f, jobs_i)
             jobs_f[REM, j] = 0.0
             jobs_f[END, j] = t
-            jobs_f[COST, j] = pools_f[P_PRICE_PER_S, p] * jobs_f[CORE_SECONDS, j] / max(pools_f[P_CORES, p], 1e-300)
+            jobs_f[COST, j] = (
+                pools_f[P_PRICE_PER_S, p]
+                * jobs_f[CORE_SECONDS, j]
+                / max(pools_f[P_CORES, p], 1e-300)
+            )
             jobs_i[STATE, j] = DONE
             _pool_remove(p, j, pools_i, jobs_i)
             n_class[jobs_i[CLS, j]] -= 1

@@ -50,7 +50,8 @@ def _dictionary(indices: np.ndarray, names: list[str]) -> pa.DictionaryArray:
     names = names or [""]  # an empty dictionary cannot be converted to numpy or pandas
     mask = indices < 0
     return pa.DictionaryArray.from_arrays(
-        pa.array(np.where(mask, 0, indices).astype(np.int32), mask=mask), pa.array(names, pa.string())
+        pa.array(np.where(mask, 0, indices).astype(np.int32), mask=mask),
+        pa.array(names, pa.string()),
     )
 
 
@@ -82,24 +83,26 @@ def build_result(engine: Engine) -> RunResult:
     core_seconds = np.where(placed, jf[L.REQ_CPU] * held_s, jf[L.CORE_SECONDS])
     cost = np.where(placed, price * held_s * share, jf[L.COST])
     node_names = [f"{name}-{i}" for i, name in enumerate(spec.nodes)]
-    table = pa.table({
-        "job": pa.array(index, pa.int64()),
-        "replication": pa.array(np.full(arrival.size, engine.replication, dtype=np.int32)),
-        "class": _dictionary(ji[L.CLS], [c.name for c in spec.classes]),
-        "arrival_s": pa.array(arrival),
-        "start_s": pa.array(start),
-        "end_s": pa.array(end),
-        "response_time_s": pa.array(end - arrival),
-        "size": pa.array(jf[L.SIZE]),
-        "node": _dictionary(node, node_names),
-        "pool": _dictionary(np.where(in_pool, pool, -1), [p.name for p in spec.pools]),
-        "core_seconds": pa.array(core_seconds),
-        "cost_usd": pa.array(cost),
-        "setup_s": pa.array(jf[L.SETUP_S]),
-        "retries": pa.array(ji[L.RETRIES].astype(np.int32)),
-        "failed": pa.array(state == L.FAILED),
-        "measured": pa.array(measured),
-    })
+    table = pa.table(
+        {
+            "job": pa.array(index, pa.int64()),
+            "replication": pa.array(np.full(arrival.size, engine.replication, dtype=np.int32)),
+            "class": _dictionary(ji[L.CLS], [c.name for c in spec.classes]),
+            "arrival_s": pa.array(arrival),
+            "start_s": pa.array(start),
+            "end_s": pa.array(end),
+            "response_time_s": pa.array(end - arrival),
+            "size": pa.array(jf[L.SIZE]),
+            "node": _dictionary(node, node_names),
+            "pool": _dictionary(np.where(in_pool, pool, -1), [p.name for p in spec.pools]),
+            "core_seconds": pa.array(core_seconds),
+            "cost_usd": pa.array(cost),
+            "setup_s": pa.array(jf[L.SETUP_S]),
+            "retries": pa.array(ji[L.RETRIES].astype(np.int32)),
+            "failed": pa.array(state == L.FAILED),
+            "measured": pa.array(measured),
+        }
+    )
     summary = summarize(engine, measured)
     for policy in (engine.placer, engine.allocator, engine.provisioner):
         summary.update(policy.extra_summary(table, summary))
@@ -109,8 +112,14 @@ def build_result(engine: Engine) -> RunResult:
 def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:
     if resp.size == 0:
         nan = float("nan")
-        return {"jobs_completed": 0, "mean_response_time_s": nan, "p50_response_time_s": nan,
-                "p95_response_time_s": nan, "p99_response_time_s": nan, "mean_wait_s": nan}
+        return {
+            "jobs_completed": 0,
+            "mean_response_time_s": nan,
+            "p50_response_time_s": nan,
+            "p95_response_time_s": nan,
+            "p99_response_time_s": nan,
+            "mean_wait_s": nan,
+        }
     p50, p95, p99 = np.percentile(resp, [50, 95, 99])
     return {
         "jobs_completed": int(resp.size),
@@ -145,7 +154,8 @@ def summarize(engine: Engine, measured: np.ndarray) -> dict[str, Any]:
         "mean_jobs_in_system": float(mean_n.sum()),
         "holding_cost_rate": float(np.dot(hold, mean_n)),
         "utilization": float(engine.fstate[L.BUSY_AREA] / (total_cores * window))
-        if window > 0 and total_cores > 0 else 0.0,
+        if window > 0 and total_cores > 0
+        else 0.0,
         "cost_usd": node_cost + startup + pool_cost,
         "throughput_per_s": float(arrivals_in_window.sum() / window) if window > 0 else 0.0,
         "simulated_time_s": elapsed,
@@ -189,8 +199,11 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     if len(summaries) == 1:
         return dict(summaries[0], replications=1)
     first = summaries[0]
-    out: dict[str, Any] = {"scenario": first["scenario"], "seed": first["seed"],
-                           "replications": len(summaries)}
+    out: dict[str, Any] = {
+        "scenario": first["scenario"],
+        "seed": first["seed"],
+        "replications": len(summaries),
+    }
     out["jobs_completed"] = int(sum(s["jobs_completed"] for s in summaries))
     for key in ("simulated_time_s", "measured_time_s"):
         out[key] = float(np.mean([s[key] for s in summaries]))
@@ -212,7 +225,11 @@ def _mean_and_ci(parts: list[dict[str, Any]]) -> dict[str, Any]:
     for key in MEAN_METRICS:
         if key in parts[0]:
             values = [float(p[key]) for p in parts]
-            out[key] = float(np.nanmean(values)) if not all(math.isnan(v) for v in values) else float("nan")
+            out[key] = (
+                float(np.nanmean(values))
+                if not all(math.isnan(v) for v in values)
+                else float("nan")
+            )
             ci[key] = ci95_half_width(values)
     out["ci95"] = ci
     return out

@@ -29,6 +29,7 @@ def run_spec(
     tables, summaries = [], []
     n = spec.replications
     for r in range(n):
+
         def report(done: float, r: int = r) -> None:
             if progress is not None:
                 progress((r + done) / n)

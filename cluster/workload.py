@@ -44,7 +44,11 @@ class RenewalArrivals(ArrivalProcess):
 
     def generate(self, rng: np.random.Generator, until_s: float, max_count: int) -> FloatArray:
         rate = 1.0 / self.interarrival.mean
-        chunk = int(min(max_count, max(1024, 1.05 * rate * until_s + 64))) if until_s < math.inf else max_count
+        chunk = (
+            int(min(max_count, max(1024, 1.05 * rate * until_s + 64)))
+            if until_s < math.inf
+            else max_count
+        )
         parts: list[FloatArray] = []
         last, count = 0.0, 0
         while count < max_count and last <= until_s:

@@ -15,4 +15,11 @@ from cluster.runner import ScenarioResult, run_spec, with_policies
 from scenarios.errors import ScenarioError
 from scenarios.loader import load_scenario
 
-__all__ = ["Engine", "ScenarioError", "ScenarioResult", "load_scenario", "run_spec", "with_policies"]
+__all__ = [
+    "Engine",
+    "ScenarioError",
+    "ScenarioResult",
+    "load_scenario",
+    "run_spec",
+    "with_policies",
+]

@@ -20,7 +20,7 @@ from cluster.io import to_json, write_json, write_parquet
 from cluster.model import SimulationSpec
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
-from cluster.runner import ScenarioResult, run_spec, with_policies
+from cluster.runner import ScenarioResult, run_spec
 from scenarios.errors import ScenarioError
 from scenarios.loader import load_scenario, shipped_scenarios
 
@@ -42,8 +42,14 @@ def progress_bar(enabled: bool, label: str) -> Iterator[Callable[[float], None]]
         return
     from tqdm import tqdm
 
-    bar = tqdm(total=1000, desc=label, delay=1.0, file=sys.stderr, leave=False,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")
+    bar = tqdm(
+        total=1000,
+        desc=label,
+        delay=1.0,
+        file=sys.stderr,
+        leave=False,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}",
+    )
 
     def update(fraction: float) -> None:
         bar.n = int(1000 * fraction)
@@ -71,8 +77,15 @@ def _headline(summary: dict[str, Any]) -> str:
         text = f"{value:.6g}" if isinstance(value, float) else str(value)
         return text + (f" ± {ci:.3g}" if isinstance(ci, float) and ci == ci else "")
 
-    keys = ["jobs_completed", "mean_response_time_s", "p95_response_time_s", "mean_jobs_in_system",
-            "holding_cost_rate", "utilization", "cost_usd"]
+    keys = [
+        "jobs_completed",
+        "mean_response_time_s",
+        "p95_response_time_s",
+        "mean_jobs_in_system",
+        "holding_cost_rate",
+        "utilization",
+        "cost_usd",
+    ]
     return "\n".join(f"  {k:<24} {fmt(k)}" for k in keys)
 
 
@@ -106,11 +119,15 @@ def parse_policy(text: str) -> dict[str, str]:
         kind, sep, name = part.partition("=")
         kind = kind.strip()
         if not sep or kind not in registry.KINDS or not name:
-            raise UsageError(f"--policy {text!r}: expected kind=name with kind one of "
-                             f"{', '.join(registry.KINDS)}")
-        if name.split(":")[0] not in registry.names(kind):  # type: ignore[arg-type]
-            raise UsageError(f"--policy {text!r}: unknown {kind} {name!r}; registered: "
-                             f"{', '.join(registry.names(kind))}")  # type: ignore[arg-type]
+            raise UsageError(
+                f"--policy {text!r}: expected kind=name with kind one of "
+                f"{', '.join(registry.KINDS)}"
+            )
+        if name.split(":")[0] not in registry.names(kind):
+            raise UsageError(
+                f"--policy {text!r}: unknown {kind} {name!r}; registered: "
+                f"{', '.join(registry.names(kind))}"
+            )
         out[kind] = name
     return out
 
@@ -138,8 +155,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     spec = _load(args)
     n_nodes, n_pools = len(spec.nodes), len(spec.pools)
-    print(f"{args.scenario}: valid ({len(spec.classes)} classes, {n_nodes} nodes, {n_pools} pools, "
-          f"placer {spec.scheduler.placer.name}, allocator {spec.scheduler.allocator.name})")
+    print(
+        f"{args.scenario}: valid ({len(spec.classes)} classes, {n_nodes} nodes, {n_pools} pools, "
+        f"placer {spec.scheduler.placer.name}, allocator {spec.scheduler.allocator.name})"
+    )
     return 0
 
 
@@ -159,8 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def scenario_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
-        p.add_argument("--set", action="append", metavar="PATH=VALUE",
-                       help="override a field, e.g. workload.classes.0.arrival.rate_per_s=9")
+        p.add_argument(
+            "--set",
+            action="append",
+            metavar="PATH=VALUE",
+            help="override a field, e.g. workload.classes.0.arrival.rate_per_s=9",
+        )
         p.add_argument("--seed", type=int, help="override the scenario seed")
         p.add_argument("--replications", type=int, help="override the number of replications")
 
@@ -179,8 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp_ = sub.add_parser("compare", help="run several policies on the same seeds")
     scenario_args(cmp_)
-    cmp_.add_argument("--policy", action="append", default=[], metavar="KIND=NAME[,KIND=NAME]",
-                      help="a policy variant, e.g. placer=random-fit (repeat for each)")
+    cmp_.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="KIND=NAME[,KIND=NAME]",
+        help="a policy variant, e.g. placer=random-fit (repeat for each)",
+    )
     cmp_.add_argument("--metric", default="mean_response_time_s", help="summary key to chart")
     cmp_.add_argument("--out", help="folder for compare.png and compare.json")
     cmp_.add_argument("--json", action="store_true", help="print only the rows, as JSON")
@@ -203,8 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return int(args.func(args))
     except ScenarioError as exc:

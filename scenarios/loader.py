@@ -37,8 +37,20 @@ from scenarios.errors import ScenarioError
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
 _TAGS = {
-    "exponential", "hyperexponential", "lognormal", "deterministic", "empirical",
-    "poisson", "batch", "renewal", "trace", "linear", "amdahl", "power", "rooftop", "table",
+    "exponential",
+    "hyperexponential",
+    "lognormal",
+    "deterministic",
+    "empirical",
+    "poisson",
+    "batch",
+    "renewal",
+    "trace",
+    "linear",
+    "amdahl",
+    "power",
+    "rooftop",
+    "table",
 }
 
 SHIPPED_DIR = Path(__file__).resolve().parent
@@ -67,7 +79,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ScenarioError(source, [("", "file not found")]) from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ScenarioError(source, [("", f"cannot read the file ({exc.__class__.__name__})")]) from None
+        raise ScenarioError(
+            source, [("", f"cannot read the file ({exc.__class__.__name__})")]
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -76,7 +90,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
         problem = getattr(exc, "problem", None) or "syntax error"
         raise ScenarioError(source, [("", f"YAML syntax error{where}: {problem}")]) from None
     if not isinstance(data, dict):
-        raise ScenarioError(source, [("", f"expected a mapping at the top level, got {type(data).__name__}")])
+        raise ScenarioError(
+            source, [("", f"expected a mapping at the top level, got {type(data).__name__}")]
+        )
     return data
 
 
@@ -109,7 +125,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
             where = ".".join(parts[: depth + 1])
             if isinstance(node, list):
                 if not part.isdigit() or int(part) >= len(node):
-                    raise ScenarioError(source, [(where, f"expected a list index below {len(node)}")])
+                    raise ScenarioError(
+                        source, [(where, f"expected a list index below {len(node)}")]
+                    )
                 if last:
                     node[int(part)] = value
                 else:
@@ -177,33 +195,55 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
     cluster = model.cluster
     type_names = [t.name for t in cluster.node_types]
     pool_names = [p.name for p in cluster.pools]
-    for label, names in (("cluster.node_types", type_names), ("cluster.pools", pool_names),
-                         ("workload.classes", [c.name for c in model.workload.classes])):
+    for label, names in (
+        ("cluster.node_types", type_names),
+        ("cluster.pools", pool_names),
+        ("workload.classes", [c.name for c in model.workload.classes]),
+    ):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             problems.append((label, f"names must be unique, repeated: {', '.join(dupes)}"))
     for i, group in enumerate(cluster.nodes):
         if group.type not in type_names:
-            problems.append((f"cluster.nodes.{i}.type",
-                             f"expected one of the node types {type_names}, got {group.type!r}"))
+            problems.append(
+                (
+                    f"cluster.nodes.{i}.type",
+                    f"expected one of the node types {type_names}, got {group.type!r}",
+                )
+            )
     has_nodes = any(g.count > 0 for g in cluster.nodes)
     for i, jc in enumerate(model.workload.classes):
         where = f"workload.classes.{i}"
         if jc.pool is not None and jc.pool not in pool_names:
-            problems.append((f"{where}.pool", f"expected one of the pools {pool_names}, got {jc.pool!r}"))
+            problems.append(
+                (f"{where}.pool", f"expected one of the pools {pool_names}, got {jc.pool!r}")
+            )
         for t in jc.runtime_by_node_type:
             if t not in type_names:
-                problems.append((f"{where}.runtime_by_node_type.{t}",
-                                 f"expected one of the node types {type_names}"))
+                problems.append(
+                    (
+                        f"{where}.runtime_by_node_type.{t}",
+                        f"expected one of the node types {type_names}",
+                    )
+                )
         if jc.pool is None and not has_nodes and len(pool_names) != 1:
-            problems.append((f"{where}.pool", "the class targets nodes but the cluster has none; "
-                             "name a pool or add cluster.nodes"))
+            problems.append(
+                (
+                    f"{where}.pool",
+                    "the class targets nodes but the cluster has none; "
+                    "name a pool or add cluster.nodes",
+                )
+            )
     for kind in registry.KINDS:
         ref = getattr(model.scheduler, kind)
         if ref.name not in registry.names(kind):
-            problems.append((f"scheduler.{kind}.name",
-                             f"expected a registered {kind} ({', '.join(registry.names(kind))}), "
-                             f"got {ref.name!r}"))
+            problems.append(
+                (
+                    f"scheduler.{kind}.name",
+                    f"expected a registered {kind} ({', '.join(registry.names(kind))}), "
+                    f"got {ref.name!r}",
+                )
+            )
     if problems:
         raise ScenarioError(source, problems)
 
@@ -217,7 +257,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Simul
     return build_spec(model, resolved.parent, source)
 
 
-def spec_from_dict(data: dict[str, Any], source: str = "<scenario>", base_dir: Path | None = None) -> SimulationSpec:
+def spec_from_dict(
+    data: dict[str, Any], source: str = "<scenario>", base_dir: Path | None = None
+) -> SimulationSpec:
     """Validate and build a scenario given as a plain dict (tests, sweeps)."""
     return build_spec(validate(data, source), base_dir or Path.cwd(), source)
 
@@ -253,7 +295,9 @@ def _speedup(m: Any) -> sp.Speedup:
     raise TypeError(m)
 
 
-def _read_trace(m: schema.TraceArrival, base_dir: Path, where: str, source: str) -> wl.TraceArrivals:
+def _read_trace(
+    m: schema.TraceArrival, base_dir: Path, where: str, source: str
+) -> wl.TraceArrivals:
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
@@ -261,19 +305,30 @@ def _read_trace(m: schema.TraceArrival, base_dir: Path, where: str, source: str)
     try:
         table = pq.read_table(path) if path.suffix == ".parquet" else pacsv.read_csv(path)
     except FileNotFoundError:
-        raise ScenarioError(source, [(f"{where}.path", f"trace file {str(path)!r} not found")]) from None
+        raise ScenarioError(
+            source, [(f"{where}.path", f"trace file {str(path)!r} not found")]
+        ) from None
     except Exception as exc:  # pyarrow raises several types for unreadable files
-        raise ScenarioError(source, [(f"{where}.path", f"cannot read trace {str(path)!r}: {exc}")]) from None
+        raise ScenarioError(
+            source, [(f"{where}.path", f"cannot read trace {str(path)!r}: {exc}")]
+        ) from None
     cols = [m.column] + ([m.size_column] if m.size_column else [])
     for col in cols:
         if col not in table.column_names:
-            raise ScenarioError(source, [(f"{where}.column", f"expected a column of {table.column_names}, got {col!r}")])
+            raise ScenarioError(
+                source,
+                [(f"{where}.column", f"expected a column of {table.column_names}, got {col!r}")],
+            )
     try:
         times = np.sort(np.asarray(table[m.column].to_numpy(), dtype=np.float64)) * m.time_scale
     except (TypeError, ValueError):
-        raise ScenarioError(source, [(f"{where}.column", "expected numeric arrival times")]) from None
+        raise ScenarioError(
+            source, [(f"{where}.column", "expected numeric arrival times")]
+        ) from None
     if times.size and (not np.all(np.isfinite(times)) or times[0] < 0):
-        raise ScenarioError(source, [(f"{where}.column", "expected finite, non-negative arrival times")])
+        raise ScenarioError(
+            source, [(f"{where}.column", "expected finite, non-negative arrival times")]
+        )
     return wl.TraceArrivals(tuple(times.tolist()))
 
 
@@ -281,9 +336,18 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
     """Turn a validated model into the engine's SimulationSpec (checks speed-ups, stability)."""
     cluster = model.cluster
     node_types = tuple(
-        NodeType(t.name, t.cpu, t.memory_gb, t.gpu, t.speed, dict(t.labels), t.price_per_hour,
-                 t.startup_cost, t.startup_delay_s,
-                 math.inf if t.max_jobs is None else float(t.max_jobs))
+        NodeType(
+            t.name,
+            t.cpu,
+            t.memory_gb,
+            t.gpu,
+            t.speed,
+            dict(t.labels),
+            t.price_per_hour,
+            t.startup_cost,
+            t.startup_delay_s,
+            math.inf if t.max_jobs is None else float(t.max_jobs),
+        )
         for t in cluster.node_types
     )
     nodes = tuple(g.type for g in cluster.nodes for _ in range(g.count))
@@ -305,8 +369,10 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
                 arrival = wl.poisson_arrivals(a.rate_per_s)
             else:  # mean-field scaling: per core of the class's pool, else of all nodes
                 pool_cores = {p.name: p.cores for p in pools}
-                cores = pool_cores.get(m.pool or default_pool or "",
-                                       sum(t.cpu for t in node_types for n in nodes if n == t.name))
+                cores = pool_cores.get(
+                    m.pool or default_pool or "",
+                    sum(t.cpu for t in node_types for n in nodes if n == t.name),
+                )
                 arrival = wl.poisson_arrivals(float(a.rate_per_s_per_core or 0.0) * cores)
         elif isinstance(a, schema.BatchArrival):
             arrival = wl.BatchArrivals(a.count, a.at_s)
@@ -315,18 +381,35 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         else:
             arrival = _read_trace(a, base_dir, f"{where}.arrival", source)
         r = m.request
-        classes.append(JobClass(m.name, arrival, _distribution(m.size), speedup, m.holding_cost,
-                                Request(r.cpu, r.memory_gb, r.gpu), m.pool or default_pool,
-                                math.inf if m.timeout_s is None else m.timeout_s,
-                                {t: _distribution(d) for t, d in m.runtime_by_node_type.items()}))
+        classes.append(
+            JobClass(
+                m.name,
+                arrival,
+                _distribution(m.size),
+                speedup,
+                m.holding_cost,
+                Request(r.cpu, r.memory_gb, r.gpu),
+                m.pool or default_pool,
+                math.inf if m.timeout_s is None else m.timeout_s,
+                {t: _distribution(d) for t, d in m.runtime_by_node_type.items()},
+            )
+        )
     s = model.stop
     sched = model.scheduler
     spec = SimulationSpec(
-        name=model.name, seed=model.seed,
+        name=model.name,
+        seed=model.seed,
         stop=StopRule(s.jobs, s.warmup_jobs, s.time_s, s.warmup_s),
-        node_types=node_types, nodes=nodes, pools=pools, classes=tuple(classes),
-        scheduler=SchedulerSpec(*(PolicyRef(ref.name, dict(ref.params))
-                                  for ref in (sched.placer, sched.allocator, sched.provisioner))),
+        node_types=node_types,
+        nodes=nodes,
+        pools=pools,
+        classes=tuple(classes),
+        scheduler=SchedulerSpec(
+            *(
+                PolicyRef(ref.name, dict(ref.params))
+                for ref in (sched.placer, sched.allocator, sched.provisioner)
+            )
+        ),
         replications=model.replications,
     )
     check_feasible(spec, source)
@@ -349,22 +432,37 @@ def check_feasible(spec: SimulationSpec, source: str) -> None:
     for i, jc in enumerate(spec.classes):
         if jc.pool is not None:
             continue
-        fits = any(spec.node_type(t).cpu >= jc.request.cpu and spec.node_type(t).memory_gb >= jc.request.memory_gb
-                   and spec.node_type(t).gpu >= jc.request.gpu for t in set(spec.nodes))
+        fits = any(
+            spec.node_type(t).cpu >= jc.request.cpu
+            and spec.node_type(t).memory_gb >= jc.request.memory_gb
+            and spec.node_type(t).gpu >= jc.request.gpu
+            for t in set(spec.nodes)
+        )
         if not fits:
-            problems.append((f"workload.classes.{i}.request",
-                             "expected a request that fits on at least one node type"))
+            problems.append(
+                (
+                    f"workload.classes.{i}.request",
+                    "expected a request that fits on at least one node type",
+                )
+            )
     if problems:
         raise ScenarioError(source, problems)
     # Stability of open arrival streams: offered busy cores must stay below capacity.
     for pool in spec.pools:
-        load = sum((jc.arrival.rate_per_s or 0.0) * jc.size.mean / pool.speed
-                   for jc in spec.classes if jc.pool == pool.name)
+        load = sum(
+            (jc.arrival.rate_per_s or 0.0) * jc.size.mean / pool.speed
+            for jc in spec.classes
+            if jc.pool == pool.name
+        )
         if load >= pool.cores:
-            problems.append(("workload.classes",
-                             f"unstable load on pool {pool.name!r}: the classes bring "
-                             f"{load:.4g} core-seconds of work per second at best (one core per "
-                             f"job) but the pool has {pool.cores:g} cores; expected a load below 1"))
+            problems.append(
+                (
+                    "workload.classes",
+                    f"unstable load on pool {pool.name!r}: the classes bring "
+                    f"{load:.4g} core-seconds of work per second at best (one core per "
+                    f"job) but the pool has {pool.cores:g} cores; expected a load below 1",
+                )
+            )
     placed = [jc for jc in spec.classes if jc.pool is None and jc.arrival.rate_per_s]
     if placed and spec.nodes:
         best_speed = max(spec.node_type(t).speed for t in set(spec.nodes))
@@ -375,9 +473,13 @@ def check_feasible(spec: SimulationSpec, source: str) -> None:
             demand += (jc.arrival.rate_per_s or 0.0) * jc.size.mean / rate * jc.request.cpu
         capacity = sum(spec.node_type(t).cpu for t in spec.nodes)
         if demand >= capacity and not math.isclose(capacity, 0.0):
-            problems.append(("workload.classes",
-                             f"unstable load on the nodes: jobs occupy {demand:.4g} cores on "
-                             f"average at the fastest node speed, the nodes have {capacity:g}; "
-                             "expected a load below 1"))
+            problems.append(
+                (
+                    "workload.classes",
+                    f"unstable load on the nodes: jobs occupy {demand:.4g} cores on "
+                    f"average at the fastest node speed, the nodes have {capacity:g}; "
+                    "expected a load below 1",
+                )
+            )
     if problems:
         raise ScenarioError(source, problems)

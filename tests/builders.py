@@ -26,7 +26,10 @@ class ScenarioBuilder:
         return self
 
     def arrivals(self, rate_per_s: float, index: int = 0) -> ScenarioBuilder:
-        self.data["workload"]["classes"][index]["arrival"] = {"kind": "poisson", "rate_per_s": rate_per_s}
+        self.data["workload"]["classes"][index]["arrival"] = {
+            "kind": "poisson",
+            "rate_per_s": rate_per_s,
+        }
         return self
 
     def seed(self, seed: int) -> ScenarioBuilder:
@@ -52,19 +55,44 @@ class ScenarioBuilder:
 
 
 def node_scenario(nodes: int = 4, cpu: float = 1.0) -> ScenarioBuilder:
-    return ScenarioBuilder({
-        "name": "test-nodes", "seed": 1, "stop": {"jobs": 2000},
-        "cluster": {"node_types": [{"name": "n", "cpu": cpu, "memory_gb": 4}],
-                    "nodes": [{"type": "n", "count": nodes}]},
-        "workload": {"classes": [{"name": "a", "arrival": {"kind": "poisson", "rate_per_s": 2.0},
-                                  "size": {"kind": "exponential", "mean_s": 1.0}}]},
-    })
+    return ScenarioBuilder(
+        {
+            "name": "test-nodes",
+            "seed": 1,
+            "stop": {"jobs": 2000},
+            "cluster": {
+                "node_types": [{"name": "n", "cpu": cpu, "memory_gb": 4}],
+                "nodes": [{"type": "n", "count": nodes}],
+            },
+            "workload": {
+                "classes": [
+                    {
+                        "name": "a",
+                        "arrival": {"kind": "poisson", "rate_per_s": 2.0},
+                        "size": {"kind": "exponential", "mean_s": 1.0},
+                    }
+                ]
+            },
+        }
+    )
 
 
 def pool_scenario(cores: float = 8) -> ScenarioBuilder:
-    return ScenarioBuilder({
-        "name": "test-pool", "seed": 1, "stop": {"jobs": 2000},
-        "cluster": {"pools": [{"name": "cores", "cores": cores}]},
-        "workload": {"classes": [{"name": "a", "arrival": {"kind": "poisson", "rate_per_s": 2.0},
-                                  "size": {"kind": "exponential", "mean_s": 1.0}, "pool": "cores"}]},
-    })
+    return ScenarioBuilder(
+        {
+            "name": "test-pool",
+            "seed": 1,
+            "stop": {"jobs": 2000},
+            "cluster": {"pools": [{"name": "cores", "cores": cores}]},
+            "workload": {
+                "classes": [
+                    {
+                        "name": "a",
+                        "arrival": {"kind": "poisson", "rate_per_s": 2.0},
+                        "size": {"kind": "exponential", "mean_s": 1.0},
+                        "pool": "cores",
+                    }
+                ]
+            },
+        }
+    )

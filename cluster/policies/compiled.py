@@ -12,7 +12,7 @@ To add a compiled allocator: write an `@njit` function with the signature of
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from cluster.jit import kernel_function
 
 from cluster.layout import (
     ACTIVE,
@@ -46,7 +46,7 @@ PLACE_PYTHON, PLACE_FIRST_FIT, PLACE_RANDOM_FIT = 0, 1, 2
 FIT_EPS = 1e-9
 
 
-@njit(cache=True)
+@kernel_function
 def splitmix64(state: np.ndarray) -> np.uint64:
     """Advance a one-element uint64 state and return 64 random bits (SplitMix64)."""
     state[0] = state[0] + np.uint64(0x9E3779B97F4A7C15)
@@ -56,13 +56,13 @@ def splitmix64(state: np.ndarray) -> np.uint64:
     return z ^ (z >> np.uint64(31))
 
 
-@njit(cache=True)
+@kernel_function
 def uniform_index(state: np.ndarray, n: int) -> int:
     """A uniform integer in [0, n) from the SplitMix64 stream."""
     return int(splitmix64(state) % np.uint64(n))
 
 
-@njit(cache=True)
+@kernel_function
 def fits(nodes_f: np.ndarray, nodes_i: np.ndarray, k: int, cpu: float, mem: float, gpu: float) -> bool:
     return (
         nodes_i[ACTIVE, k] == 1
@@ -73,7 +73,7 @@ def fits(nodes_f: np.ndarray, nodes_i: np.ndarray, k: int, cpu: float, mem: floa
     )
 
 
-@njit(cache=True)
+@kernel_function
 def place_first_fit(j: int, nodes_f: np.ndarray, nodes_i: np.ndarray, jobs_f: np.ndarray) -> int:
     """The first node in node order with room for job j, or -1."""
     cpu, mem, gpu = jobs_f[REQ_CPU, j], jobs_f[REQ_MEM, j], jobs_f[REQ_GPU, j]
@@ -83,7 +83,7 @@ def place_first_fit(j: int, nodes_f: np.ndarray, nodes_i: np.ndarray, jobs_f: np
     return -1
 
 
-@njit(cache=True)
+@kernel_function
 def place_random_fit(
     j: int, nodes_f: np.ndarray, nodes_i: np.ndarray, jobs_f: np.ndarray, rng: np.ndarray
 ) -> int:
@@ -104,7 +104,7 @@ def place_random_fit(
     return -1
 
 
-@njit(cache=True)
+@kernel_function
 def place(
     code: int,
     params: np.ndarray,
@@ -122,7 +122,7 @@ def place(
     return -1
 
 
-@njit(cache=True)
+@kernel_function
 def allocate_equi(members: np.ndarray, n: int, pool_cores: float, jobs_f: np.ndarray) -> None:
     """EQUI: every job in the pool gets pool_cores / n cores (fractions below 1 allowed)."""
     share = pool_cores / n
@@ -130,7 +130,7 @@ def allocate_equi(members: np.ndarray, n: int, pool_cores: float, jobs_f: np.nda
         jobs_f[CORES, members[i]] = share
 
 
-@njit(cache=True)
+@kernel_function
 def allocate_fcfs_one_core(
     members: np.ndarray, n: int, pool_cores: float, jobs_f: np.ndarray
 ) -> None:
@@ -144,7 +144,7 @@ def allocate_fcfs_one_core(
         left -= give
 
 
-@njit(cache=True)
+@kernel_function
 def allocate(
     code: int,
     params: np.ndarray,

@@ -21,9 +21,12 @@ P = TypeVar("P", bound=type[Policy])
 
 _REGISTRY: dict[str, dict[str, type[Policy]]] = {kind: {} for kind in KINDS}
 #: Modules holding the built-in policies, imported on first lookup.
-BUILTIN_MODULES = ("cluster.policies.fifo", "cluster.policies.wham",
-                   "cluster.policies.mdp.allocator",
-                   "cluster.policies.scoring.placer")
+BUILTIN_MODULES = (
+    "cluster.policies.fifo",
+    "cluster.policies.wham",
+    "cluster.policies.mdp.allocator",
+    "cluster.policies.scoring.placer",
+)
 _loaded = False
 
 

@@ -69,9 +69,15 @@ def test_time_stop_and_warmup() -> None:
 
 
 def test_batch_arrivals_and_deterministic_sizes() -> None:
-    data = (pool_scenario(cores=4).jobs(8)
-            .set_class(arrival={"kind": "batch", "count": 8, "at_s": 5.0},
-                       size={"kind": "deterministic", "value_s": 2.0}).build())
+    data = (
+        pool_scenario(cores=4)
+        .jobs(8)
+        .set_class(
+            arrival={"kind": "batch", "count": 8, "at_s": 5.0},
+            size={"kind": "deterministic", "value_s": 2.0},
+        )
+        .build()
+    )
     result = Engine(spec_from_dict(data)).run()
     # Eight jobs of 2 core-seconds share 4 cores under EQUI: all end at 5 + 16/4 = 9 s.
     np.testing.assert_allclose(result.jobs["end_s"].to_numpy(), 9.0)
@@ -79,25 +85,44 @@ def test_batch_arrivals_and_deterministic_sizes() -> None:
 
 def test_trace_arrivals(tmp_path: Path) -> None:
     pacsv.write_csv(pa.table({"arrival_s": [0.5, 1.0, 4.0]}), tmp_path / "trace.csv")
-    data = node_scenario(nodes=1).jobs(3).set_class(
-        arrival={"kind": "trace", "path": str(tmp_path / "trace.csv")},
-        size={"kind": "deterministic", "value_s": 1.0}).build()
+    data = (
+        node_scenario(nodes=1)
+        .jobs(3)
+        .set_class(
+            arrival={"kind": "trace", "path": str(tmp_path / "trace.csv")},
+            size={"kind": "deterministic", "value_s": 1.0},
+        )
+        .build()
+    )
     result = Engine(spec_from_dict(data)).run()
     np.testing.assert_allclose(result.jobs["start_s"].to_numpy(), [0.5, 1.5, 4.0])
 
 
 def test_worker_slots_limit_jobs_per_node() -> None:
-    data = node_scenario(nodes=1, cpu=8).jobs(4).set_class(
-        arrival={"kind": "batch", "count": 4}, size={"kind": "deterministic", "value_s": 1.0}).build()
+    data = (
+        node_scenario(nodes=1, cpu=8)
+        .jobs(4)
+        .set_class(
+            arrival={"kind": "batch", "count": 4}, size={"kind": "deterministic", "value_s": 1.0}
+        )
+        .build()
+    )
     data["cluster"]["node_types"][0]["max_jobs"] = 2
     result = Engine(spec_from_dict(data)).run()
     np.testing.assert_allclose(np.sort(result.jobs["start_s"].to_numpy()), [0, 0, 1, 1])
 
 
 def test_patience_timeout_fails_waiting_jobs() -> None:
-    data = node_scenario(nodes=1).jobs(3).set_class(
-        arrival={"kind": "batch", "count": 3}, size={"kind": "deterministic", "value_s": 10.0},
-        timeout_s=5.0).build()
+    data = (
+        node_scenario(nodes=1)
+        .jobs(3)
+        .set_class(
+            arrival={"kind": "batch", "count": 3},
+            size={"kind": "deterministic", "value_s": 10.0},
+            timeout_s=5.0,
+        )
+        .build()
+    )
     result = Engine(spec_from_dict(data)).run()
     assert result.jobs["failed"].to_pylist() == [False, True, True]
     assert result.summary["jobs_failed"] == 2
@@ -106,14 +131,26 @@ def test_patience_timeout_fails_waiting_jobs() -> None:
 
 def test_runtime_by_node_type_uses_common_random_numbers() -> None:
     data = {
-        "name": "rt", "seed": 4, "stop": {"jobs": 4000},
-        "cluster": {"node_types": [{"name": "fast", "cpu": 1}, {"name": "slow", "cpu": 1}],
-                    "nodes": [{"type": "fast", "count": 3}, {"type": "slow", "count": 3}]},
-        "workload": {"classes": [{
-            "name": "f", "arrival": {"kind": "poisson", "rate_per_s": 1.0},
-            "size": {"kind": "exponential", "mean_s": 1.0},
-            "runtime_by_node_type": {"fast": {"kind": "exponential", "mean_s": 0.5},
-                                     "slow": {"kind": "deterministic", "value_s": 3.0}}}]},
+        "name": "rt",
+        "seed": 4,
+        "stop": {"jobs": 4000},
+        "cluster": {
+            "node_types": [{"name": "fast", "cpu": 1}, {"name": "slow", "cpu": 1}],
+            "nodes": [{"type": "fast", "count": 3}, {"type": "slow", "count": 3}],
+        },
+        "workload": {
+            "classes": [
+                {
+                    "name": "f",
+                    "arrival": {"kind": "poisson", "rate_per_s": 1.0},
+                    "size": {"kind": "exponential", "mean_s": 1.0},
+                    "runtime_by_node_type": {
+                        "fast": {"kind": "exponential", "mean_s": 0.5},
+                        "slow": {"kind": "deterministic", "value_s": 3.0},
+                    },
+                }
+            ]
+        },
     }
     spec = spec_from_dict(data)
     result = Engine(spec).run()
@@ -155,10 +192,16 @@ def test_policy_errors_name_policy_time_and_decision() -> None:
 
 def test_table_speedup_in_kernel_matches_python() -> None:
     points = [[1, 1], [2, 1.8], [4, 3.0], [8, 4.0]]
-    data = (pool_scenario(cores=3).jobs(1)
-            .set_class(arrival={"kind": "batch", "count": 1},
-                       size={"kind": "deterministic", "value_s": 6.0},
-                       speedup={"kind": "table", "points": points}).build())
+    data = (
+        pool_scenario(cores=3)
+        .jobs(1)
+        .set_class(
+            arrival={"kind": "batch", "count": 1},
+            size={"kind": "deterministic", "value_s": 6.0},
+            speedup={"kind": "table", "points": points},
+        )
+        .build()
+    )
     result = Engine(spec_from_dict(data)).run()
     # s(3) on the hull = 1.8 + (3.0 - 1.8) / 2 = 2.4: 6 / 2.4 = 2.5 s.
     assert result.jobs["end_s"].to_numpy()[0] == pytest.approx(2.5)

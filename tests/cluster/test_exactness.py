@@ -41,7 +41,8 @@ def _check(summary: dict, key: str, exact: float) -> None:  # type: ignore[type-
     value, half_width = summary[key], summary["ci95"][key]
     assert half_width < TOLERANCE * exact / 2, f"run too short: ci95 {half_width:.4g}"
     assert abs(value - exact) <= TOLERANCE * exact, (
-        f"{key} = {value:.5g} ± {half_width:.3g}, exact {exact:.5g}")
+        f"{key} = {value:.5g} ± {half_width:.3g}, exact {exact:.5g}"
+    )
 
 
 def test_mmc_matches_erlang_c() -> None:
@@ -52,16 +53,25 @@ def test_mmc_matches_erlang_c() -> None:
 
 def test_equi_linear_is_processor_sharing() -> None:
     # k = 4 cores, lambda = 3, mu = 1: one fast server of rate k*mu, T = 1 / (k mu - lambda).
-    spec = load_scenario("ps-amdahl", [
-        "workload.classes.0.speedup={kind: linear}", "cluster.pools.0.cores=4",
-        "workload.classes.0.arrival.rate_per_s=3.0", "stop.jobs=1000000",
-        "stop.warmup_jobs=10000", "replications=6"])
+    spec = load_scenario(
+        "ps-amdahl",
+        [
+            "workload.classes.0.speedup={kind: linear}",
+            "cluster.pools.0.cores=4",
+            "workload.classes.0.arrival.rate_per_s=3.0",
+            "stop.jobs=1000000",
+            "stop.warmup_jobs=10000",
+            "replications=6",
+        ],
+    )
     result = run_spec(spec)
     _check(result.summary, "mean_response_time_s", 1.0 / (4 * 1.0 - 3.0))
 
 
 def test_equi_amdahl_matches_birth_death_chain() -> None:
-    spec = load_scenario("ps-amdahl", ["stop.jobs=300000", "stop.warmup_jobs=10000", "replications=6"])
+    spec = load_scenario(
+        "ps-amdahl", ["stop.jobs=300000", "stop.warmup_jobs=10000", "replications=6"]
+    )
     cores, rate, mu = 16.0, 10.0, 1.0
     s = AmdahlSpeedup(0.9)
     exact = birth_death_mean(rate, lambda n: mu * n * float(s.value(cores / n)))
@@ -77,4 +87,7 @@ def test_littles_law_on_every_summary(name: str) -> None:
         assert abs(s["mean_jobs_in_system"] - little) <= 0.01 * s["mean_jobs_in_system"]
         for per_class in s["per_class"].values():
             little_c = per_class["throughput_per_s"] * per_class["mean_response_time_s"]
-            assert abs(per_class["mean_jobs_in_system"] - little_c) <= 0.01 * per_class["mean_jobs_in_system"]
+            assert (
+                abs(per_class["mean_jobs_in_system"] - little_c)
+                <= 0.01 * per_class["mean_jobs_in_system"]
+            )

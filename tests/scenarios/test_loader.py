@@ -46,33 +46,60 @@ def test_every_shipped_scenario_is_valid(path: Path) -> None:
 BAD_INPUTS = {
     "missing file": (None, "file not found"),
     "yaml syntax": ("name: x\nstop: {jobs: 10\n", "YAML syntax error at line"),
-    "unknown field": (_mutated(stop={"jobs": 100, "warmup_job": 5}), "stop.warmup_job: unknown field"),
-    "wrong type": (_mutated(workload__classes__0__arrival={"kind": "poisson", "rate_per_s": "fast"}),
-                   "workload.classes.0.arrival.rate_per_s: expected a valid number"),
-    "negative rate": (_mutated(workload__classes__0__arrival={"kind": "poisson", "rate_per_s": -1}),
-                      "workload.classes.0.arrival.rate_per_s: expected greater than 0, got -1"),
-    "unstable load": (_mutated(workload__classes__0__arrival={"kind": "poisson", "rate_per_s": 12}),
-                      "workload.classes: unstable load on the nodes"),
-    "unknown kind": (_mutated(workload__classes__0__size={"kind": "weibull", "mean_s": 1}),
-                     "workload.classes.0.size: expected `kind` to be one of"),
-    "unknown policy": (_mutated(scheduler={"placer": {"name": "best-fit"}}),
-                       "scheduler.placer.name: expected a registered placer"),
-    "not concave": (_mutated(workload__classes__0__speedup={"kind": "table", "points": [[1, 1], [2, 1.1], [4, 3.5]]}),
-                    None),
-    "node type typo": (_mutated(cluster={"node_types": MM_C["cluster"]["node_types"],
-                                         "nodes": [{"type": "cor", "count": 10}]}),
-                       "cluster.nodes.0.type: expected one of the node types"),
+    "unknown field": (
+        _mutated(stop={"jobs": 100, "warmup_job": 5}),
+        "stop.warmup_job: unknown field",
+    ),
+    "wrong type": (
+        _mutated(workload__classes__0__arrival={"kind": "poisson", "rate_per_s": "fast"}),
+        "workload.classes.0.arrival.rate_per_s: expected a valid number",
+    ),
+    "negative rate": (
+        _mutated(workload__classes__0__arrival={"kind": "poisson", "rate_per_s": -1}),
+        "workload.classes.0.arrival.rate_per_s: expected greater than 0, got -1",
+    ),
+    "unstable load": (
+        _mutated(workload__classes__0__arrival={"kind": "poisson", "rate_per_s": 12}),
+        "workload.classes: unstable load on the nodes",
+    ),
+    "unknown kind": (
+        _mutated(workload__classes__0__size={"kind": "weibull", "mean_s": 1}),
+        "workload.classes.0.size: expected `kind` to be one of",
+    ),
+    "unknown policy": (
+        _mutated(scheduler={"placer": {"name": "best-fit"}}),
+        "scheduler.placer.name: expected a registered placer",
+    ),
+    "not concave": (
+        _mutated(
+            workload__classes__0__speedup={"kind": "table", "points": [[1, 1], [2, 1.1], [4, 3.5]]}
+        ),
+        None,
+    ),
+    "node type typo": (
+        _mutated(
+            cluster={
+                "node_types": MM_C["cluster"]["node_types"],
+                "nodes": [{"type": "cor", "count": 10}],
+            }
+        ),
+        "cluster.nodes.0.type: expected one of the node types",
+    ),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS), ids=list(BAD_INPUTS))
-def test_bad_input_exits_2_with_one_paragraph(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_exits_2_with_one_paragraph(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data, expected = BAD_INPUTS[case]
     path = tmp_path / "missing.yaml" if data is None else _write(tmp_path, data)
     if case == "not concave":
         # The hull makes any table concave; a super-linear start is what gets rejected.
-        path = _write(tmp_path, _mutated(workload__classes__0__speedup={
-            "kind": "table", "points": [[1, 1], [2, 2.5]]}))
+        path = _write(
+            tmp_path,
+            _mutated(workload__classes__0__speedup={"kind": "table", "points": [[1, 1], [2, 2.5]]}),
+        )
         expected = "workload.classes.0.speedup: table slope above one core exceeds 1"
     status = main(["run", str(path), "--json"])
     captured = capsys.readouterr()
@@ -86,8 +113,9 @@ def test_bad_input_exits_2_with_one_paragraph(case: str, tmp_path: Path, capsys:
 
 
 def test_overrides_set_nested_fields_and_list_items() -> None:
-    spec = load_scenario("mm-c", ["workload.classes.0.arrival.rate_per_s=9", "seed=3",
-                                  "cluster.nodes.0.count=12"])
+    spec = load_scenario(
+        "mm-c", ["workload.classes.0.arrival.rate_per_s=9", "seed=3", "cluster.nodes.0.count=12"]
+    )
     assert spec.classes[0].arrival.rate_per_s == pytest.approx(9.0)
     assert spec.seed == 3
     assert len(spec.nodes) == 12
@@ -101,7 +129,9 @@ def test_bad_override_names_the_field() -> None:
 
 
 def test_holding_cost_must_be_positive() -> None:
-    with pytest.raises(ScenarioError, match=r"workload.classes.0.holding_cost: expected greater than 0, got 0"):
+    with pytest.raises(
+        ScenarioError, match=r"workload.classes.0.holding_cost: expected greater than 0, got 0"
+    ):
         spec_from_dict(_mutated(workload__classes__0__holding_cost=0))
 
 
@@ -114,8 +144,12 @@ def test_scenario_files_are_data_not_code(tmp_path: Path) -> None:
 # --- random mutations never escape as anything but ScenarioError ---------------------------
 
 _VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-10, 10**6), st.floats(allow_nan=True),
-    st.text(max_size=8), st.lists(st.integers(-3, 3), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 10**6),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
+    st.lists(st.integers(-3, 3), max_size=3),
     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
 
@@ -135,8 +169,12 @@ _ALL_PATHS = _paths(MM_C)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(_ALL_PATHS), _VALUES, st.booleans()), min_size=1, max_size=4))
-def test_random_mutations_raise_only_scenario_errors(mutations: list[tuple[tuple[Any, ...], Any, bool]]) -> None:
+@given(
+    st.lists(st.tuples(st.sampled_from(_ALL_PATHS), _VALUES, st.booleans()), min_size=1, max_size=4)
+)
+def test_random_mutations_raise_only_scenario_errors(
+    mutations: list[tuple[tuple[Any, ...], Any, bool]],
+) -> None:
     data = copy.deepcopy(MM_C)
     data["stop"] = {"jobs": 50}
     for path, value, delete in mutations:

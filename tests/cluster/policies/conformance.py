@@ -40,17 +40,36 @@ def small_pool_scenario(jobs: int = 3000, seed: int = 5) -> dict[str, Any]:
         "seed": seed,
         "stop": {"jobs": jobs, "warmup_jobs": jobs // 10},
         "cluster": {"pools": [{"name": "cores", "cores": 8}]},
-        "workload": {"classes": [
-            {"name": "a", "arrival": {"kind": "poisson", "rate_per_s": 2.0},
-             "size": {"kind": "exponential", "mean_s": 1.0},
-             "speedup": {"kind": "power", "exponent": 0.5}, "holding_cost": 2.0, "pool": "cores"},
-            {"name": "b", "arrival": {"kind": "poisson", "rate_per_s": 1.0},
-             "size": {"kind": "hyperexponential", "probabilities": [0.5, 0.5], "means_s": [1.0, 3.0]},
-             "speedup": {"kind": "amdahl", "parallel_fraction": 0.8}, "pool": "cores"},
-            {"name": "c", "arrival": {"kind": "poisson", "rate_per_s": 1.0},
-             "size": {"kind": "exponential", "mean_s": 0.5},
-             "speedup": {"kind": "linear"}, "pool": "cores"},
-        ]},
+        "workload": {
+            "classes": [
+                {
+                    "name": "a",
+                    "arrival": {"kind": "poisson", "rate_per_s": 2.0},
+                    "size": {"kind": "exponential", "mean_s": 1.0},
+                    "speedup": {"kind": "power", "exponent": 0.5},
+                    "holding_cost": 2.0,
+                    "pool": "cores",
+                },
+                {
+                    "name": "b",
+                    "arrival": {"kind": "poisson", "rate_per_s": 1.0},
+                    "size": {
+                        "kind": "hyperexponential",
+                        "probabilities": [0.5, 0.5],
+                        "means_s": [1.0, 3.0],
+                    },
+                    "speedup": {"kind": "amdahl", "parallel_fraction": 0.8},
+                    "pool": "cores",
+                },
+                {
+                    "name": "c",
+                    "arrival": {"kind": "poisson", "rate_per_s": 1.0},
+                    "size": {"kind": "exponential", "mean_s": 0.5},
+                    "speedup": {"kind": "linear"},
+                    "pool": "cores",
+                },
+            ]
+        },
     }
 
 
@@ -61,17 +80,28 @@ def small_placement_scenario(jobs: int = 3000, seed: int = 5) -> dict[str, Any]:
         "seed": seed,
         "stop": {"jobs": jobs, "warmup_jobs": jobs // 10},
         "cluster": {
-            "node_types": [{"name": "small", "cpu": 2, "memory_gb": 4},
-                           {"name": "big", "cpu": 8, "memory_gb": 32, "gpu": 1, "speed": 2.0}],
+            "node_types": [
+                {"name": "small", "cpu": 2, "memory_gb": 4},
+                {"name": "big", "cpu": 8, "memory_gb": 32, "gpu": 1, "speed": 2.0},
+            ],
             "nodes": [{"type": "small", "count": 4}, {"type": "big", "count": 2}],
         },
-        "workload": {"classes": [
-            {"name": "one", "arrival": {"kind": "poisson", "rate_per_s": 3.0},
-             "size": {"kind": "exponential", "mean_s": 1.0}, "request": {"cpu": 1, "memory_gb": 1}},
-            {"name": "four", "arrival": {"kind": "poisson", "rate_per_s": 0.5},
-             "size": {"kind": "exponential", "mean_s": 2.0},
-             "request": {"cpu": 4, "memory_gb": 8, "gpu": 1}},
-        ]},
+        "workload": {
+            "classes": [
+                {
+                    "name": "one",
+                    "arrival": {"kind": "poisson", "rate_per_s": 3.0},
+                    "size": {"kind": "exponential", "mean_s": 1.0},
+                    "request": {"cpu": 1, "memory_gb": 1},
+                },
+                {
+                    "name": "four",
+                    "arrival": {"kind": "poisson", "rate_per_s": 0.5},
+                    "size": {"kind": "exponential", "mean_s": 2.0},
+                    "request": {"cpu": 4, "memory_gb": 8, "gpu": 1},
+                },
+            ]
+        },
     }
 
 
@@ -126,7 +156,8 @@ class AllocatorConformance:
             assert cores.sum() <= view.cores * (1 + ALLOC_EPS) + ALLOC_EPS, "capacity exceeded"
             for field in ("job_ids", "class_index", "remaining", "size", "arrival_s"):
                 assert np.array_equal(getattr(view, field), getattr(before, field)), (
-                    f"the policy mutated view.{field}")
+                    f"the policy mutated view.{field}"
+                )
             self.check_allocation(view, cores)
             return decision
 
@@ -157,14 +188,25 @@ class AllocatorConformance:
         fast = Engine(spec, allocator=self.make_allocator()).run()
         slow = Engine(spec, allocator=self.make_allocator(), force_python_policies=True).run()
         np.testing.assert_allclose(
-            fast.jobs["end_s"].to_numpy(), slow.jobs["end_s"].to_numpy(), rtol=1e-9, atol=1e-9)
+            fast.jobs["end_s"].to_numpy(), slow.jobs["end_s"].to_numpy(), rtol=1e-9, atol=1e-9
+        )
 
     def test_empty_pool(self) -> None:
         allocator = self.make_allocator()
         allocator.setup(self._spec(), np.random.default_rng(0))
         empty = np.zeros(0)
-        view = PoolView(0.0, "cores", 8.0, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64),
-                        empty, empty, empty, empty, empty)
+        view = PoolView(
+            0.0,
+            "cores",
+            8.0,
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0, dtype=np.int64),
+            empty,
+            empty,
+            empty,
+            empty,
+            empty,
+        )
         decision = allocator.allocate(view)
         assert np.asarray(decision.cores).size == 0
 
@@ -202,12 +244,15 @@ class PlacerConformance:
                 assert d.job in waiting, "decision names a job that is not waiting"
                 assert 0 <= d.node < view.free_cpu.size, "decision names a node that does not exist"
                 i = waiting.pop(d.job)
-                need = np.array([view.request_cpu[i], view.request_memory_gb[i], view.request_gpu[i]])
+                need = np.array(
+                    [view.request_cpu[i], view.request_memory_gb[i], view.request_gpu[i]]
+                )
                 free[:, d.node] -= need
                 assert np.all(free[:, d.node] >= -ALLOC_EPS), "node capacity exceeded"
             for field in ("queue", "free_cpu", "free_memory_gb", "free_gpu"):
                 assert np.array_equal(getattr(view, field), getattr(before, field)), (
-                    f"the policy mutated view.{field}")
+                    f"the policy mutated view.{field}"
+                )
             return decisions
 
         placer.place = checked  # type: ignore[method-assign]
