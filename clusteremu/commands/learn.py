@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from cluster.io import to_json, write_json, write_parquet
-from cluster.policies.mdp.learner import ALGORITHMS, LearnConfig, LearnResult, learn
+from cluster.policies.mdp.learner import (
+    ALGORITHMS,
+    LearnConfig,
+    LearnResult,
+    learn,
+    tracking_delays,
+)
 from cluster.policies.mdp.model import MdpModelError
 from scenarios.errors import ScenarioError
 from scenarios.loader import load_scenario
@@ -90,6 +96,9 @@ def cmd_learn(args: argparse.Namespace) -> int:
                   f"{last[f'theta{c + 1}_se']:.3g} (true {result.true_theta[c]:g})")
         print(f"  E[N] learned policy {result.mean_jobs_learned:.5f}, optimal "
               f"{result.mean_jobs_optimal:.5f} ({summary['gap_percent']:+.3f}%)")
+        if result.change_times:
+            print(f"  change points at {result.change_times} s tracked after "
+                  f"{summary['tracking_delays_epochs']} epochs (within 0.1)")
         print(f"wrote {out / 'estimates.parquet'}, {png} and {out / 'summary.json'}")
     return 0
 
@@ -107,6 +116,9 @@ def summary_of(result: LearnResult, config: LearnConfig) -> dict[str, Any]:
         "iterations": config.iterations,
         "departures": int(result.rows[-1]["departures"]),
         "simulated_mean_jobs_in_system": result.simulated_mean_jobs,
+        "change_times_s": result.change_times,
+        # Epochs after the change epoch until the estimates are within 0.1 of the new value.
+        "tracking_delays_epochs": tracking_delays(result, tolerance=0.1),
     }
 
 
@@ -120,12 +132,18 @@ def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
 
     rows = result.rows
     it = [r["iteration"] for r in rows]
+    times = [r["time_s"] for r in rows]
+    change_epochs = [next((r["iteration"] for r, t in zip(rows, times, strict=True) if t >= tc),
+                          None) for tc in result.change_times]
     fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
     for c, ax in enumerate(axes[:2]):
         key = f"theta{c + 1}"
         ax.plot(it, [r[f"{key}_hat"] for r in rows], lw=1.0, label=f"estimate {key}")
         ax.step(it, [r[f"{key}_true"] for r in rows], where="post", color="k", lw=1.2,
                 label="true value")
+        for n_c in change_epochs:
+            if n_c is not None:
+                ax.axvline(n_c, color="tab:red", lw=0.6, ls=":")
         ax.set_ylim(0.0, 1.05)
         ax.set_ylabel(f"theta ({result.class_names[c]})")
         ax.legend(loc="lower right")
