@@ -133,6 +133,8 @@ def parse_policy(text: str) -> dict[str, str]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    if args.grid:
+        return _compare_grid(args)
     spec = _load(args)
     variants = [parse_policy(p) for p in args.policy]
     if not variants:
@@ -149,6 +151,39 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(table_text(rows, args.metric))
         print(f"wrote {png} and {out / 'compare.json'}")
+    return 0
+
+
+def _compare_grid(args: argparse.Namespace) -> int:
+    """`compare --grid PATH=v1,v2,...`: every policy at every value, seed 004's two figures."""
+    from cluster.compare import compare_grid, grid_table_text, parse_grid, plot_grid
+
+    try:
+        path, values = parse_grid(args.grid)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    variants = [parse_policy(p) for p in args.policy]
+    if not variants:
+        raise UsageError("compare needs at least one --policy kind=name")
+    base = list(args.set or [])
+    if args.seed is not None:
+        base.append(f"seed={args.seed}")
+    if args.replications is not None:
+        base.append(f"replications={args.replications}")
+    specs = {v: load_scenario(args.scenario, [*base, f"{path}={v}"]) for v in values}
+    name = next(iter(specs.values())).name
+    with progress_bar(not args.json, f"compare {name} over {path}") as update:
+        records = compare_grid(specs.__getitem__, values, variants, update)
+    out = Path(args.out) if args.out else Path(f"compare-{name}")
+    pngs = plot_grid(records, name, out)
+    write_json(records, out / "compare-grid.json")
+    if args.json:
+        print(to_json([{k: v for k, v in r.items() if k != "summary"} for r in records]))
+    else:
+        print(f"{name}: {path} over {', '.join(values)}; "
+              f"{next(iter(specs.values())).replications} replication(s) per point")
+        print(grid_table_text(records))
+        print(f"wrote {', '.join(str(p) for p in pngs)} and {out / 'compare-grid.json'}")
     return 0
 
 
@@ -210,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a policy variant, e.g. placer=random-fit (repeat for each)",
     )
     cmp_.add_argument("--metric", default="mean_response_time_s", help="summary key to chart")
+    cmp_.add_argument(
+        "--grid",
+        metavar="PATH=V1,V2,...",
+        help="sweep one field, e.g. cluster.pools.0.cores=4,8,16: every policy at every value; "
+        "writes convergence.png and heuristics.png (normalised holding cost vs n, seed 004)",
+    )
     cmp_.add_argument("--out", help="folder for compare.png and compare.json")
     cmp_.add_argument("--json", action="store_true", help="print only the rows, as JSON")
     cmp_.set_defaults(func=cmd_compare)

@@ -9,4 +9,4 @@ the parsed arguments and returns an exit status. Raise `ScenarioError` or
 from __future__ import annotations
 
 #: Modules that add sub-commands (one line each; keep sorted).
-COMMAND_MODULES: tuple[str, ...] = ("clusteremu.commands.learn",)
+COMMAND_MODULES: tuple[str, ...] = ("clusteremu.commands.bound", "clusteremu.commands.learn")
