@@ -48,6 +48,12 @@ def test_state_path_matches_the_engine() -> None:
     assert n_path == pytest.approx(engine.area_class.sum(), rel=1e-9)
     assert path.duration_s.sum() == pytest.approx(engine.now)
     assert np.all(path.duration_s >= 0)
+    # The allocations are the engine's: core-seconds per class agree with the per-job sums.
+    for cls in (0, 1):
+        x = path.x1 if cls == 0 else path.x2
+        core_s = np.sum(path.per_job_allocation(cls) * x * path.duration_s)
+        engine_core_s = engine.jobs_f[L.CORE_SECONDS][engine.jobs_i[L.CLS] == cls].sum()
+        assert core_s == pytest.approx(engine_core_s, rel=1e-9)
     # The class of a departure: its state count drops by one across the event.
     d = path.departure_interval
     drop1 = path.x1[d] - path.x1[d + 1]

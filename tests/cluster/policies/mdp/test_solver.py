@@ -55,6 +55,15 @@ def test_average_cost_equals_the_stationary_mean_of_the_table(example: int) -> N
     assert exact.mean_jobs < evaluate_policy(m, equi_table(20)).mean_jobs
 
 
+def test_linear_speedups_reduce_to_an_mm1_queue() -> None:
+    # theta = 1: x s(K / x) = K, so any split that uses every core serves at rate mu k while
+    # N > 0: N is M/M/1 with load rho = lambda / (mu k) (B = 60: truncation negligible).
+    m = MdpModel.two_class(4, 3.0, 0.3, 1.0, (1.0, 1.0), truncation=60)
+    rho = 3.0 / 4.0
+    assert evaluate_policy(m, equi_table(60)).mean_jobs == pytest.approx(rho / (1 - rho), rel=1e-6)
+    assert solve(m, actions=10).average_cost == pytest.approx(rho / (1 - rho), rel=1e-6)
+
+
 def test_golden_section_refinement_never_worse_than_the_grid() -> None:
     m = model(2)
     grid, refined = solve(m, actions=20), solve(m, actions=20, refine=True)
