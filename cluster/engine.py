@@ -94,9 +94,16 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
         c.size.sample(np.random.default_rng(streams[2 * i + 1]), t.size)
         for i, (c, t) in enumerate(zip(spec.classes, times, strict=True))
     ]
-    cls = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(times)])
-    arrival = np.concatenate(times)
-    order = np.lexsort((cls, arrival))[:limit]
+    if n_classes == 1:
+        # One stream is already in arrival order: no merge, no copies.
+        cls: IntArray = np.zeros(times[0].size, dtype=np.int64)
+        arrival = times[0]
+        order: slice | IntArray = slice(0, limit)
+    else:
+        cls = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(times)])
+        arrival = np.concatenate(times)
+        # Stable: equal times keep class order, then each class's draw order.
+        order = np.argsort(arrival, kind="stable")[:limit]
     runtime_u = None
     if any(c.runtime_by_node_type for c in spec.classes):
         runtime_u = np.concatenate(
@@ -105,9 +112,8 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
                 for i, t in enumerate(times)
             ]
         )[order]
-    return Jobs(
-        arrival[order], cls[order], np.concatenate(sizes)[order].astype(np.float64), runtime_u
-    )
+    size = sizes[0] if n_classes == 1 else np.concatenate(sizes)
+    return Jobs(arrival[order], cls[order], size[order].astype(np.float64, copy=False), runtime_u)
 
 
 def _draw_arrivals(
@@ -127,6 +133,8 @@ def _arrivals_for_count(
     Open classes draw in proportion to their rate (with head-room); if the merged stream is
     not covered, every class redraws from its seed with twice the head-room.
     """
+    if len(spec.classes) == 1:
+        return _draw_arrivals(spec, streams, math.inf, [count])
     rates = [c.arrival.rate_per_s or 0.0 for c in spec.classes]
     total_rate = sum(rates)
     headroom = 1.1

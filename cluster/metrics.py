@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 from scipy import stats
 
 from cluster import layout as L
@@ -49,61 +50,105 @@ def _dictionary(indices: np.ndarray, names: list[str]) -> pa.DictionaryArray:
     """A dictionary-encoded string column; negative indices are nulls."""
     names = names or [""]  # an empty dictionary cannot be converted to numpy or pandas
     mask = indices < 0
+    if not mask.any():
+        return pa.DictionaryArray.from_arrays(
+            pa.array(indices.astype(np.int32, copy=False)), pa.array(names, pa.string())
+        )
     return pa.DictionaryArray.from_arrays(
         pa.array(np.where(mask, 0, indices).astype(np.int32), mask=mask),
         pa.array(names, pa.string()),
     )
 
 
+@njit(cache=True)
+def _job_columns(  # type: ignore[no-untyped-def]
+    jobs_f, jobs_i, class_pool, cap_cpu, price_per_s, now, warm_by_time, warmup_s, warmup_jobs
+):
+    """One pass over the jobs: the derived columns of the per-job table.
+
+    Placed jobs hold their request from start to end (or to `now` if still running), so
+    their cores, core-seconds and cost follow from start, end and their node.
+    """
+    n = jobs_f.shape[1]
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    node = np.full(n, -1, dtype=np.int32)
+    pool = np.full(n, -1, dtype=np.int32)
+    core_seconds = np.zeros(n)
+    cost = np.zeros(n)
+    measured = np.zeros(n, dtype=np.bool_)
+    failed = np.zeros(n, dtype=np.bool_)
+    for j in range(n):
+        state = jobs_i[L.STATE, j]
+        if state == L.FUTURE:
+            continue
+        done = state == L.DONE
+        failed[j] = state == L.FAILED
+        began = state == L.RUNNING or done
+        if done:
+            end[j] = jobs_f[L.END, j]
+            if warm_by_time:
+                measured[j] = jobs_f[L.ARRIVAL, j] >= warmup_s
+            else:
+                measured[j] = j >= warmup_jobs
+        p = class_pool[jobs_i[L.CLS, j]]
+        if p >= 0:
+            pool[j] = p
+            if jobs_f[L.START, j] >= 0.0:
+                start[j] = jobs_f[L.START, j]
+            core_seconds[j] = jobs_f[L.CORE_SECONDS, j]
+            cost[j] = jobs_f[L.COST, j]
+        elif began:
+            k = jobs_i[L.NODE, j]
+            node[j] = k
+            start[j] = jobs_f[L.START, j]
+            held = (jobs_f[L.END, j] if done else now) - jobs_f[L.START, j]
+            cpu = jobs_f[L.REQ_CPU, j]
+            core_seconds[j] = cpu * held
+            share = cpu / cap_cpu[k] if cap_cpu[k] > 0 else 1.0
+            cost[j] = price_per_s[k] * held * share
+    return start, end, node, pool, core_seconds, cost, measured, failed
+
+
 def build_result(engine: Engine) -> RunResult:
     spec = engine.spec
     jf, ji = engine.jobs_f, engine.jobs_i
     arrival = jf[L.ARRIVAL]
-    state = ji[L.STATE]
-    done = state == L.DONE
-    began = (state == L.RUNNING) | done
-    pool = engine.classes_i[L.CLASS_POOL][ji[L.CLS]]
-    placed = began & (pool < 0)
-    in_pool = (pool >= 0) & (state != L.FUTURE)
-    start = np.where(began & (jf[L.START] >= 0), jf[L.START], np.nan)
-    end = np.where(done, jf[L.END], np.nan)
     stop = spec.stop
-    index = np.arange(arrival.size)
-    if stop.time_s is not None:
-        measured = (arrival >= stop.warmup_s) & done
-    else:
-        measured = (index >= stop.warmup_jobs) & done
-    # Placed jobs hold their request from start to end (or to now, if still running).
-    node = np.where(placed, ji[L.NODE], -1)
-    k = np.maximum(node, 0)
-    held_s = np.where(placed, np.where(done, jf[L.END], engine.now) - jf[L.START], 0.0)
-    cap = engine.nodes_f[L.CAP_CPU][k] if engine.nodes_f.shape[1] else np.ones(1)
-    share = np.where(cap > 0, jf[L.REQ_CPU] / np.where(cap > 0, cap, 1.0), 1.0)
-    price = engine.nodes_f[L.PRICE_PER_S][k] if engine.nodes_f.shape[1] else np.zeros(1)
-    core_seconds = np.where(placed, jf[L.REQ_CPU] * held_s, jf[L.CORE_SECONDS])
-    cost = np.where(placed, price * held_s * share, jf[L.COST])
+    start, end, node, pool, core_seconds, cost, measured, failed = _job_columns(
+        jf,
+        ji,
+        engine.classes_i[L.CLASS_POOL],
+        engine.nodes_f[L.CAP_CPU],
+        engine.nodes_f[L.PRICE_PER_S],
+        engine.now,
+        stop.time_s is not None,
+        stop.warmup_s,
+        stop.warmup_jobs,
+    )
+    n = arrival.size
     node_names = [f"{name}-{i}" for i, name in enumerate(spec.nodes)]
     table = pa.table(
         {
-            "job": pa.array(index, pa.int64()),
-            "replication": pa.array(np.full(arrival.size, engine.replication, dtype=np.int32)),
+            "job": pa.array(np.arange(n), pa.int64()),
+            "replication": pa.array(np.full(n, engine.replication, dtype=np.int32)),
             "class": _dictionary(ji[L.CLS], [c.name for c in spec.classes]),
             "arrival_s": pa.array(arrival),
             "start_s": pa.array(start),
             "end_s": pa.array(end),
-            "response_time_s": pa.array(end - arrival),
+            "response_time_s": pa.array(response := end - arrival),
             "size": pa.array(jf[L.SIZE]),
             "node": _dictionary(node, node_names),
-            "pool": _dictionary(np.where(in_pool, pool, -1), [p.name for p in spec.pools]),
+            "pool": _dictionary(pool, [p.name for p in spec.pools]),
             "core_seconds": pa.array(core_seconds),
             "cost_usd": pa.array(cost),
             "setup_s": pa.array(jf[L.SETUP_S]),
             "retries": pa.array(ji[L.RETRIES].astype(np.int32)),
-            "failed": pa.array(state == L.FAILED),
+            "failed": pa.array(failed),
             "measured": pa.array(measured),
         }
     )
-    summary = summarize(engine, measured)
+    summary = summarize(engine, measured, response)
     for policy in (engine.placer, engine.allocator, engine.provisioner):
         summary.update(policy.extra_summary(table, summary))
     return RunResult(table, summary)
@@ -131,11 +176,12 @@ def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:
     }
 
 
-def summarize(engine: Engine, measured: np.ndarray) -> dict[str, Any]:
+def summarize(engine: Engine, measured: np.ndarray, response: np.ndarray) -> dict[str, Any]:
+    """The run summary from the engine's integrals and the measured jobs' response times."""
     spec = engine.spec
     jf, ji = engine.jobs_f, engine.jobs_i
-    resp = jf[L.END] - jf[L.ARRIVAL]
-    wait = jf[L.START] - jf[L.ARRIVAL]
+    resp = response[measured]
+    wait = jf[L.START][measured] - jf[L.ARRIVAL][measured]
     window = float(engine.fstate[L.MEASURED_TIME])
     n_classes = len(spec.classes)
     mean_n = engine.area_class / window if window > 0 else np.zeros(n_classes)
@@ -150,7 +196,7 @@ def summarize(engine: Engine, measured: np.ndarray) -> dict[str, Any]:
         "scenario": spec.name,
         "seed": spec.seed,
         "replication": engine.replication,
-        **_response_stats(resp[measured], wait[measured]),
+        **_response_stats(resp, wait),
         "mean_jobs_in_system": float(mean_n.sum()),
         "holding_cost_rate": float(np.dot(hold, mean_n)),
         "utilization": float(engine.fstate[L.BUSY_AREA] / (total_cores * window))
@@ -162,14 +208,21 @@ def summarize(engine: Engine, measured: np.ndarray) -> dict[str, Any]:
         "measured_time_s": window,
         "events": engine.events,
         "decisions": int(engine.istate[L.DECISIONS]),
-        "jobs_unfinished": int(((ji[L.STATE] != L.DONE) & (ji[L.STATE] != L.FAILED)).sum()),
+        "jobs_unfinished": int(
+            ji.shape[1] - engine.istate[L.DONE_COUNT] - (ji[L.STATE] == L.FUTURE).sum()
+        ),
         "jobs_failed": int(engine.istate[L.FAILED_COUNT]),
     }
     per_class: dict[str, Any] = {}
+    measured_class = ji[L.CLS][measured] if n_classes > 1 else None
     for c, jc in enumerate(spec.classes):
-        sel = measured & (ji[L.CLS] == c)
+        if measured_class is None:
+            stats_c = {k: summary[k] for k in _response_stats(resp[:0], wait[:0])}
+        else:
+            sel = measured_class == c
+            stats_c = _response_stats(resp[sel], wait[sel])
         per_class[jc.name] = {
-            **_response_stats(resp[sel], wait[sel]),
+            **stats_c,
             "mean_jobs_in_system": float(mean_n[c]),
             "holding_cost_rate": float(hold[c] * mean_n[c]),
             "throughput_per_s": float(arrivals_in_window[c] / window) if window > 0 else 0.0,
