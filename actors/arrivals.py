@@ -1,0 +1,101 @@
+"""`ArrivalActor`: streams the arrivals of one replication's job classes.
+
+The jobs are the kernel's own (`cluster.engine.generate_jobs` on the replication's job
+stream, common random numbers), so every mode sees exactly the jobs `clusteremu run`
+sees. The coordinator pulls them in batches by simulated time; job ids are the row
+indices of the single-process engine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import ray
+
+from cluster.engine import FloatArray, IntArray, Jobs, generate_jobs, replication_seeds
+from cluster.model import SimulationSpec
+
+
+@dataclass(frozen=True)
+class JobBatch:
+    """Consecutive jobs of the stream: global ids, arrival times (s), classes, sizes."""
+
+    ids: IntArray
+    arrival_s: FloatArray
+    class_index: IntArray
+    size: FloatArray
+    #: The engine's per-job uniform draw for node-type run times (None when unused).
+    runtime_u: FloatArray | None = None
+
+    def take(self, mask: np.ndarray) -> JobBatch:
+        u = None if self.runtime_u is None else self.runtime_u[mask]
+        return JobBatch(self.ids[mask], self.arrival_s[mask], self.class_index[mask],
+                        self.size[mask], u)
+
+    def jobs(self) -> Jobs:
+        return Jobs(self.arrival_s, self.class_index, self.size, self.runtime_u)
+
+    @property
+    def count(self) -> int:
+        return int(self.ids.size)
+
+
+def replication_jobs(spec: SimulationSpec, replication: int) -> Jobs:
+    """The jobs `cluster.engine.Engine(spec, replication)` would draw."""
+    seq = replication_seeds(spec.seed, max(spec.replications, replication + 1))[replication]
+    job_seq, _policy_seq = seq.spawn(2)
+    return generate_jobs(spec, job_seq)
+
+
+def measurement_window(spec: SimulationSpec, jobs: Jobs) -> tuple[float, float]:
+    """(start, end) of the statistics window, seconds, as the engine sets it."""
+    stop = spec.stop
+    n = jobs.arrival_s.size
+    if stop.time_s is not None:
+        return float(stop.warmup_s), float(stop.time_s)
+    warm = min(stop.warmup_jobs, max(n - 1, 0))
+    return (float(jobs.arrival_s[warm]) if n else 0.0, float(jobs.arrival_s[-1]) if n else 0.0)
+
+
+class ArrivalStream:
+    """The arrival stream of one replication, handed out in batches."""
+
+    def __init__(self, spec: SimulationSpec, replication: int) -> None:
+        self.jobs = replication_jobs(spec, replication)
+        self.window = measurement_window(spec, self.jobs)
+        self.next = 0
+
+    def info(self) -> tuple[int, float, float]:
+        """(number of jobs, measurement window start s, end s)."""
+        return int(self.jobs.arrival_s.size), self.window[0], self.window[1]
+
+    def next_batch(self, until_s: float = math.inf, max_jobs: int = 1 << 62) -> JobBatch:
+        """The next jobs arriving at or before `until_s`, at most about `max_jobs`.
+
+        A batch cut by `max_jobs` is extended to every job sharing its last arrival time,
+        so a batch always ends between two distinct arrival instants.
+        """
+        arr = self.jobs.arrival_s
+        lo = self.next
+        hi = int(np.searchsorted(arr, until_s, side="right"))
+        if hi - lo > max_jobs:
+            hi = int(np.searchsorted(arr, arr[lo + max_jobs - 1], side="right"))
+        hi = max(hi, lo)
+        self.next = hi
+        u = self.jobs.runtime_u
+        return JobBatch(np.arange(lo, hi, dtype=np.int64), arr[lo:hi],
+                        self.jobs.class_index[lo:hi], self.jobs.size[lo:hi],
+                        None if u is None else u[lo:hi])
+
+    def exhausted(self) -> bool:
+        return self.next >= self.jobs.arrival_s.size
+
+    def peek_s(self) -> float:
+        """Arrival time of the next job not yet handed out (inf when none)."""
+        return float(self.jobs.arrival_s[self.next]) if not self.exhausted() else math.inf
+
+
+#: The Ray actor; named `clusteremu/<run>/arrivals` by the launcher.
+ArrivalActor = ray.remote(num_cpus=0)(ArrivalStream)

@@ -1,0 +1,359 @@
+"""The coordinator: owns simulated time and advances the shards window by window.
+
+One replication of a scenario runs on a set of named actors (`clusteremu/<run>/...`):
+an `ArrivalActor`, a `SchedulerActor`, node shards (contiguous slices of the nodes) and
+one shard per malleable pool. Modes (DESIGN.md, "Actors"):
+
+* **exact** (`window_s == 0`): a window ends at the next event. The coordinator takes the
+  earliest event across the shards (completions, ordered by time then job id as in the
+  kernel's heap), the scheduler's patience timers and the arrival stream (heap events
+  first on ties, as in the kernel), lets the owner process exactly that event, and
+  asks the scheduler for decisions whenever the kernel would. Pool shards run on their
+  own (pools never interact with nodes) and ask the scheduler for every allocation. The
+  per-job table is identical to `clusteremu run`.
+* **windowed** (`window_s > 0`): the scheduler routes the arrivals of (T, T + W] on the
+  shards' state at T (a snapshot up to W old) and every shard runs the compiled kernel
+  over the window in parallel. Deterministic for (scenario, seed, shards, window).
+* **real-time** (`realtime > 0`): windowed, each window paced to W / X wall seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import ray
+
+from actors.arrivals import ArrivalActor, JobBatch
+from actors.metrics import RunMetrics
+from actors.node_shard import NodeShardActor, ShardState
+from actors.results import merge_result
+from actors.scheduler import Decisions, SchedulerActor
+from cluster import layout as L
+from cluster.engine import Engine, Jobs
+from cluster.metrics import RunResult
+from cluster.model import SimulationSpec
+
+log = logging.getLogger(__name__)
+
+#: Jobs per arrival batch pulled from the ArrivalActor in exact mode.
+BATCH_JOBS = 4096
+#: Wall-clock seconds between metric updates in exact mode.
+METRICS_EVERY_S = 0.5
+
+
+@dataclass(frozen=True)
+class RayRunOptions:
+    """How to spread one run over actors.
+
+    `shards`: node shard actors (nodes are split into contiguous slices); `window_s`: 0 for
+    exact mode, else the windowed mode's window in simulated seconds; `realtime`: pace
+    windows to the wall clock times this factor (windowed; default window 1 s);
+    `shard_resources`: Ray custom resources per node shard (cycled), e.g. to pin shards
+    to particular machines; `shard_cpus`: CPUs each shard actor reserves.
+    """
+
+    shards: int = 1
+    window_s: float = 0.0
+    realtime: float = 0.0
+    run_name: str = ""
+    shard_resources: tuple[dict[str, float], ...] = ()
+    shard_cpus: float = 0.0
+    metrics: bool = True
+
+    def __post_init__(self) -> None:
+        if self.shards < 1:
+            raise ValueError(f"shards must be at least 1, got {self.shards}")
+        if not (self.window_s >= 0 and math.isfinite(self.window_s)):
+            raise ValueError(f"window must be a finite number of seconds >= 0, got {self.window_s}")
+        if not (self.realtime >= 0 and math.isfinite(self.realtime)):
+            raise ValueError(f"realtime must be a finite factor >= 0, got {self.realtime}")
+
+    @property
+    def mode(self) -> str:
+        return "exact" if self.window_s == 0 and self.realtime == 0 else (
+            "realtime" if self.realtime > 0 else "windowed")
+
+    @property
+    def effective_window_s(self) -> float:
+        return self.window_s if self.window_s > 0 else 1.0
+
+
+def node_slices(n_nodes: int, shards: int) -> list[np.ndarray]:
+    """Contiguous node slices, one per shard (no empty slice)."""
+    return [s for s in np.array_split(np.arange(n_nodes, dtype=np.int64), shards) if s.size]
+
+
+def type_mix(spec: SimulationSpec, nodes: np.ndarray) -> str:
+    """`small x8, large x4`: the node types of a slice, for actor labels."""
+    names = [spec.nodes[int(k)] for k in nodes]
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{t} x{c}" for t, c in counts.items())
+
+
+@dataclass
+class _Live:
+    """Running totals the coordinator reports as metrics."""
+
+    completed: int = 0
+    decisions: int = 0
+    failed: int = 0
+    last_wall: float = field(default_factory=time.monotonic)
+
+
+class Coordinator:
+    """Runs one replication of `spec` on actors and returns the engine-shaped result."""
+
+    def __init__(self, spec: SimulationSpec, replication: int, options: RayRunOptions,
+                 run_name: str) -> None:
+        self.spec, self.replication, self.options = spec, replication, options
+        self.run = run_name
+        self.template = Engine(spec, replication,
+                               jobs=Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0)))
+        self.class_pool = np.array([spec.pool_index(c.pool) if c.pool else -1
+                                    for c in spec.classes], dtype=np.int64)
+        self.metrics = RunMetrics(run_name) if options.metrics else None
+        self.live = _Live()
+
+    # -- actors ----------------------------------------------------------------------------
+
+    def _start_actors(self, exact: bool) -> None:
+        spec, r, run = self.spec, self.replication, self.run
+        self.arrivals: Any = ArrivalActor.options(name=f"clusteremu/{run}/arrivals").remote(spec, r)
+        arrivals: Any = self.arrivals
+        _n, lo, hi = ray.get(arrivals.info.remote())
+        self.window = (lo, hi)
+        self.scheduler: Any = SchedulerActor.options(name=f"clusteremu/{run}/scheduler").remote(
+            spec, r, f"{run}/scheduler")
+        self.slices = node_slices(len(spec.nodes), self.options.shards)
+        self.shards: list[Any] = []
+        res = self.options.shard_resources
+        for i, nodes in enumerate(self.slices):
+            label = f"{run}/node-shard-{i}: {type_mix(spec, nodes)}"
+            opts: dict[str, Any] = {"name": f"clusteremu/{run}/node-shard-{i}",
+                                    "num_cpus": self.options.shard_cpus}
+            if res:
+                opts["resources"] = dict(res[i % len(res)])
+            self.shards.append(NodeShardActor.options(**opts).remote(
+                spec, r, i, nodes, self.window, label, exact))
+        self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
+        self.offset = np.zeros(len(self.slices), dtype=np.int64)
+        for i, nodes in enumerate(self.slices):
+            self.shard_of_node[nodes] = i
+            self.offset[i] = nodes[0]
+        self.pool_shards: dict[int, Any] = {}
+        for p, pool in enumerate(spec.pools):
+            if not np.any(self.class_pool == p):
+                continue
+            self.pool_shards[p] = NodeShardActor.options(
+                name=f"clusteremu/{run}/pool-shard-{pool.name}",
+                num_cpus=self.options.shard_cpus).remote(
+                spec, r, len(self.slices) + p, np.zeros(0, np.int64), self.window,
+                f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores", False,
+                self.scheduler if exact else None, p)
+        self.batches: list[JobBatch] = []
+
+    def _stop_actors(self) -> None:
+        for actor in [self.arrivals, self.scheduler, *self.shards, *self.pool_shards.values()]:
+            ray.kill(actor)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run_replication(self) -> RunResult:
+        exact = self.options.mode == "exact"
+        self._start_actors(exact)
+        try:
+            parts, unplaced, extra = self._run_exact() if exact else self._run_windowed()
+            jobs = _concat(self.batches)
+            return merge_result(self.spec, self.replication, jobs, self.window, parts,
+                                unplaced, extra_events=extra)
+        finally:
+            self._stop_actors()
+
+    def _split_pools(self, batch: JobBatch) -> tuple[JobBatch, dict[int, JobBatch]]:
+        pools = self.class_pool[batch.class_index]
+        return batch.take(pools < 0), {p: batch.take(pools == p) for p in self.pool_shards}
+
+    def _run_exact(self) -> tuple[list[dict[str, Any]], Any, int]:
+        horizon = self.spec.stop.horizon_s
+        tops = [(math.inf, -1)] * len(self.shards)
+        timer = (math.inf, -1)
+        pool_refs: list[Any] = []
+        buf_t = np.zeros(0)
+        buf_j = np.zeros(0, np.int64)
+        pos = 0
+        exhausted = False
+        arrivals_handled = 0
+        last_metrics = time.monotonic()
+
+        while True:
+            if pos >= buf_t.size and not exhausted:
+                batch = ray.get(self.arrivals.next_batch.remote(math.inf, BATCH_JOBS))
+                exhausted = batch.count == 0
+                if not exhausted:
+                    self.batches.append(batch)
+                    self.scheduler.add_jobs.remote(batch)
+                    for shard in self.shards:
+                        shard.add.remote(batch)
+                    placed, pooled = self._split_pools(batch)
+                    until = float(batch.arrival_s[-1])
+                    for p, sub in pooled.items():
+                        pool_refs.append(self.pool_shards[p].window.remote(until, sub))
+                    buf_t, buf_j, pos = placed.arrival_s, placed.ids, 0
+                    continue
+            t_a = float(buf_t[pos]) if pos < buf_t.size else math.inf
+            s_min = min(range(len(tops)), key=lambda s: tops[s], default=-1)
+            top = tops[s_min] if s_min >= 0 else (math.inf, -1)
+            heap = min(top, timer)
+            t = min(t_a, heap[0])
+            if t == math.inf or t > horizon:
+                break
+            advance = None
+            if heap[0] <= t_a:
+                if heap == timer and timer < top:
+                    d: Decisions = ray.get(self.scheduler.timeout.remote(t))
+                else:
+                    advance = self.shards[s_min].advance_one.remote(t)
+                    d = ray.get(self.scheduler.completed.remote(top[1], t))
+                    self.live.completed += 1
+            else:
+                j = int(buf_j[pos])
+                pos += 1
+                arrivals_handled += 1
+                d = ray.get(self.scheduler.arrive.remote(j, t))
+            timer = (d.timer_s, d.timer_job)
+            refs: dict[int, Any] = {}
+            if advance is not None:
+                refs[s_min] = advance
+            if d.count:
+                self.live.decisions += d.count
+                owner = self.shard_of_node[d.nodes]
+                for s in np.unique(owner).tolist():
+                    sel = owner == s
+                    refs[s] = self.shards[s].start.remote(
+                        t, d.jobs[sel], d.nodes[sel] - self.offset[s], d.run_s[sel],
+                        d.setup_s[sel], d.requests[:, sel])
+            for s, ref in refs.items():
+                st: ShardState = ray.get(ref)
+                tops[s] = (st.next_event_s, st.top_job)
+            if self.metrics is not None and time.monotonic() - last_metrics > METRICS_EVERY_S:
+                last_metrics = time.monotonic()
+                self._record_exact(t)
+
+        end = horizon if horizon < math.inf else math.inf
+        for shard in self.pool_shards.values():
+            pool_refs.append(shard.window.remote(end))
+        ray.get(pool_refs)
+        parts = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
+        unplaced = ray.get(self.scheduler.unplaced.remote())
+        if self.metrics is not None:
+            self._record_exact(float(max((p["now_s"] for p in parts), default=0.0)))
+        return parts, unplaced, arrivals_handled
+
+    def _record_exact(self, t: float) -> None:
+        states: list[ShardState] = ray.get([s.state.remote() for s in self.shards])
+        in_sys = sum((s.in_system_per_class for s in states), np.zeros(len(self.spec.classes)))
+        self._record(t, states, in_sys, {})
+
+    def _run_windowed(self) -> tuple[list[dict[str, Any]], None, int]:
+        w = self.options.effective_window_s
+        horizon = self.spec.stop.horizon_s
+        shard_cpu = np.array([self.template.nodes_f[L.CAP_CPU, s].sum() for s in self.slices])
+        states: list[ShardState] = ray.get([s.state.remote() for s in self.shards])
+        pool_states: dict[int, ShardState] = {}
+        wall0 = time.monotonic()
+        t = 0.0
+        prefetch = self.arrivals.next_batch.remote(min(w, horizon))
+        while True:
+            until = min(t + w, horizon)
+            batch: JobBatch = ray.get(prefetch)
+            exhausted = ray.get(self.arrivals.exhausted.remote())
+            final = exhausted and not self.options.realtime
+            if final:
+                until = horizon
+            else:
+                prefetch = self.arrivals.next_batch.remote(min(until + w, horizon))
+            if batch.count:
+                self.batches.append(batch)
+            placed, pooled = self._split_pools(batch)
+            refs = []
+            if self.shards:
+                if placed.count:
+                    free = np.vstack([np.concatenate([getattr(s, f) for s in states]) for f in
+                                      ("free_cpu", "free_memory_gb", "free_gpu", "free_slots")])
+                    queued = np.array([_queued_cpu(s) for s in states], dtype=np.float64)
+                    target, _ = ray.get(self.scheduler.route.remote(
+                        placed, free, self.shard_of_node, queued, shard_cpu))
+                    self.live.decisions += placed.count
+                else:
+                    target = np.zeros(0, np.int64)
+                refs = [shard.window.remote(until, placed.take(target == i))
+                        for i, shard in enumerate(self.shards)]
+            pool_refs = {p: self.pool_shards[p].window.remote(until, sub)
+                         for p, sub in pooled.items()}
+            states = ray.get(refs)
+            pool_states = dict(zip(pool_refs, ray.get(list(pool_refs.values())), strict=True))
+            t = until
+            if self.metrics is not None:
+                in_sys = sum((s.in_system_per_class for s in [*states, *pool_states.values()]),
+                             np.zeros(len(self.spec.classes)))
+                self._record(t, states, in_sys, pool_states)
+            if self.options.realtime > 0:
+                delay = wall0 + t / self.options.realtime - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            busy = any(s.pending for s in [*states, *pool_states.values()])
+            if final or t >= horizon or (exhausted and not busy):
+                break
+        parts = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
+        return parts, None, 0
+
+    def _record(self, t: float, states: list[ShardState], in_sys: np.ndarray,
+                pool_states: dict[int, ShardState]) -> None:
+        assert self.metrics is not None
+        spec, nf = self.spec, self.template.nodes_f
+        free = np.concatenate([s.free_cpu for s in states]) if states else np.zeros(0)
+        cap = nf[L.CAP_CPU]
+        types = self.template.nodes_i[L.NODE_TYPE]
+        util: dict[str, float] = {}
+        for ti, nt in enumerate(spec.node_types):
+            sel = types == ti
+            if sel.any() and free.size == cap.size:
+                util[nt.name] = float((cap[sel] - free[sel]).sum() / max(cap[sel].sum(), 1e-12))
+        for p, st in pool_states.items():
+            util[f"pool:{spec.pools[p].name}"] = st.busy_cpu / max(spec.pools[p].cores, 1e-12)
+        done = sum(s.done for s in [*states, *pool_states.values()])
+        failed = sum(s.failed for s in [*states, *pool_states.values()])
+        price = float(nf[L.PRICE_PER_S].sum() + self.template.pools_f[L.P_PRICE_PER_S].sum())
+        startup = sum(spec.node_type(n).startup_cost for n in spec.nodes)
+        self.metrics.record(
+            sim_time_s=t, in_system={c.name: float(in_sys[i]) for i, c in enumerate(spec.classes)},
+            utilization=util, decisions=self.live.decisions + sum(s.decisions for s in states),
+            cost_usd=price * t + startup, slo_violations=failed,
+            completed=max(done, self.live.completed))
+
+
+def _queued_cpu(state: ShardState) -> float:
+    return float(state.queued)
+
+
+def _concat(batches: list[JobBatch]) -> Jobs:
+    if not batches:
+        return Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
+    u = None if batches[0].runtime_u is None else np.concatenate(
+        [b.runtime_u for b in batches if b.runtime_u is not None])
+    return Jobs(np.concatenate([b.arrival_s for b in batches]),
+                np.concatenate([b.class_index for b in batches]),
+                np.concatenate([b.size for b in batches]), u)
+
+
+def run_replication(spec: SimulationSpec, replication: int, options: RayRunOptions,
+                    run_name: str) -> RunResult:
+    """Run one replication of `spec` on actors (Ray must be initialised)."""
+    return Coordinator(replace(spec), replication, options, run_name).run_replication()

@@ -1,0 +1,102 @@
+"""`run_on_ray`: run a scenario on Ray actors (`clusteremu run SCENARIO --ray`).
+
+Without `--address` a local Ray instance is started for the run, its dashboard bound to
+`--dashboard-host` (127.0.0.1 by default, so nothing is exposed beyond this machine);
+`--address auto` joins a running cluster (`ray up ray-config.yaml`, `ray start`). When Ray
+is already initialised in this process (a test, a notebook) that instance is used.
+
+Results have the shape of `cluster.runner.run_spec`'s: the per-job table of every
+replication, concatenated, and the combined summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import ray
+
+from actors.coordinator import RayRunOptions, run_replication
+from cluster.metrics import combine
+from cluster.model import SimulationSpec
+from cluster.runner import ScenarioResult
+
+log = logging.getLogger(__name__)
+
+
+def options_from_args(args: argparse.Namespace | RayRunOptions | None) -> RayRunOptions:
+    """The run options from the CLI's parsed arguments (or options given directly)."""
+    if isinstance(args, RayRunOptions):
+        return args
+    if args is None:
+        return RayRunOptions()
+    try:
+        return RayRunOptions(shards=int(getattr(args, "shards", 1) or 1),
+                             window_s=float(getattr(args, "window", 0.0) or 0.0),
+                             realtime=float(getattr(args, "realtime", 0.0) or 0.0))
+    except ValueError as exc:
+        from clusteremu.cli import UsageError
+
+        raise UsageError(f"--shards/--window/--realtime: {exc}") from None
+
+
+def init_kwargs(address: str | None, dashboard_host: str = "127.0.0.1",
+                num_cpus: int | None = None) -> dict[str, Any]:
+    """Keyword arguments for `ray.init`: join `address`, or start a local instance whose
+    dashboard listens on `dashboard_host` only."""
+    if address:
+        return {"address": address, "log_to_driver": False}
+    kwargs: dict[str, Any] = {"include_dashboard": True, "dashboard_host": dashboard_host,
+                              "log_to_driver": False}
+    if num_cpus is not None:
+        kwargs["num_cpus"] = num_cpus
+    return kwargs
+
+
+def ensure_ray(address: str | None, dashboard_host: str = "127.0.0.1",
+               num_cpus: int | None = None) -> bool:
+    """Initialise Ray unless it already is; return True when this call started it."""
+    if ray.is_initialized():
+        return False
+    ctx = ray.init(**init_kwargs(address, dashboard_host, num_cpus))
+    url = getattr(ctx, "dashboard_url", None)
+    if url:
+        log.info("Ray dashboard at http://%s", url)
+    return True
+
+
+def run_name(spec: SimulationSpec) -> str:
+    """A readable, unique run name: `<scenario>-<8 hex digits>`."""
+    return f"{spec.name}-{uuid.uuid4().hex[:8]}"
+
+
+def run_on_ray(spec: SimulationSpec, args: argparse.Namespace | RayRunOptions | None = None
+               ) -> ScenarioResult:
+    """Run every replication of `spec` on actors; same result shape as `run_spec`."""
+    options = options_from_args(args)
+    address = getattr(args, "address", None) if isinstance(args, argparse.Namespace) else None
+    host = (getattr(args, "dashboard_host", None) if isinstance(args, argparse.Namespace)
+            else None) or "127.0.0.1"
+    started = ensure_ray(address, host)
+    name = options.run_name or run_name(spec)
+    log.info("run %s: mode %s, %d shard(s), pid %d", name, options.mode, options.shards,
+             os.getpid())
+    try:
+        tables, summaries = [], []
+        for r in range(spec.replications):
+            result = run_replication(spec, r, options, f"{name}/r{r}" if spec.replications > 1
+                                     else name)
+            tables.append(result.jobs)
+            summaries.append(result.summary)
+        summary = combine(summaries)
+        summary["ray"] = {"mode": options.mode, "shards": options.shards,
+                          "window_s": options.effective_window_s if options.mode != "exact"
+                          else 0.0, "run": name}
+        return ScenarioResult(pa.concat_tables(tables), summary, summaries)
+    finally:
+        if started:
+            ray.shutdown()

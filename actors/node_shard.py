@@ -1,0 +1,224 @@
+"""`NodeShardActor`: a slice of the emulated cluster (some nodes, or one pool) and its jobs.
+
+A shard hosts a `cluster.engine.Engine` built on its slice of the scenario (a node subset
+via `dataclasses.replace(spec, nodes=...)`, or no nodes for a pool shard) and fed jobs
+window by window with `Engine.add_jobs`; it advances the compiled kernel with
+`Engine.step(until_s=...)`, so a shard is exactly the single-process engine restricted to
+its slice. Two roles:
+
+* **windowed** (and pool shards in every mode): the shard receives the arrivals the
+  scheduler routed to it and runs the kernel over a window, binding jobs to its nodes
+  (or splitting its pool) with its copy of the scenario's policy objects from the
+  registry;
+* **exact** node shards: the shard holds the metadata of every job (so its heap breaks
+  ties by global job id, as the kernel does) but only runs jobs the `SchedulerActor`
+  placed on its nodes; it never sees arrivals and advances one event at a time.
+
+Everything that leaves a shard is plain numpy arrays (global job ids and node indices).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import ray
+
+from actors.arrivals import JobBatch
+from cluster import kernel
+from cluster import layout as L
+from cluster.engine import Engine, FloatArray, IntArray, Jobs
+from cluster.model import SimulationSpec
+from cluster.policies.base import Allocation, Allocator, PoolView
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShardState:
+    """What a shard reports after a window: its nodes' free resources and its load.
+
+    Arrays are in the shard's node order (global node ids in `node_ids`).
+    """
+
+    shard: int
+    now_s: float
+    free_cpu: FloatArray
+    free_memory_gb: FloatArray
+    free_gpu: FloatArray
+    free_slots: FloatArray
+    queued: int
+    in_system_per_class: IntArray
+    busy_cpu: float
+    pending: bool
+    next_event_s: float
+    top_job: int
+    events: int
+    decisions: int
+    done: int
+    failed: int
+
+
+class SchedulerAllocator(Allocator):
+    """Stands in for the allocator inside a pool shard: asks the `SchedulerActor`.
+
+    Used in exact mode, where every decision is taken by the scheduler's policy objects.
+    """
+
+    name = "scheduler-proxy"
+
+    def __init__(self, scheduler: Any, pool: int) -> None:
+        self.scheduler, self.pool = scheduler, pool
+
+    def allocate(self, view: PoolView) -> Allocation:
+        result: Allocation = ray.get(self.scheduler.allocate.remote(view))
+        return result
+
+
+class NodeShard:
+    """One shard: an engine on a node slice (or on one pool) plus the global id mapping."""
+
+    def __init__(
+        self,
+        spec: SimulationSpec,
+        replication: int,
+        shard: int,
+        node_ids: IntArray,
+        window: tuple[float, float],
+        label: str = "",
+        exact_nodes: bool = False,
+        scheduler: Any = None,
+        pool: int | None = None,
+    ) -> None:
+        """`node_ids`: global indices of the nodes of this shard (empty for a pool shard);
+        `window`: the run's statistics window (start, end) in seconds; `scheduler`: the
+        SchedulerActor handle a pool shard asks in exact mode."""
+        self.shard = shard
+        self.label = label
+        self.node_ids = np.asarray(node_ids, dtype=np.int64)
+        self.exact_nodes = exact_nodes
+        sub = replace(spec, nodes=tuple(spec.nodes[int(k)] for k in self.node_ids))
+        empty = Jobs(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+        allocator = (SchedulerAllocator(scheduler, pool if pool is not None else -1)
+                     if scheduler is not None else None)
+        self.engine = Engine(sub, replication, jobs=empty, allocator=allocator)
+        self.engine.fstate[L.WIN_START], self.engine.fstate[L.WIN_END] = window
+        # The coordinator owns the end of the run: a shard never stops by itself.
+        self.engine.fstate[L.HORIZON] = math.inf
+        self.global_ids = np.zeros(0, dtype=np.int64)
+        self.type_index = self.engine.nodes_i[L.NODE_TYPE].copy()
+
+    def __repr__(self) -> str:
+        return f"NodeShard({self.label})" if self.label else f"NodeShard({self.shard})"
+
+    # -- feeding and advancing ------------------------------------------------------------
+
+    def add(self, batch: JobBatch) -> None:
+        """Append jobs (sorted by arrival, none earlier than the shard's clock)."""
+        if batch.count == 0:
+            return
+        self.engine.add_jobs(batch.jobs())
+        self.global_ids = np.concatenate([self.global_ids, batch.ids])
+        if self.exact_nodes:
+            # Exact node shards hold every job's metadata but never see arrivals.
+            self.engine.istate[L.NEXT_ARRIVAL] = self.engine.jobs_f.shape[1]
+
+    def window(self, until_s: float, batch: JobBatch | None = None) -> ShardState:
+        """Add the routed arrivals and run the kernel up to `until_s` (inclusive)."""
+        if batch is not None:
+            self.add(batch)
+        self.engine.step(until_s=until_s)
+        return self.state()
+
+    def advance_one(self, until_s: float) -> ShardState:
+        """Exact mode: process the next event if it happens at or before `until_s`."""
+        self.engine.step(until_s=until_s, max_events=1)
+        return self.state()
+
+    def start(
+        self,
+        now_s: float,
+        jobs: IntArray,
+        nodes: IntArray,
+        run_s: FloatArray,
+        setup_s: FloatArray,
+        requests: FloatArray,
+    ) -> ShardState:
+        """Exact mode: start jobs (global ids) the scheduler placed on local `nodes` now.
+
+        `requests` is (3, n): cpu, memory GB, GPUs as the scheduler's provisioner set them.
+        """
+        e = self.engine
+        if now_s > e.now:  # bring the shard's clock (and its time integrals) up to now
+            kernel.accumulate(now_s, e.fstate, e.istate, e.n_class, e.area_class, e.pools_f)
+            e.fstate[L.NOW] = now_s
+        local = np.searchsorted(self.global_ids, jobs)
+        for i, j in enumerate(local.tolist()):
+            e.jobs_f[L.REQ_CPU, j], e.jobs_f[L.REQ_MEM, j], e.jobs_f[L.REQ_GPU, j] = requests[:, i]
+            e.n_class[e.jobs_i[L.CLS, j]] += 1
+            e.istate[L.N_SYSTEM] += 1
+            kernel.start_job(j, int(nodes[i]), now_s, e.jobs_f, e.jobs_i, e.nodes_f, e.nodes_i,
+                             e.classes_f, e.classes_i, e.class_tx, e.class_ty,
+                             e.heap_t, e.heap_j, e.heap_k, e.istate, e.fstate,
+                             e.run_by_type, float(run_s[i]), float(setup_s[i]))
+        return self.state()
+
+    # -- reporting -------------------------------------------------------------------------
+
+    def state(self) -> ShardState:
+        e = self.engine
+        nf = e.nodes_f
+        n = e.jobs_f.shape[1]
+        heap_n = int(e.istate[L.HEAP_N])
+        queued = int(e.istate[L.Q_TAIL] - e.istate[L.Q_HEAD])
+        next_arrival = int(e.istate[L.NEXT_ARRIVAL])
+        t_heap = float(e.heap_t[0]) if heap_n else math.inf
+        top = int(self.global_ids[e.heap_j[0]]) if heap_n else -1
+        t_pool = min((float(e.pools_f[L.P_NEXT_T, p]) for p in range(e.pools_f.shape[1])
+                      if e.pools_i[L.P_NEXT_J, p] >= 0), default=math.inf)
+        t_arr = float(e.jobs_f[L.ARRIVAL, next_arrival]) if next_arrival < n else math.inf
+        return ShardState(
+            shard=self.shard, now_s=e.now,
+            free_cpu=nf[L.FREE_CPU].copy(), free_memory_gb=nf[L.FREE_MEM].copy(),
+            free_gpu=nf[L.FREE_GPU].copy(), free_slots=nf[L.FREE_SLOTS].copy(),
+            queued=queued, in_system_per_class=e.n_class.copy(),
+            busy_cpu=float(e.fstate[L.BUSY_CPU]),
+            pending=heap_n > 0 or queued > 0 or next_arrival < n or t_pool < math.inf,
+            next_event_s=min(t_heap, t_pool, t_arr), top_job=top,
+            events=e.events, decisions=int(e.istate[L.DECISIONS]),
+            done=int(e.istate[L.DONE_COUNT]), failed=int(e.istate[L.FAILED_COUNT]),
+        )
+
+    def busy_cpu_per_type(self, n_types: int) -> FloatArray:
+        """Busy cores per node type (global type index), for the utilisation gauges."""
+        nf = self.engine.nodes_f
+        busy = np.bincount(self.type_index, weights=nf[L.CAP_CPU] - nf[L.FREE_CPU],
+                           minlength=n_types)
+        return busy.astype(np.float64)
+
+    def finish(self) -> dict[str, Any]:
+        """Close the statistics window and hand back this shard's jobs and integrals.
+
+        Job columns are keyed by global job id; NODE holds global node indices.
+        """
+        e = self.engine
+        kernel.accumulate(float(e.fstate[L.WIN_END]), e.fstate, e.istate, e.n_class,
+                          e.area_class, e.pools_f)
+        jobs_i = e.jobs_i.copy()
+        state = jobs_i[L.STATE]
+        placed = (e.classes_i[L.CLASS_POOL][jobs_i[L.CLS]] < 0) & (
+            (state == L.RUNNING) | (state == L.DONE))
+        jobs_i[L.NODE, placed] = self.node_ids[jobs_i[L.NODE, placed]]
+        keep = placed if self.exact_nodes else np.ones(e.jobs_f.shape[1], dtype=bool)
+        return {
+            "ids": self.global_ids[keep], "jobs_f": e.jobs_f[:, keep].copy(),
+            "jobs_i": jobs_i[:, keep], "pool_busy_area": e.pools_f[L.P_BUSY_AREA].copy(),
+            "now_s": e.now, "events": e.events, "decisions": int(e.istate[L.DECISIONS]),
+        }
+
+
+#: The Ray actor; named `clusteremu/<run>/node-shard-<i>` by the launcher.
+NodeShardActor = ray.remote(num_cpus=1)(NodeShard)
