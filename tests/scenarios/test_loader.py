@@ -165,18 +165,20 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
-_ALL_PATHS = _paths(MM_C)
+_BASES = {p.stem: yaml.safe_load(p.read_text()) for p in shipped_scenarios()}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.lists(st.tuples(st.sampled_from(_ALL_PATHS), _VALUES, st.booleans()), min_size=1, max_size=4)
-)
-def test_random_mutations_raise_only_scenario_errors(
-    mutations: list[tuple[tuple[Any, ...], Any, bool]],
-) -> None:
-    data = copy.deepcopy(MM_C)
-    data["stop"] = {"jobs": 50}
+def _mutations_of(base: str) -> st.SearchStrategy[tuple[str, list[Any]]]:
+    edits = st.tuples(st.sampled_from(_paths(_BASES[base])), _VALUES, st.booleans())
+    return st.tuples(st.just(base), st.lists(edits, min_size=1, max_size=4))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(_BASES)).flatmap(_mutations_of))
+def test_random_mutations_raise_only_scenario_errors(case: tuple[str, list[Any]]) -> None:
+    base, mutations = case
+    data = copy.deepcopy(_BASES[base])
+    data["stop"] = {"jobs": 50} if "jobs" in data["stop"] else {"time_s": 50.0}
     for path, value, delete in mutations:
         node: Any = data
         try:
