@@ -9,4 +9,5 @@ the parsed arguments and returns an exit status. Raise `ScenarioError` or
 from __future__ import annotations
 
 #: Modules that add sub-commands (one line each; keep sorted).
-COMMAND_MODULES: tuple[str, ...] = ("clusteremu.commands.bound", "clusteremu.commands.learn")
+COMMAND_MODULES: tuple[str, ...] = ("clusteremu.commands.bound", "clusteremu.commands.dashboard",
+                                     "clusteremu.commands.learn", "clusteremu.commands.sweep")

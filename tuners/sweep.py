@@ -1,0 +1,344 @@
+"""Parameter sweeps on Ray: a grid of scenario overrides x seeds x policies, one kernel
+run per cell, one Parquet row per run, resumable.
+
+Layout of a sweep folder::
+
+    DIR/sweep.json                    what the sweep is (scenario, its hash, grid, seeds, policies)
+    DIR/runs/cell-000012-<key>.parquet one row: the cell's parameters and its run's summary
+
+Every row is written atomically by the driver when its run returns (`cluster.io`), named
+by the cell's index and a hash of its parameters, so the folder is always a valid Parquet
+dataset of finished runs. Re-running the same command after an interruption (Ctrl-C, a
+killed worker, a killed driver) runs only the cells without a file. The runs are
+independent kernel runs seeded by the cell's seed, so the content is identical whatever
+the number of workers (common random numbers, DESIGN.md "Kernel").
+
+Runs are fanned out to a pool of worker actors (`clusteremu/sweep-<name>/worker-<i>`),
+each executing one cell at a time as a Ray actor task; a worker that dies takes only its
+current cell with it (reported as missing; the next invocation runs it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+
+from cluster.io import write_json, write_parquet
+from cluster.model import SimulationSpec
+from cluster.runner import run_spec, with_policies
+from scenarios.loader import load_scenario, resolve_path
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "sweep.json"
+RUNS = "runs"
+_CELL_FILE = re.compile(r"^cell-(\d{6})-([0-9a-f]{12})\.parquet$")
+
+
+class SweepError(ValueError):
+    """A sweep option is malformed, or DIR holds a different sweep."""
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    """One `--grid path=v1,v2,...`: a scenario field path and the values it takes."""
+
+    path: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the sweep: overrides (`path=value`), a seed and a policy variant."""
+
+    index: int
+    values: tuple[tuple[str, str], ...]
+    seed: int
+    policy: str
+
+    @property
+    def key(self) -> str:
+        text = json.dumps([self.values, self.seed, self.policy], separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def filename(self) -> str:
+        return f"cell-{self.index:06d}-{self.key}.parquet"
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Everything that identifies a sweep; `cells` in a fixed order."""
+
+    scenario: str
+    scenario_sha256: str
+    base_overrides: tuple[str, ...]
+    axes: tuple[GridAxis, ...]
+    seeds: tuple[int, ...]
+    policies: tuple[str, ...]
+    cells: tuple[Cell, ...] = field(repr=False)
+
+    def manifest(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "scenario_sha256": self.scenario_sha256,
+                "overrides": list(self.base_overrides),
+                "grid": [{"path": a.path, "values": list(a.values)} for a in self.axes],
+                "seeds": list(self.seeds), "policies": list(self.policies),
+                "cells": len(self.cells)}
+
+    def spec(self, cell: Cell) -> SimulationSpec:
+        """The scenario of one cell (validated by the loader)."""
+        overrides = [*self.base_overrides, *(f"{p}={v}" for p, v in cell.values),
+                     f"seed={cell.seed}"]
+        spec = load_scenario(self.scenario, overrides)
+        if cell.policy:
+            spec = with_policies(spec, **_policy_kinds(cell.policy))
+        return spec
+
+
+def parse_grid(text: str) -> GridAxis:
+    """`workload.classes.0.arrival.rate_per_s=6,7,8` -> GridAxis."""
+    path, sep, values = text.partition("=")
+    items = tuple(v.strip() for v in values.split(",")) if sep else ()
+    if not path.strip() or not items or any(not v for v in items):
+        raise SweepError(f"--grid {text!r}: expected path=v1,v2,... with non-empty values")
+    if len(set(items)) != len(items):
+        raise SweepError(f"--grid {text!r}: repeated values")
+    return GridAxis(path.strip(), items)
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """`1-20`, `3`, or `1,4,9` -> seeds (a range includes both ends)."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.strip().partition("-")
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                seeds.extend(range(a, b + 1))
+            else:
+                seeds.append(int(lo))
+    except ValueError:
+        raise SweepError(f"--seeds {text!r}: expected N, A-B (A <= B) or a comma list") from None
+    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise SweepError(f"--seeds {text!r}: seeds must be distinct and non-negative")
+    return tuple(seeds)
+
+
+def _policy_kinds(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        kind, _, name = part.partition("=")
+        out[kind.strip()] = name.strip()
+    return out
+
+
+def plan_sweep(scenario: str, axes: Sequence[GridAxis], seeds: Sequence[int] | None = None,
+               policies: Sequence[str] = (), overrides: Sequence[str] = ()) -> SweepPlan:
+    """The cells of a sweep, each validated by the scenario loader before anything runs.
+
+    Order: grid values (first axis slowest), then policies, then seeds.
+    """
+    paths = [a.path for a in axes]
+    if len(set(paths)) != len(paths):
+        raise SweepError(f"--grid: a path appears twice in {paths}")
+    path = resolve_path(scenario)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
+    base = load_scenario(scenario, list(overrides))
+    seed_list = tuple(seeds) if seeds else (base.seed,)
+    policy_list = tuple(policies) if policies else ("",)
+    cells: list[Cell] = []
+    combos = itertools.product(*(a.values for a in axes)) if axes else [()]
+    for combo in combos:
+        for policy in policy_list:
+            for seed in seed_list:
+                values = tuple(zip(paths, combo, strict=True))
+                cells.append(Cell(len(cells), values, seed, policy))
+    plan = SweepPlan(str(scenario), sha, tuple(overrides), tuple(axes), seed_list,
+                     policy_list, tuple(cells))
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    for cell in cells:  # validate every distinct override combination once
+        if cell.values not in seen:
+            seen.add(cell.values)
+            plan.spec(cell)
+    return plan
+
+
+def flatten_summary(summary: dict[str, Any]) -> dict[str, float]:
+    """Numeric summary entries as `key` / `per_class.<class>.<key>` floats (no CIs)."""
+    out: dict[str, float] = {}
+
+    def walk(prefix: str, data: dict[str, Any]) -> None:
+        for key, value in data.items():
+            if key in ("ci95", "ray"):
+                continue
+            name = f"{prefix}{key}"
+            if isinstance(value, dict):
+                walk(f"{name}.", value)
+            elif isinstance(value, int | float):  # bool included
+                out[name] = float(value)
+
+    walk("", summary)
+    return out
+
+
+def cell_row(plan: SweepPlan, cell: Cell, summary: dict[str, Any]) -> pa.Table:
+    """The one-row table stored for a finished cell."""
+    row: dict[str, Any] = {"cell": cell.index, "key": cell.key, "seed": cell.seed,
+                           "policy": cell.policy}
+    for path, value in cell.values:
+        row[f"grid.{path}"] = value
+    row.update(flatten_summary(summary))
+    return pa.table({k: [v] for k, v in row.items()})
+
+
+def run_cell(spec: SimulationSpec) -> dict[str, Any]:
+    """One kernel run (all its replications); the combined summary."""
+    return run_spec(spec).summary
+
+
+class SweepWorker:
+    """A sweep worker actor: runs kernel runs, one at a time."""
+
+    def run(self, spec: SimulationSpec) -> dict[str, Any]:
+        return run_cell(spec)
+
+
+@dataclass
+class SweepOutcome:
+    """How a sweep invocation ended: cells in all, already done, run now, still missing."""
+
+    total: int
+    skipped: int
+    ran: int
+    missing: list[int]
+    wall_s: float
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def done_cells(out: Path, plan: SweepPlan) -> set[int]:
+    """Indices of cells with a result file whose key matches the plan."""
+    done: set[int] = set()
+    runs = out / RUNS
+    if not runs.is_dir():
+        return done
+    for path in runs.iterdir():
+        m = _CELL_FILE.match(path.name)
+        if m:
+            index = int(m.group(1))
+            if index < len(plan.cells) and plan.cells[index].key == m.group(2):
+                done.add(index)
+    return done
+
+
+def check_manifest(out: Path, plan: SweepPlan) -> None:
+    """Refuse to mix two different sweeps in one folder; write the manifest if new."""
+    path = out / MANIFEST
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old != plan.manifest():
+            raise SweepError(f"{out} holds a different sweep ({path}); use another --out or "
+                             "the same scenario, grid, seeds and policies to resume it")
+    else:
+        write_json(plan.manifest(), path)
+
+
+def run_sweep(
+    plan: SweepPlan,
+    out: str | Path,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+    name: str | None = None,
+    metrics: bool = True,
+) -> SweepOutcome:
+    """Run the cells of `plan` without a result file in `out` on `workers` worker actors.
+
+    Ray must be initialised. `progress(done, total)` is called after every finished cell.
+    """
+    from actors.metrics import SweepMetrics  # the Ray layer's gauges
+
+    out = Path(out)
+    check_manifest(out, plan)
+    start = time.monotonic()
+    done = done_cells(out, plan)
+    todo = [c for c in plan.cells if c.index not in done]
+    total = len(plan.cells)
+    gauge = SweepMetrics(name or out.name, total) if metrics else None
+    if gauge is not None:
+        gauge.update(len(done))
+    if progress is not None:
+        progress(len(done), total)
+    outcome = SweepOutcome(total, len(done), 0, [], 0.0)
+    if not todo:
+        outcome.wall_s = time.monotonic() - start
+        return outcome
+    label = re.sub(r"[^A-Za-z0-9_.-]", "-", name or out.name)
+    actor: Any = ray.remote(num_cpus=1, max_restarts=0)(SweepWorker)
+    pool: list[Any] = [actor.options(name=f"clusteremu/sweep-{label}/worker-{i}").remote()
+                       for i in range(max(1, min(workers, len(todo))))]
+    idle = list(range(len(pool)))
+    running: dict[Any, tuple[int, Cell]] = {}
+    queue = list(reversed(todo))
+    dead: set[int] = set()
+    try:
+        while queue or running:
+            while queue and idle:
+                w = idle.pop()
+                cell = queue.pop()
+                running[pool[w].run.remote(plan.spec(cell))] = (w, cell)
+            if not running:
+                break  # every worker died: the rest stays missing
+            ready, _ = ray.wait(list(running), num_returns=1)
+            w, cell = running.pop(ready[0])
+            try:
+                summary = ray.get(ready[0])
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
+                log.warning("sweep worker %d died running cell %d (%s); the cell stays missing",
+                            w, cell.index, type(exc).__name__)
+                outcome.missing.append(cell.index)
+                dead.add(w)
+                continue
+            write_parquet(cell_row(plan, cell, summary), out / RUNS / cell.filename)
+            done.add(cell.index)
+            outcome.ran += 1
+            idle.append(w)
+            if gauge is not None:
+                gauge.update(len(done))
+            if progress is not None:
+                progress(len(done), total)
+        outcome.missing.extend(c.index for c in reversed(queue))
+    finally:
+        for ref in running:
+            ray.cancel(ref, force=True)
+        for i, handle in enumerate(pool):
+            if i not in dead:
+                ray.kill(handle)
+    outcome.missing.sort()
+    outcome.wall_s = time.monotonic() - start
+    return outcome
+
+
+def read_results(out: str | Path) -> pa.Table:
+    """Every finished row of a sweep folder, sorted by cell index."""
+    runs = Path(out) / RUNS
+    files = sorted(p for p in runs.glob("cell-*.parquet") if _CELL_FILE.match(p.name))
+    if not files:
+        return pa.table({})
+    table = pa.concat_tables([pq.read_table(p) for p in files], promote_options="default")
+    return table.sort_by("cell")
