@@ -13,7 +13,13 @@ import pytest
 from cluster.engine import Engine
 from cluster.policies import registry
 from cluster.policies.base import Allocator, PoolView
-from cluster.policies.relaxed_bound import clear_market, f_inverse, f_value, marginal_inverse
+from cluster.policies.relaxed_bound import (
+    clear_market,
+    f_inverse,
+    f_value,
+    marginal_inverse,
+    scenario_bound,
+)
 from cluster.policies.wham import (
     FwCam,
     Greedy,
@@ -397,3 +403,27 @@ def test_rooftop_table_and_linear_pools_run_to_completion() -> None:
         np.testing.assert_allclose(
             fast.jobs["end_s"].to_numpy(), slow.jobs["end_s"].to_numpy(), rtol=1e-9, atol=1e-9
         )
+
+
+def test_renewal_arrivals_and_pool_speed() -> None:
+    # General inter-arrival times (hyper-exponential gaps) and a pool twice as fast: the
+    # bound uses the renewal rate 1 / E[gap] and sizes / speed, and WHAM runs on it.
+    data = appendix_h_dict(16, jobs=4000)
+    data["cluster"]["pools"][0]["speed"] = 2.0
+    for i, mean_gap in enumerate((1 / 20.0, 1 / 8.0, 1 / 12.0)):
+        data["workload"]["classes"][i]["arrival"] = {
+            "kind": "renewal",
+            "interarrival": {
+                "kind": "hyperexponential",
+                "probabilities": [0.5, 0.5],
+                "means_s": [0.5 * mean_gap, 1.5 * mean_gap],
+            },
+        }
+    spec = spec_from_dict(data)
+    bound = scenario_bound(spec)
+    load = 20 * 0.2 / 2 + 8 * (0.5 + 0.5 / 9) / 2 + 12 / 3 / 2
+    assert sum(sol.effective_load.sum() for sol in bound.pools.values()) == pytest.approx(16.0)
+    assert load < 16
+    run = Engine(spec, allocator=Wham()).run()
+    assert run.summary["jobs_unfinished"] == 0
+    assert run.summary["holding_cost_rate"] / 16 > bound.lower_bound
