@@ -3,12 +3,12 @@ Algorithms 1a / 1b; see docs/mdp.md).
 
     clusteremu learn SCENARIO --algorithm 1a|1b --iterations N [--set ...] [--out DIR] [--json]
 
-The scenario has two classes in one pool (Poisson arrivals, exponential sizes with a common
-mean, Amdahl speed-ups: their parallel fractions are the true theta). Learning settings come
-from `scheduler.allocator.params` of an `mdp` allocator (`truncation`, `actions`, `learn:`),
-and the options override them. Writes DIR/estimates.parquet (one row per iteration),
-DIR/estimates.png (estimates against the truth, like the seed's Figures 4-8) and
-DIR/summary.json; with `--json` prints only
+The scenario has two (or more) classes in one pool (Poisson arrivals, exponential sizes with
+a common mean, Amdahl speed-ups: their parallel fractions are the true theta). Learning
+settings come from `scheduler.allocator.params` of an `mdp` allocator (`truncation`,
+`actions`, `learn:`), and the options override them. Writes DIR/estimates.parquet (one row
+per iteration), DIR/estimates.png (estimates against the truth, like the seed's Figures
+4-8) and DIR/summary.json; with `--json` prints only
 `{"theta": {<class>: <final estimate>}, "mean_jobs_in_system": <E[N] of the final policy>}`,
 where E[N] is the exact stationary mean of the final learned policy under the true
 parameters (at the end of the run, for change-point scenarios).
@@ -90,7 +90,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
         names = result.class_names
         print(f"{spec.name}: Algorithm {config.algorithm}, {config.iterations} iterations, "
               f"{result.rows[-1]['departures']} departures")
-        for c in (0, 1):
+        for c in range(len(names)):
             last = result.rows[-1]
             print(f"  theta[{names[c]}] = {result.theta[c]:.4f} ± "
                   f"{last[f'theta{c + 1}_se']:.3g} (true {result.true_theta[c]:g})")
@@ -107,11 +107,11 @@ def summary_of(result: LearnResult, config: LearnConfig) -> dict[str, Any]:
     names = result.class_names
     gap = 100.0 * (result.mean_jobs_learned / result.mean_jobs_optimal - 1.0)
     return {
-        "theta": {names[c]: result.theta[c] for c in (0, 1)},
+        "theta": {names[c]: result.theta[c] for c in range(len(names))},
         "mean_jobs_in_system": result.mean_jobs_learned,
         "mean_jobs_optimal": result.mean_jobs_optimal,
         "gap_percent": gap,
-        "true_theta": {names[c]: result.true_theta[c] for c in (0, 1)},
+        "true_theta": {names[c]: result.true_theta[c] for c in range(len(names))},
         "algorithm": config.algorithm,
         "iterations": config.iterations,
         "departures": int(result.rows[-1]["departures"]),
@@ -135,8 +135,9 @@ def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
     times = [r["time_s"] for r in rows]
     change_epochs = [next((r["iteration"] for r, t in zip(rows, times, strict=True) if t >= tc),
                           None) for tc in result.change_times]
-    fig, axes = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
-    for c, ax in enumerate(axes[:2]):
+    m = len(result.class_names)
+    fig, axes = plt.subplots(m + 1, 1, figsize=(8, 3 * (m + 1)), sharex=True)
+    for c, ax in enumerate(axes[:m]):
         key = f"theta{c + 1}"
         ax.plot(it, [r[f"{key}_hat"] for r in rows], lw=1.0, label=f"estimate {key}")
         ax.step(it, [r[f"{key}_true"] for r in rows], where="post", color="k", lw=1.2,
@@ -147,7 +148,7 @@ def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
         ax.set_ylim(0.0, 1.05)
         ax.set_ylabel(f"theta ({result.class_names[c]})")
         ax.legend(loc="lower right")
-    ax = axes[2]
+    ax = axes[m]
     ax.plot(it, [r["mean_jobs_learned"] for r in rows], lw=1.0, label="policy from estimates")
     ax.plot(it, [r["mean_jobs_optimal"] for r in rows], color="k", lw=1.2,
             label="optimal (true theta)")

@@ -1,19 +1,23 @@
 """The `mdp` allocator: class shares from a policy table, EQUI within a class (seed 001,
 section 2.2; table from the value iteration of section 4).
 
-At every event in its pool it counts x1 and x2 (jobs of "class 1" and "class 2"), reads
-a = a(min(x1, B), min(x2, B)) and gives each class-1 job a k / x1 cores and each class-2 job
-(1 - a) k / x2. The engine does not block arrivals, so states beyond the truncation B use the
-table's edge (with B chosen so that blocking is negligible, these states are very rare).
+At every event in its pool it counts x_j, the jobs of each class the policy covers, reads the
+shares of the state (min(x_1, B), ..., min(x_m, B)) and gives each class-j job share_j k / x_j
+cores. With two classes the table is the seed's a(x1, x2), class 1's share: class-1 jobs get
+a k / x1 cores each and class-2 jobs (1 - a) k / x2. The engine does not block arrivals, so
+states beyond the truncation B use the table's edge (with B chosen so that blocking is
+negligible, these states are very rare).
 
 Where the table comes from (scenario `scheduler.allocator.params`):
 
-- `table`: an explicit (B + 1) x (B + 1) nested list;
+- `table`: an explicit (B + 1) x (B + 1) nested list a[x1][x2] (two classes), or shares of
+  shape (B + 1,) * m + (m,);
 - otherwise `policy: optimal` (default) solves the MDP for the scenario's parameters at
   setup, with `theta` (believed parallel fractions; default the scenario's own Amdahl
   parameters), `truncation` (B, default 20), `actions` (M, default 100) and `refine`;
-- `policy: equi` uses a = x1 / (x1 + x2) (every job the same share).
+- `policy: equi` uses share_j = x_j / sum(x) (every job the same share).
 
+`classes` names the classes the policy covers, in order (default: all of the scenario's).
 `learn` holds the settings of `clusteremu learn` and is ignored by ordinary runs. The learner
 swaps tables between epochs with `set_table`. The estimator needs no recording: the state
 path follows from the per-job arrival and end times and the table in force. The compiled
@@ -22,6 +26,7 @@ path (`kernel_code`) and the Python path agree.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,7 +35,7 @@ import numpy.typing as npt
 from cluster.model import SimulationSpec
 from cluster.policies.base import Allocation, Allocator, PoolView
 from cluster.policies.compiled import ALLOC_MDP
-from cluster.policies.mdp.kernel import HEADER, P_B, P_C1, P_C2
+from cluster.policies.mdp.kernel import P_B, P_CLASSES, P_M, shares_offset
 from cluster.policies.mdp.model import MdpModelError, check_theta, model_from_spec
 from cluster.policies.registry import register
 
@@ -39,9 +44,26 @@ FloatArray = npt.NDArray[np.float64]
 POLICIES = ("optimal", "equi")
 
 
+def shares_of(table: npt.ArrayLike) -> FloatArray:
+    """A two-class a-table (B+1, B+1) as shares (a, 1 - a); a shares array is checked."""
+    arr = np.asarray(table, dtype=np.float64)
+    if arr.ndim == 2 and arr.shape[0] == arr.shape[1] and arr.shape[0] >= 2:
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0.0) or np.any(arr > 1.0):
+            raise MdpModelError("table", "expected shares a(x1, x2) in [0, 1]")
+        return np.stack([arr, 1.0 - arr], axis=-1)
+    m = arr.ndim - 1
+    if m < 2 or arr.shape[-1] != m or len(set(arr.shape[:-1])) != 1 or arr.shape[0] < 2:
+        raise MdpModelError("table", "expected a square (B+1) x (B+1) table a[x1][x2] or "
+                            f"shares of shape (B+1,)*m + (m,), got {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0.0) or np.any(arr.sum(-1) > 1 + 1e-9):
+        raise MdpModelError("table", "expected non-negative shares summing to at most 1")
+    return arr
+
+
 @register("allocator", "mdp")
 class MdpAllocator(Allocator):
-    """Class-1 share a(x1, x2) of the pool from a table; EQUI within each class."""
+    """Shares per class from a policy table (two classes: class 1's share a(x1, x2));
+    EQUI within each class."""
 
     kernel_code: ClassVar[int] = ALLOC_MDP
 
@@ -63,8 +85,9 @@ class MdpAllocator(Allocator):
             raise MdpModelError("truncation", f"expected an integer B >= 1, got {truncation!r}")
         if isinstance(actions, bool) or not isinstance(actions, int) or actions < 1:
             raise MdpModelError("actions", f"expected an integer M >= 1, got {actions!r}")
-        if classes is not None and (len(classes) != 2 or len(set(classes)) != 2):
-            raise MdpModelError("classes", f"expected two distinct class names, got {classes!r}")
+        if classes is not None and (len(classes) < 2 or len(set(classes)) != len(classes)):
+            raise MdpModelError("classes",
+                                f"expected two or more distinct class names, got {classes!r}")
         if isinstance(theta, list | tuple):
             check_theta(tuple(float(t) for t in theta), len(theta))
         elif isinstance(theta, dict):
@@ -80,64 +103,61 @@ class MdpAllocator(Allocator):
             from cluster.policies.mdp.learner import LearnConfig
 
             LearnConfig.from_dict(self.learn)  # validate early (scenario load)
-        self._table: FloatArray | None = None
+        self._shares: FloatArray | None = None
         if table is not None:
-            arr = np.asarray(table, dtype=np.float64)
-            if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 2:
-                raise MdpModelError("table",
-                                    f"expected a square (B+1) x (B+1) table, got {arr.shape}")
-            if not np.all(np.isfinite(arr)) or np.any(arr < 0.0) or np.any(arr > 1.0):
-                raise MdpModelError("table", "expected shares in [0, 1]")
-            self._table = arr
-            self.truncation = arr.shape[0] - 1
+            self._shares = shares_of(table)
+            self.truncation = self._shares.shape[0] - 1
         self._params: FloatArray = np.zeros(0)
-        self._c1, self._c2 = 0, 1
+        self._slots: list[int] = []
 
     # -- set-up ---------------------------------------------------------------------------
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         names = [c.name for c in spec.classes]
-        if self.classes is None:
-            if len(names) != 2:
-                raise MdpModelError("classes", f"the scenario has {len(names)} classes; name the "
-                                    "two the table refers to with params.classes")
-            self._c1, self._c2 = 0, 1
-        else:
-            for name in self.classes:
-                if name not in names:
-                    raise MdpModelError("classes",
-                                        f"expected class names among {names}, got {name!r}")
-            self._c1, self._c2 = names.index(self.classes[0]), names.index(self.classes[1])
-        if self._table is None:
-            self._table = self.solve_table(spec)
-        self._params = self._build_params(self._table)
+        wanted = self.classes if self.classes is not None else names
+        for name in wanted:
+            if name not in names:
+                raise MdpModelError("classes", f"expected class names among {names}, got {name!r}")
+        if len(wanted) < 2:
+            raise MdpModelError("classes", f"expected at least two classes, got {len(wanted)}")
+        self._slots = [names.index(n) for n in wanted]
+        m = len(self._slots)
+        if self._shares is None:
+            self._shares = self.solve_shares(spec)
+        elif self._shares.shape[-1] != m:
+            raise MdpModelError("table", f"the table covers {self._shares.shape[-1]} classes, "
+                                f"the policy {m} ({wanted})")
+        self._params = self._build_params(self._shares)
 
-    def believed_theta(self, spec: SimulationSpec) -> tuple[float, float] | None:
+    def believed_theta(self, spec: SimulationSpec) -> tuple[float, ...] | None:
         """The theta the table is solved for: params.theta, else the scenario's own."""
         if self.theta is None:
             return None
+        names = [spec.classes[c].name for c in self._slots]
         if isinstance(self.theta, dict):
-            names = [c.name for c in spec.classes]
-            missing = [n for n in (names[self._c1], names[self._c2]) if n not in self.theta]
+            missing = [n for n in names if n not in self.theta]
             if missing:
                 raise MdpModelError("theta", f"expected a value for classes {missing}")
-            return (float(self.theta[names[self._c1]]), float(self.theta[names[self._c2]]))
-        return (float(self.theta[0]), float(self.theta[1]))
+            return tuple(float(self.theta[n]) for n in names)
+        if len(self.theta) != len(names):
+            raise MdpModelError("theta", f"expected {len(names)} values, got {len(self.theta)}")
+        return tuple(float(t) for t in self.theta)
 
-    def solve_table(self, spec: SimulationSpec) -> FloatArray:
-        from cluster.policies.mdp.solver import equi_table, solve
+    def solve_shares(self, spec: SimulationSpec) -> FloatArray:
+        from cluster.policies.mdp.solver import equi_shares, solve
 
         if self.policy == "equi":
-            return equi_table(self.truncation)
-        two = _two_class_spec(spec, self._c1, self._c2)
-        model = model_from_spec(two, self.truncation, self.believed_theta(spec))
-        return solve(model, self.actions, refine=self.refine).table
+            return equi_shares(len(self._slots), self.truncation)
+        sub = replace(spec, classes=tuple(spec.classes[c] for c in self._slots))
+        model = model_from_spec(sub, self.truncation, self.believed_theta(spec))
+        return solve(model, self.actions, refine=self.refine).shares
 
-    def _build_params(self, table: FloatArray) -> FloatArray:
-        b = table.shape[0] - 1
-        params = np.zeros(HEADER + (b + 1) ** 2)
-        params[P_B], params[P_C1], params[P_C2] = b, self._c1, self._c2
-        params[HEADER: HEADER + (b + 1) ** 2] = table.ravel()
+    def _build_params(self, shares: FloatArray) -> FloatArray:
+        m = len(self._slots)
+        params = np.zeros(shares_offset(m) + shares.size)
+        params[P_B], params[P_M] = shares.shape[0] - 1, m
+        params[P_CLASSES: P_CLASSES + m] = self._slots
+        params[shares_offset(m):] = shares.ravel()
         return params
 
     def kernel_params(self) -> FloatArray:
@@ -147,43 +167,43 @@ class MdpAllocator(Allocator):
     # -- learner interface ------------------------------------------------------------------
 
     @property
-    def table(self) -> FloatArray:
-        if self._table is None:
+    def shares(self) -> FloatArray:
+        """Shares per state and class, shape (B+1,)*m + (m,)."""
+        if self._shares is None:
             raise RuntimeError("the mdp allocator has no table before setup()")
-        return self._table.copy()
+        return self._shares.copy()
+
+    @property
+    def table(self) -> FloatArray:
+        """Two classes: the a-table a(x1, x2); more classes: the shares."""
+        sh = self.shares
+        return sh[..., 0].copy() if sh.shape[-1] == 2 else sh
 
     def set_table(self, table: npt.ArrayLike) -> None:
-        """Replace the policy table in place (same B); takes effect at the next decision."""
-        t = np.asarray(table, dtype=np.float64)
-        b = int(self._params[P_B])
-        if t.shape != (b + 1, b + 1):
-            raise MdpModelError("table", f"expected shape {(b + 1, b + 1)}, got {t.shape}")
-        self._table = t.copy()
-        self._params[HEADER: HEADER + (b + 1) ** 2] = t.ravel()
+        """Replace the policy table in place (same B and classes); takes effect at the next
+        decision."""
+        sh = shares_of(table)
+        if self._shares is None or sh.shape != self._shares.shape:
+            expected = None if self._shares is None else self._shares.shape
+            raise MdpModelError("table", f"expected shares of shape {expected}, got {sh.shape}")
+        self._shares = sh.copy()
+        self._params[shares_offset(sh.shape[-1]):] = sh.ravel()
 
     # -- Python decision path ---------------------------------------------------------------
 
     def allocate(self, view: PoolView) -> Allocation:
         cls = view.class_index
-        in1, in2 = cls == self._c1, cls == self._c2
-        x1, x2 = int(in1.sum()), int(in2.sum())
-        b = int(self._params[P_B])
-        a = float(self._params[HEADER + min(x1, b) * (b + 1) + min(x2, b)])
+        sh = self.shares if self._shares is None else self._shares
+        b = sh.shape[0] - 1
+        masks = [cls == c for c in self._slots]
+        x = [int(mask.sum()) for mask in masks]
+        row = sh[tuple(min(v, b) for v in x)]
         cores = np.zeros(cls.size)
-        if x1:
-            cores[in1] = a * view.cores / x1
-        if x2:
-            cores[in2] = (1.0 - a) * view.cores / x2
+        for j, mask in enumerate(masks):
+            if x[j]:
+                cores[mask] = row[j] * view.cores / x[j]
         return Allocation(cores)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "policy": self.policy, "truncation": self.truncation,
                 "actions": self.actions}
-
-
-def _two_class_spec(spec: SimulationSpec, c1: int, c2: int) -> SimulationSpec:
-    from dataclasses import replace
-
-    if len(spec.classes) == 2 and (c1, c2) == (0, 1):
-        return spec
-    return replace(spec, classes=(spec.classes[c1], spec.classes[c2]))

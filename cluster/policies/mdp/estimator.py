@@ -45,27 +45,38 @@ GRID_POINTS = 101
 
 @dataclass(frozen=True)
 class StatePath:
-    """A piecewise-constant path of the two-class system over a window.
+    """A piecewise-constant path of the system over a window.
 
-    Interval i is [start_s[i], start_s[i] + duration_s[i]) with x1[i], x2[i] jobs and class-1
-    share a[i]; `departure_interval[d]` is the interval that ends with departure d and
-    `departure_class[d]` its class (0 for class 1, 1 for class 2).
+    Interval i is [start_s[i], start_s[i] + duration_s[i]) with counts[i, j] jobs of policy
+    class j and shares[i, j] of the cores for class j; `departure_interval[d]` is the
+    interval that ends with departure d and `departure_class[d]` its policy class (0-based).
     """
 
     start_s: FloatArray
     duration_s: FloatArray
-    x1: IntArray
-    x2: IntArray
-    a: FloatArray
+    counts: IntArray
+    shares: FloatArray
     departure_interval: IntArray
     departure_class: IntArray
     cores: float
 
+    @property
+    def x1(self) -> IntArray:
+        return self.counts[:, 0]
+
+    @property
+    def x2(self) -> IntArray:
+        return self.counts[:, 1]
+
+    @property
+    def a(self) -> FloatArray:
+        """Class 1's share (the seed's a(x1, x2) for two classes)."""
+        return self.shares[:, 0]
+
     def per_job_allocation(self, cls: int) -> FloatArray:
         """y_j per interval (cores per job of class j; 0 where the class is absent)."""
-        x = self.x1 if cls == 0 else self.x2
-        share = self.a if cls == 0 else 1.0 - self.a
-        return np.divide(share * self.cores, x, out=np.zeros(x.size), where=x > 0)
+        x = self.counts[:, cls]
+        return np.divide(self.shares[:, cls] * self.cores, x, out=np.zeros(x.size), where=x > 0)
 
 
 @dataclass(frozen=True)
@@ -120,65 +131,73 @@ def path_from_jobs(
     arrival_s: FloatArray,
     end_s: FloatArray,
     class_index: IntArray,
-    classes: tuple[int, int],
+    classes: tuple[int, ...],
     cores: float,
-    tables: Sequence[tuple[float, FloatArray]],
+    tables: Sequence[tuple[float, npt.ArrayLike]],
     window: tuple[float, float],
 ) -> StatePath:
     """Rebuild the state path over `window` = (t_start, t_end) from per-job times.
 
     Args:
         arrival_s, end_s, class_index: per job (end < 0 for unfinished jobs).
-        classes: the engine class indices of "class 1" and "class 2".
+        classes: the engine class index of each policy class (two or more).
         cores: k, the pool's cores.
-        tables: (time from which it is in force, table a[x1, x2]) in time order; a table
-            in force from T applies to intervals starting at T or later.
+        tables: (time from which it is in force, table) in time order; a table is a two-class
+            a-table a[x1, x2] or shares of shape (B+1,)*m + (m,); a table in force from T
+            applies to intervals starting at T or later.
         window: the observation window in seconds.
     """
     t0, t1 = window
+    m = len(classes)
     end = np.where(end_s < 0.0, math.inf, end_s)
-    is1, is2 = class_index == classes[0], class_index == classes[1]
-    mine = is1 | is2
-    x1_0 = int(np.count_nonzero(is1 & (arrival_s <= t0) & (end > t0)))
-    x2_0 = int(np.count_nonzero(is2 & (arrival_s <= t0) & (end > t0)))
+    member = [class_index == c for c in classes]
+    mine = np.logical_or.reduce(member)
+    x0 = np.array([np.count_nonzero(is_j & (arrival_s <= t0) & (end > t0)) for is_j in member],
+                  dtype=np.int64)
     arr = mine & (arrival_s > t0) & (arrival_s <= t1)
     dep = mine & (end > t0) & (end <= t1)
     times = np.concatenate([arrival_s[arr], end[dep]])
-    d1 = np.concatenate([is1[arr].astype(np.int64), -is1[dep].astype(np.int64)])
-    d2 = np.concatenate([is2[arr].astype(np.int64), -is2[dep].astype(np.int64)])
+    delta = np.stack([np.concatenate([is_j[arr], -is_j[dep].astype(np.int64)]).astype(np.int64)
+                      for is_j in member], axis=1) if times.size else np.zeros((0, m), np.int64)
     is_dep = np.concatenate([np.zeros(int(arr.sum()), bool), np.ones(int(dep.sum()), bool)])
     order = np.argsort(times, kind="stable")
-    times, d1, d2, is_dep = times[order], d1[order], d2[order], is_dep[order]
-    x1 = np.concatenate([[x1_0], x1_0 + np.cumsum(d1)]).astype(np.int64)
-    x2 = np.concatenate([[x2_0], x2_0 + np.cumsum(d2)]).astype(np.int64)
+    times, delta, is_dep = times[order], delta[order], is_dep[order]
+    counts = np.vstack([x0[None, :], x0[None, :] + np.cumsum(delta, axis=0)]).astype(np.int64)
     start = np.concatenate([[t0], times])
     duration = np.diff(np.concatenate([start, [t1]]))
-    a = lookup_share(tables, start, x1, x2)
+    shares = lookup_shares(tables, start, counts)
     events = np.flatnonzero(is_dep)
-    dep_class = np.where(d1[events] < 0, 0, 1).astype(np.int64)
-    return StatePath(start, duration, x1, x2, a, events.astype(np.int64), dep_class, float(cores))
+    dep_class = np.argmin(delta[events], axis=1).astype(np.int64) if events.size \
+        else np.zeros(0, np.int64)
+    return StatePath(start, duration, counts, shares, events.astype(np.int64), dep_class,
+                     float(cores))
 
 
-def lookup_share(
-    tables: Sequence[tuple[float, FloatArray]], start_s: FloatArray, x1: IntArray, x2: IntArray
+def lookup_shares(
+    tables: Sequence[tuple[float, npt.ArrayLike]], start_s: FloatArray, counts: IntArray
 ) -> FloatArray:
-    """a = table in force at each interval start, at (min(x1, B), min(x2, B)) (as the
-    allocator does)."""
+    """Shares of the table in force at each interval start, at the state clamped to B (as
+    the allocator does); shape (intervals, m)."""
     froms = np.array([t for t, _ in tables], dtype=np.float64)
     which = np.clip(np.searchsorted(froms, start_s, side="right") - 1, 0, len(tables) - 1)
-    a = np.zeros(start_s.size)
+    m = counts.shape[1]
+    out = np.zeros((start_s.size, m))
     for i, (_, table) in enumerate(tables):
         sel = which == i
         if np.any(sel):
-            b = table.shape[0] - 1
-            a[sel] = table[np.minimum(x1[sel], b), np.minimum(x2[sel], b)]
-    return a
+            sh = np.asarray(table, dtype=np.float64)
+            if m == 2 and sh.ndim == 2:
+                sh = np.stack([sh, 1.0 - sh], axis=-1)
+            b = sh.shape[0] - 1
+            idx = tuple(np.minimum(counts[sel, j], b) for j in range(m))
+            out[sel] = sh[idx]
+    return out
 
 
 def exposure(path: StatePath, cls: int) -> ClassExposure:
-    """D_y and E_y of class `cls` (0 or 1) on a path, aggregated over distinct y > 1."""
+    """D_y and E_y of policy class `cls` (0-based) on a path, aggregated over distinct y > 1."""
     y = path.per_job_allocation(cls)
-    x = path.x1 if cls == 0 else path.x2
+    x = path.counts[:, cls]
     e = x * path.duration_s
     dep = path.departure_interval[path.departure_class == cls]
     d = np.bincount(dep, minlength=y.size).astype(np.float64)
@@ -233,7 +252,7 @@ def mle(data: ClassExposure, mu: float, fallback: float = math.nan) -> Estimate:
 
 def direct_log_likelihood(path: StatePath, cls: int, theta: float, mu: float) -> float:
     """Eqs. 3.2-3.5 literally: sum of log-rates at departures minus the integrated rate."""
-    x = (path.x1 if cls == 0 else path.x2).astype(np.float64)
+    x = path.counts[:, cls].astype(np.float64)
     y = path.per_job_allocation(cls)
     s = np.where(y <= 1.0, y, 1.0 / ((1.0 - theta) + theta / np.maximum(y, 1.0)))
     rate = mu * x * s

@@ -63,7 +63,8 @@ class LearnConfig:
     Attributes:
         algorithm: "1a" (last epoch's data) or "1b" (all data since time 0).
         iterations: number of epochs (policy updates).
-        initial_theta: the estimates the first policy is solved for.
+        initial_theta: the estimates the first policy is solved for (default 0.5 for
+            every class).
         departures_first, departures_step: d_n = first + step * n, n = 1, 2, ...
         change_points: list of {time_s, theta: {class name or index: value}} (non-stationary).
         max_blocking: largest blocking probability at B accepted for the true parameters.
@@ -71,7 +72,7 @@ class LearnConfig:
 
     algorithm: str = "1a"
     iterations: int = 100
-    initial_theta: tuple[float, float] = (0.5, 0.5)
+    initial_theta: tuple[float, ...] | None = None
     departures_first: int = 50
     departures_step: int = 1
     change_points: tuple[dict[str, Any], ...] = ()
@@ -84,7 +85,8 @@ class LearnConfig:
         _check_int("learn.iterations", self.iterations, 1)
         _check_int("learn.departures.first", self.departures_first, 1)
         _check_int("learn.departures.step", self.departures_step, 0)
-        check_theta(tuple(self.initial_theta), 2, "learn.initial_theta")
+        if self.initial_theta is not None:
+            check_theta(tuple(self.initial_theta), len(self.initial_theta), "learn.initial_theta")
         if not (0.0 < self.max_blocking < 1.0):
             raise MdpModelError("learn.max_blocking",
                                 f"expected a probability in (0, 1), got {self.max_blocking}")
@@ -118,13 +120,14 @@ class LearnConfig:
             raise MdpModelError("learn.departures", "expected a mapping with keys first and step")
         algorithm = str(data.get("algorithm", "1a"))
         default_first, default_step = (50, 1) if algorithm == "1a" else (100, 0)
-        theta = data.get("initial_theta", (0.5, 0.5))
-        if not isinstance(theta, list | tuple):
-            raise MdpModelError("learn.initial_theta", f"expected two values, got {theta!r}")
+        theta = data.get("initial_theta")
+        if theta is not None and (not isinstance(theta, list | tuple) or len(theta) < 2):
+            raise MdpModelError("learn.initial_theta",
+                                f"expected one value per class, got {theta!r}")
         return cls(
             algorithm=algorithm,
             iterations=data.get("iterations", 100),
-            initial_theta=tuple(float(t) for t in theta),  # type: ignore[arg-type]
+            initial_theta=None if theta is None else tuple(float(t) for t in theta),
             departures_first=dep.get("first", default_first),
             departures_step=dep.get("step", default_step),
             change_points=tuple(data.get("change_points", ())),
@@ -154,13 +157,13 @@ class LearnResult:
     (`mean_jobs_optimal`).
     """
 
-    class_names: tuple[str, str]
+    class_names: tuple[str, ...]
     rows: list[dict[str, float]]
-    theta: tuple[float, float]
+    theta: tuple[float, ...]
     table: FloatArray
     mean_jobs_learned: float
     mean_jobs_optimal: float
-    true_theta: tuple[float, float]
+    true_theta: tuple[float, ...]
     simulated_mean_jobs: float
     change_times: list[float] = field(default_factory=list)
 
@@ -195,10 +198,12 @@ def learn(
     actions: int = 100,
     progress: Callable[[float], None] | None = None,
 ) -> LearnResult:
-    """Run Algorithm 1a or 1b on the scenario (its two classes, its true theta)."""
+    """Run Algorithm 1a or 1b on the scenario (its classes, its true theta)."""
     true_model = model_from_spec(spec, truncation)
-    if true_model.n_classes != 2:
-        raise MdpModelError("workload.classes", "the learner handles two classes")
+    m = true_model.n_classes
+    if config.initial_theta is not None and len(config.initial_theta) != m:
+        raise MdpModelError("learn.initial_theta",
+                            f"expected {m} values (one per class), got {len(config.initial_theta)}")
     mu = true_model.service_rate_per_s
     changes = resolve_change_points(config, spec)
     optimal = solve(true_model, actions)
@@ -214,13 +219,13 @@ def learn(
     total = config.total_departures()
     run_spec = replace(spec, stop=StopRule(jobs=total + 10 * truncation + 1000),
                        replications=1)
-    theta_hat = tuple(float(t) for t in config.initial_theta)
+    theta_hat = tuple(float(t) for t in (config.initial_theta or (0.5,) * m))
     sol = solve(true_model.with_theta(theta_hat), actions)
     allocator = MdpAllocator(table=sol.table)
     engine = Engine(run_spec, allocator=allocator)
     cores = float(spec.pools[0].cores)
     tables: list[tuple[float, FloatArray]] = [(0.0, sol.table)]
-    pooled = [est.ClassExposure.empty(), est.ClassExposure.empty()]
+    pooled = [est.ClassExposure.empty() for _ in range(m)]
     rows: list[dict[str, float]] = []
     current_true = list(true_model.theta)
     pending = list(changes)
@@ -242,9 +247,10 @@ def learn(
                 raise RuntimeError("the engine ran out of jobs before the last epoch")
         t_now = engine.now
         path = est.path_from_jobs(engine.jobs_f[L.ARRIVAL], engine.jobs_f[L.END],
-                                  engine.jobs_i[L.CLS], (0, 1), cores, tables, (t_prev, t_now))
+                                  engine.jobs_i[L.CLS], tuple(range(m)), cores, tables,
+                                  (t_prev, t_now))
         estimates = []
-        for c in (0, 1):
+        for c in range(m):
             data = est.exposure(path, c)
             if config.algorithm == "1b":
                 pooled[c] = pooled[c].combine(data)
@@ -262,15 +268,17 @@ def learn(
         key = tuple(current_true)
         if key not in g_true:
             g_true[key] = solve(model_now, actions).average_cost
-        rows.append({
+        row: dict[str, float] = {
             "iteration": n, "departures": int(engine.istate[L.DONE_COUNT]),
-            "epoch_departures": config.departures(n), "time_s": t_now,
-            "theta1_hat": estimates[0].theta, "theta1_se": estimates[0].std_error,
-            "theta2_hat": estimates[1].theta, "theta2_se": estimates[1].std_error,
-            "theta1_true": current_true[0], "theta2_true": current_true[1],
-            "mean_jobs_learned": evaluate_policy(model_now, sol.table).mean_jobs,
-            "mean_jobs_optimal": g_true[key],
-        })
+            "epoch_departures": config.departures(n), "time_s": t_now}
+        for c, e in enumerate(estimates):
+            row[f"theta{c + 1}_hat"] = e.theta
+            row[f"theta{c + 1}_se"] = e.std_error
+        for c in range(m):
+            row[f"theta{c + 1}_true"] = current_true[c]
+        row["mean_jobs_learned"] = evaluate_policy(model_now, sol.table).mean_jobs
+        row["mean_jobs_optimal"] = g_true[key]
+        rows.append(row)
         t_prev, done_prev = t_now, int(engine.istate[L.DONE_COUNT])
         if progress is not None:
             progress(n / config.iterations)
@@ -278,11 +286,11 @@ def learn(
     area = engine.area_class.sum()
     measured = float(engine.fstate[L.MEASURED_TIME])
     return LearnResult(
-        class_names=(spec.classes[0].name, spec.classes[1].name), rows=rows,
-        theta=(float(theta_hat[0]), float(theta_hat[1])), table=sol.table,
+        class_names=tuple(c.name for c in spec.classes), rows=rows,
+        theta=tuple(float(t) for t in theta_hat), table=sol.table,
         mean_jobs_learned=evaluate_policy(model_end, sol.table).mean_jobs,
         mean_jobs_optimal=g_true[tuple(current_true)],
-        true_theta=(current_true[0], current_true[1]),
+        true_theta=tuple(current_true),
         simulated_mean_jobs=float(area / measured) if measured > 0 else math.nan,
         change_times=[cp.time_s for cp in changes],
     )
@@ -331,7 +339,8 @@ def tracking_delays(result: LearnResult, tolerance: float = 0.1) -> list[int | N
         if n_c >= len(rows):
             delays.append(None)
             continue
-        changed = [c for c in (0, 1) if n_c == 0 or rows[n_c][f"theta{c + 1}_true"]
+        m = len(result.class_names)
+        changed = [c for c in range(m) if n_c == 0 or rows[n_c][f"theta{c + 1}_true"]
                    != rows[n_c - 1][f"theta{c + 1}_true"]]
         found: int | None = None
         for m in range(1, len(rows) - n_c):

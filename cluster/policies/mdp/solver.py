@@ -34,6 +34,7 @@ from cluster.policies.mdp.model import MdpModel, MdpModelError
 log = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 #: Golden ratio conjugate used by the golden-section refinement.
 _INV_PHI = (math.sqrt(5.0) - 1.0) / 2.0
@@ -50,6 +51,8 @@ class MdpSolution:
         iterations: value-iteration sweeps performed.
         span: span(T h - h) at the stop (below the tolerance when converged).
         converged: whether the span rule was met within the sweep limit.
+        shares: every class's share per state, shape (B + 1,) * m + (m,) (for two classes
+            the last axis is (a, 1 - a); for m > 2 `table` is this array too).
     """
 
     table: FloatArray
@@ -58,6 +61,7 @@ class MdpSolution:
     iterations: int
     span: float
     converged: bool
+    shares: FloatArray
 
 
 @dataclass(frozen=True)
@@ -65,14 +69,14 @@ class PolicyEvaluation:
     """Stationary performance of a policy table (exact, on the truncated chain).
 
     Attributes:
-        mean_jobs: E[N1 + N2].
-        mean_jobs_per_class: (E[N1], E[N2]).
+        mean_jobs: E[N_1 + ... + N_m].
+        mean_jobs_per_class: (E[N_1], ..., E[N_m]).
         blocking_probability: share of arrivals that find their class at B and are lost.
-        stationary: pi(x1, x2), shape (B + 1, B + 1).
+        stationary: pi(x_1, ..., x_m), shape (B + 1,) * m.
     """
 
     mean_jobs: float
-    mean_jobs_per_class: tuple[float, float]
+    mean_jobs_per_class: tuple[float, ...]
     blocking_probability: float
     stationary: FloatArray
 
@@ -82,12 +86,6 @@ def action_grid(actions: int) -> FloatArray:
     if isinstance(actions, bool) or int(actions) != actions or actions < 1:
         raise MdpModelError("actions", f"expected an integer M >= 1, got {actions!r}")
     return np.linspace(0.0, 1.0, int(actions) + 1)
-
-
-def _check_two_classes(model: MdpModel) -> None:
-    if model.n_classes != 2:
-        raise MdpModelError("class_probabilities", "the value-iteration solver handles two "
-                            f"classes, got {model.n_classes}")
 
 
 @njit(cache=True)
@@ -211,15 +209,20 @@ def solve(
     """Optimal policy table and average cost by relative value iteration (Algorithm 2).
 
     Args:
-        model: the two-class model (theta = the believed parameters).
-        actions: M; the action grid is {0, 1/M, ..., 1}.
-        refine: refine each state's grid minimum by golden-section search (continuous a).
+        model: the model (theta = the believed parameters), two or more classes.
+        actions: M; with two classes the action grid is {0, 1/M, ..., 1}; with m classes the
+            share vectors are the compositions n / M (n_j >= 0 integers summing to M).
+        refine: refine each state's grid minimum by golden-section search (continuous a;
+            two classes only).
         tol: epsilon of the span stopping rule (in jobs per uniformised step).
         max_iter: most sweeps; a warning is logged if the span rule is not met.
         initial_values: a starting h (e.g. the previous solution's relative values, which
             speeds up re-solving after a small change of theta); zeros by default.
     """
-    _check_two_classes(model)
+    if model.n_classes != 2:
+        if refine:
+            raise MdpModelError("refine", "golden-section refinement needs two classes")
+        return _solve_general(model, actions, tol, max_iter, initial_values)
     grid = action_grid(actions)
     b = model.truncation
     k, mu = float(model.cores), float(model.service_rate_per_s)
@@ -230,18 +233,175 @@ def solve(
     r1 = np.where(x > 0, mu * x * _amdahl_vec(np.outer(grid, k / safe), th1), 0.0)
     r2 = np.where(x > 0, mu * x * _amdahl_vec(np.outer(1.0 - grid, k / safe), th2), 0.0)
     lam1, lam2 = (float(v) for v in model.class_rates_per_s)
-    h = np.zeros((b + 1, b + 1))
-    if initial_values is not None:
-        start = np.asarray(initial_values, dtype=np.float64)
-        if start.shape == h.shape and np.all(np.isfinite(start)):
-            h = start - start[0, 0]
+    h = _start_values(initial_values, (b + 1, b + 1))
     it, span, g, act = _relative_vi(h, grid, r1, r2, lam1, lam2, model.uniformisation_rate, k,
                                     th1, th2, mu, refine, tol, max_iter)
+    converged = _report(it, span, tol)
+    table = normalise_table(act)
+    return MdpSolution(table, float(g), h, int(it), float(span), converged,
+                       np.stack([table, 1.0 - table], axis=-1))
+
+
+def _start_values(initial: npt.ArrayLike | None, shape: tuple[int, ...]) -> FloatArray:
+    h = np.zeros(shape)
+    if initial is not None:
+        start = np.asarray(initial, dtype=np.float64)
+        if start.shape == shape and np.all(np.isfinite(start)):
+            h = start - start.flat[0]
+    return h
+
+
+def _report(it: int, span: float, tol: float) -> bool:
     converged = bool(span < tol)
     if not converged:
         log.warning("value iteration stopped after %d sweeps with span %.3g > %.3g", it, span, tol)
-    table = normalise_table(act)
-    return MdpSolution(table, float(g), h, int(it), float(span), converged)
+    return converged
+
+
+# --- m classes ------------------------------------------------------------------------------
+
+
+def share_grid(n_classes: int, actions: int) -> FloatArray:
+    """All share vectors n / M with n_j >= 0 integers summing to M, shape (count, m)."""
+    action_grid(actions)
+    m, big_m = n_classes, int(actions)
+    out: list[list[int]] = []
+
+    def rec(prefix: list[int], left: int) -> None:
+        if len(prefix) == m - 1:
+            out.append(prefix + [left])
+            return
+        for v in range(left + 1):
+            rec(prefix + [v], left - v)
+
+    rec([], big_m)
+    return np.asarray(out, dtype=np.float64) / big_m
+
+
+def state_space(n_classes: int, truncation: int) -> IntArray:
+    """Every state (x_1, ..., x_m) in {0..B}^m in row-major order, shape ((B+1)^m, m)."""
+    axes = [np.arange(truncation + 1)] * n_classes
+    grids = np.meshgrid(*axes, indexing="ij")
+    return np.stack([g.ravel() for g in grids], axis=1).astype(np.int64)
+
+
+def _neighbours(states: IntArray, truncation: int) -> tuple[IntArray, IntArray]:
+    """Flat index of s + e_j (or -1 at B) and of s - e_j (or -1 at 0), shape (S, m)."""
+    m = states.shape[1]
+    stride = (truncation + 1) ** np.arange(m - 1, -1, -1)
+    idx = states @ stride
+    up = np.where(states < truncation, idx[:, None] + stride[None, :], -1)
+    down = np.where(states > 0, idx[:, None] - stride[None, :], -1)
+    return up.astype(np.int64), down.astype(np.int64)
+
+
+def _class_rates(model: MdpModel, states: IntArray, shares: FloatArray) -> FloatArray:
+    """r_j = mu x_j s(share_j k / x_j; theta_j); shares (..., S, m) -> rates (..., S, m)."""
+    x = states.astype(np.float64)
+    per_job = shares * model.cores / np.maximum(x, 1.0)
+    theta = np.asarray(model.theta)
+    above = 1.0 / ((1.0 - theta) + theta / np.maximum(per_job, 1.0))
+    s = np.where(per_job <= 1.0, per_job, above)
+    return np.asarray(np.where(x > 0, model.service_rate_per_s * x * s, 0.0), dtype=np.float64)
+
+
+@njit(cache=True)
+def _relative_vi_general(h: np.ndarray, states: np.ndarray, up: np.ndarray, down: np.ndarray,
+                         rates: np.ndarray, lam: np.ndarray, big_lambda: float, tol: float,
+                         max_iter: int) -> tuple[int, float, float, np.ndarray]:
+    """Relative value iteration over flat states for m classes; rates[a, s, j]."""
+    n_states, m = states.shape
+    n_act = rates.shape[0]
+    out = np.empty(n_states)
+    act = np.zeros(n_states, dtype=np.int64)
+    d = np.empty(m)
+    span = math.inf
+    g = 0.0
+    it = 0
+    while it < max_iter:
+        it += 1
+        lo = math.inf
+        hi = -math.inf
+        for s in range(n_states):
+            v = h[s]
+            arr = 0.0
+            for j in range(m):
+                if up[s, j] >= 0:
+                    arr += lam[j] * (h[up[s, j]] - v)
+                d[j] = h[down[s, j]] - v if down[s, j] >= 0 else 0.0
+            best = math.inf
+            arg = 0
+            for a in range(n_act):
+                q = 0.0
+                for j in range(m):
+                    q += rates[a, s, j] * d[j]
+                if q < best:
+                    best = q
+                    arg = a
+            total = 0
+            for j in range(m):
+                total += states[s, j]
+            out[s] = total + v + (arr + best) / big_lambda
+            act[s] = arg
+            diff = out[s] - v
+            lo = min(lo, diff)
+            hi = max(hi, diff)
+        span = hi - lo
+        g = 0.5 * (lo + hi)
+        ref = out[0]
+        for s in range(n_states):
+            h[s] = out[s] - ref
+        if span < tol:
+            break
+    return it, span, g, act
+
+
+def _solve_general(model: MdpModel, actions: int, tol: float, max_iter: int,
+                   initial_values: npt.ArrayLike | None) -> MdpSolution:
+    m, b = model.n_classes, model.truncation
+    grid = share_grid(m, actions)
+    states = state_space(m, b)
+    up, down = _neighbours(states, b)
+    rates = _class_rates(model, states[None, :, :], grid[:, None, :])
+    shape = (b + 1,) * m
+    h = _start_values(initial_values, shape).ravel().copy()
+    it, span, g, act = _relative_vi_general(h, states, up, down, rates,
+                                            np.asarray(model.class_rates_per_s, dtype=np.float64),
+                                            model.uniformisation_rate, tol, max_iter)
+    converged = _report(it, span, tol)
+    shares = normalise_shares(grid[act].reshape(shape + (m,)))
+    return MdpSolution(shares, float(g), h.reshape(shape), int(it), float(span), converged,
+                       shares)
+
+
+def normalise_shares(shares: npt.ArrayLike) -> FloatArray:
+    """No cores to absent classes: their shares go to the classes present, in proportion
+    (equally if the present ones have none)."""
+    sh = np.array(shares, dtype=np.float64)
+    m = sh.shape[-1]
+    states = state_space(m, sh.shape[0] - 1).reshape(sh.shape)
+    present = states > 0
+    sh = np.where(present, sh, 0.0)
+    total = sh.sum(axis=-1, keepdims=True)
+    n_present = present.sum(axis=-1, keepdims=True)
+    equal = np.divide(present, n_present, out=np.zeros_like(sh), where=n_present > 0)
+    return np.where(total > 0, np.divide(sh, total, out=np.zeros_like(sh), where=total > 0),
+                    equal)
+
+
+def as_shares(model: MdpModel, table: npt.ArrayLike) -> FloatArray:
+    """Shares of every class per state, shape (B+1,)*m + (m,): a two-class a-table
+    (B+1, B+1) becomes (a, 1 - a); a shares array is checked and returned."""
+    b, m = model.truncation, model.n_classes
+    t = np.asarray(table, dtype=np.float64)
+    if m == 2 and t.shape == (b + 1, b + 1):
+        t = np.stack([t, 1.0 - t], axis=-1)
+    if t.shape != (b + 1,) * m + (m,):
+        raise MdpModelError("table", f"expected shape {(b + 1,) * m + (m,)} (or {(b + 1, b + 1)} "
+                            f"for two classes), got {t.shape}")
+    if not np.all(np.isfinite(t)) or np.any(t < -1e-12) or np.any(t.sum(axis=-1) > 1 + 1e-9):
+        raise MdpModelError("table", "expected non-negative shares summing to at most 1")
+    return t
 
 
 def _amdahl_vec(x: FloatArray, theta: float) -> FloatArray:
@@ -265,43 +425,44 @@ def equi_table(truncation: int) -> FloatArray:
                      where=total > 0)
 
 
+def equi_shares(n_classes: int, truncation: int) -> FloatArray:
+    """EQUI across m classes: share_j = x_j / sum(x), shape (B+1,)*m + (m,)."""
+    states = state_space(n_classes, truncation).astype(np.float64)
+    total = states.sum(axis=1, keepdims=True)
+    sh = np.divide(states, total, out=np.zeros_like(states), where=total > 0)
+    return sh.reshape((truncation + 1,) * n_classes + (n_classes,))
+
+
 def generator(model: MdpModel, table: npt.ArrayLike) -> sps.csr_matrix:
-    """The CTMC generator Q of the truncated chain under a policy table (rows sum to 0)."""
-    _check_two_classes(model)
-    b = model.truncation
-    t = np.asarray(table, dtype=np.float64)
-    if t.shape != (b + 1, b + 1):
-        raise MdpModelError("table", f"expected shape {(b + 1, b + 1)}, got {t.shape}")
-    if not np.all(np.isfinite(t)) or np.any(t < 0.0) or np.any(t > 1.0):
-        raise MdpModelError("table", "expected shares in [0, 1]")
-    k, mu = float(model.cores), float(model.service_rate_per_s)
-    lam1, lam2 = (float(v) for v in model.class_rates_per_s)
-    x1, x2 = np.meshgrid(np.arange(b + 1), np.arange(b + 1), indexing="ij")
-    idx = x1 * (b + 1) + x2
-    r1 = mu * x1 * _amdahl_vec(t * k / np.maximum(x1, 1), model.theta[0])
-    r2 = mu * x2 * _amdahl_vec((1.0 - t) * k / np.maximum(x2, 1), model.theta[1])
+    """The CTMC generator Q of the truncated chain under a policy (rows sum to 0); states in
+    row-major order of (x_1, ..., x_m)."""
+    b, m = model.truncation, model.n_classes
+    shares = as_shares(model, table).reshape(-1, m)
+    states = state_space(m, b)
+    up, down = _neighbours(states, b)
+    rates = _class_rates(model, states, shares)
+    lam = np.asarray(model.class_rates_per_s)
+    src = np.arange(states.shape[0])
     rows, cols, vals = [], [], []
-    for mask, dest, rate in (
-        (x1 < b, idx + (b + 1), np.full(idx.shape, lam1)),
-        (x2 < b, idx + 1, np.full(idx.shape, lam2)),
-        (x1 > 0, idx - (b + 1), r1),
-        (x2 > 0, idx - 1, r2),
-    ):
-        rows.append(idx[mask])
-        cols.append(dest[mask])
-        vals.append(rate[mask])
-    r = np.concatenate(rows)
-    c = np.concatenate(cols)
-    v = np.concatenate(vals)
-    n = (b + 1) ** 2
-    q = sps.coo_matrix((v, (r, c)), shape=(n, n)).tocsr()
+    for j in range(m):
+        ok = up[:, j] >= 0
+        rows.append(src[ok])
+        cols.append(up[ok, j])
+        vals.append(np.full(int(ok.sum()), lam[j]))
+        ok = down[:, j] >= 0
+        rows.append(src[ok])
+        cols.append(down[ok, j])
+        vals.append(rates[ok, j])
+    n = states.shape[0]
+    q = sps.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                       shape=(n, n)).tocsr()
     out_rate = np.asarray(q.sum(axis=1)).ravel()
     return (q - sps.diags(out_rate)).tocsr()
 
 
 def evaluate_policy(model: MdpModel, table: npt.ArrayLike) -> PolicyEvaluation:
-    """Exact stationary E[N], per-class means and blocking probability of a table."""
-    b = model.truncation
+    """Exact stationary E[N], per-class means and blocking probability of a policy."""
+    b, m = model.truncation, model.n_classes
     q = generator(model, table).tocsc()
     n = q.shape[0]
     # Solve pi Q = 0 with sum(pi) = 1: replace one balance equation by the normalisation.
@@ -309,15 +470,14 @@ def evaluate_policy(model: MdpModel, table: npt.ArrayLike) -> PolicyEvaluation:
     a[0, :] = np.ones(n)
     rhs = np.zeros(n)
     rhs[0] = 1.0
-    pi = np.asarray(spla.spsolve(a.tocsc(), rhs)).reshape(b + 1, b + 1)
-    pi = np.maximum(pi, 0.0)
+    pi = np.maximum(np.asarray(spla.spsolve(a.tocsc(), rhs)), 0.0)
     pi /= pi.sum()
-    x = np.arange(b + 1, dtype=np.float64)
-    n1 = float((pi.sum(axis=1) * x).sum())
-    n2 = float((pi.sum(axis=0) * x).sum())
-    p1, p2 = model.class_probabilities
-    blocking = float(p1 * pi[b, :].sum() + p2 * pi[:, b].sum())
-    return PolicyEvaluation(n1 + n2, (n1, n2), blocking, pi)
+    states = state_space(m, b)
+    per_class = tuple(float(v) for v in pi @ states)
+    probs = np.asarray(model.class_probabilities)
+    blocking = float(sum(probs[j] * pi[states[:, j] == b].sum() for j in range(m)))
+    return PolicyEvaluation(float(sum(per_class)), per_class, blocking,
+                            pi.reshape((b + 1,) * m))
 
 
 def check_truncation(model: MdpModel, table: npt.ArrayLike, max_blocking: float = 1e-3) -> float:

@@ -30,3 +30,17 @@ def mdp_scenario(example: int = 2, jobs: int = 2000, seed: int = 1,
             for name, rate, th in cls]},
         "scheduler": {"allocator": {"name": "mdp", "params": params}},
     }
+
+
+def three_class_scenario(jobs: int = 3000, seed: int = 1, **params: Any) -> dict[str, Any]:
+    """Three Amdahl classes (theta 0.3, 0.6, 0.9) on 12 cores, lambda = 3, mu = 1."""
+    return {
+        "name": "mdp-test-3", "seed": seed, "stop": {"jobs": jobs},
+        "cluster": {"pools": [{"name": "cores", "cores": 12}]},
+        "workload": {"classes": [
+            {"name": name, "arrival": {"kind": "poisson", "rate_per_s": rate},
+             "size": {"kind": "exponential", "mean_s": 1.0},
+             "speedup": {"kind": "amdahl", "parallel_fraction": th}, "pool": "cores"}
+            for name, rate, th in (("a", 0.9, 0.3), ("b", 0.9, 0.6), ("c", 1.2, 0.9))]},
+        "scheduler": {"allocator": {"name": "mdp", "params": params}},
+    }

@@ -17,7 +17,7 @@ from cluster.policies.registry import create
 from scenarios.errors import ScenarioError
 from scenarios.loader import spec_from_dict
 from tests.cluster.policies.conformance import AllocatorConformance
-from tests.cluster.policies.mdp.conftest import mdp_scenario
+from tests.cluster.policies.mdp.conftest import mdp_scenario, three_class_scenario
 
 
 class TestMdpOptimal(AllocatorConformance):
@@ -48,6 +48,26 @@ class TestMdpEqui(AllocatorConformance):
         x1, x2 = int((view.class_index == 0).sum()), int((view.class_index == 1).sum())
         if x1 <= 5 and x2 <= 5:
             np.testing.assert_allclose(cores, view.cores / cores.size)
+
+
+class TestMdpEquiThreeClasses(AllocatorConformance):
+    """The suite's own three-class pool (power, Amdahl, linear speed-ups): EQUI shares."""
+
+    def make_allocator(self) -> Allocator:
+        return MdpAllocator(policy="equi", truncation=6)
+
+    def check_allocation(self, view: PoolView, cores: np.ndarray) -> None:
+        counts = [int((view.class_index == c).sum()) for c in range(3)]
+        if max(counts) <= 6:
+            np.testing.assert_allclose(cores, view.cores / cores.size)
+
+
+class TestMdpOptimalThreeClasses(AllocatorConformance):
+    def make_allocator(self) -> Allocator:
+        return MdpAllocator(truncation=6, actions=6)
+
+    def pool_scenario(self) -> dict[str, Any]:
+        return three_class_scenario(jobs=2000, seed=7)
 
 
 def test_table_lookup_and_clamping_beyond_b() -> None:

@@ -16,7 +16,7 @@ from cluster.policies.mdp.allocator import MdpAllocator
 from cluster.policies.mdp.model import MdpModel
 from cluster.policies.mdp.solver import equi_table, solve
 from scenarios.loader import spec_from_dict
-from tests.cluster.policies.mdp.conftest import EXAMPLES, mdp_scenario
+from tests.cluster.policies.mdp.conftest import EXAMPLES, mdp_scenario, three_class_scenario
 
 
 def simulate(example: int, jobs: int, seed: int, table: np.ndarray) -> tuple[Engine, est.StatePath]:
@@ -116,3 +116,22 @@ def test_95_percent_intervals_cover_in_at_least_90_of_100_runs() -> None:
             covered[cls] += int(lo <= truth[cls] <= hi)
     print("coverage of the 95% intervals (class 1, class 2):", covered)
     assert covered.min() >= 90, covered
+
+
+def test_three_class_path_and_estimates() -> None:
+    from cluster.policies.mdp.solver import equi_shares
+
+    spec = spec_from_dict(three_class_scenario(jobs=20_000, seed=31))
+    shares = equi_shares(3, 12)
+    engine = Engine(spec, allocator=MdpAllocator(table=shares))
+    engine.run()
+    path = est.path_from_jobs(engine.jobs_f[L.ARRIVAL], engine.jobs_f[L.END],
+                              engine.jobs_i[L.CLS], (0, 1, 2), 12.0, [(0.0, shares)],
+                              (0.0, engine.now))
+    assert path.departure_interval.size == 20_000
+    for cls, truth in enumerate((0.3, 0.6, 0.9)):
+        core_s = np.sum(path.per_job_allocation(cls) * path.counts[:, cls] * path.duration_s)
+        engine_core_s = engine.jobs_f[L.CORE_SECONDS][engine.jobs_i[L.CLS] == cls].sum()
+        assert core_s == pytest.approx(engine_core_s, rel=1e-9)
+        e = est.mle(est.exposure(path, cls), 1.0)
+        assert abs(e.theta - truth) < 4 * e.std_error, (cls, e)

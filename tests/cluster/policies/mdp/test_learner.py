@@ -21,7 +21,7 @@ from cluster.policies.mdp.learner import (
 from cluster.policies.mdp.model import MdpModelError
 from cluster.policies.mdp.solver import equi_table
 from scenarios.loader import spec_from_dict
-from tests.cluster.policies.mdp.conftest import mdp_scenario
+from tests.cluster.policies.mdp.conftest import mdp_scenario, three_class_scenario
 
 
 def test_epoch_sizes() -> None:
@@ -113,3 +113,18 @@ def test_learning_refuses_a_truncation_that_blocks() -> None:
     spec = spec_from_dict(data)
     with pytest.raises(MdpModelError, match="truncation"):
         learn(spec, replace(LearnConfig(iterations=2), max_blocking=1e-12), truncation=2)
+
+
+def test_three_classes_learn() -> None:
+    spec = spec_from_dict(three_class_scenario(seed=21))
+    config = LearnConfig(algorithm="1b", iterations=12, departures_first=150, departures_step=0)
+    result = learn(spec, config, truncation=8, actions=8)
+    assert result.class_names == ("a", "b", "c")
+    assert len(result.theta) == 3 and result.true_theta == (0.3, 0.6, 0.9)
+    last = result.rows[-1]
+    for c, truth in enumerate((0.3, 0.6, 0.9)):
+        assert abs(last[f"theta{c + 1}_hat"] - truth) < 4 * last[f"theta{c + 1}_se"] + 1e-3
+    assert result.mean_jobs_learned == pytest.approx(result.mean_jobs_optimal, rel=0.02)
+    with pytest.raises(MdpModelError, match="learn.initial_theta"):
+        learn(spec, LearnConfig(iterations=1, initial_theta=(0.5, 0.5)), truncation=8,
+              actions=8)

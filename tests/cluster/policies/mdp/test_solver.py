@@ -14,6 +14,7 @@ from cluster.policies.mdp.allocator import MdpAllocator
 from cluster.policies.mdp.model import MdpModel, MdpModelError
 from cluster.policies.mdp.solver import (
     check_truncation,
+    equi_shares,
     equi_table,
     evaluate_policy,
     solve,
@@ -114,7 +115,31 @@ def test_a_truncation_that_blocks_too_much_is_rejected() -> None:
     assert check_truncation(big, solve(big, actions=10).table) < 1e-3
 
 
-def test_solver_is_two_class_only() -> None:
-    m = MdpModel(10, 2.0, (0.3, 0.3, 0.4), 1.0, (0.5, 0.5, 0.5))
-    with pytest.raises(MdpModelError, match="two classes"):
-        solve(m)
+def test_general_solver_agrees_with_the_two_class_path() -> None:
+    from cluster.policies.mdp.solver import _solve_general
+
+    m = model(2)
+    two = solve(m, actions=20)
+    general = _solve_general(m, 20, 1e-9, 1_000_000, None)
+    assert general.average_cost == pytest.approx(two.average_cost, abs=1e-12)
+    # Same policy everywhere but the empty state (where the share does not matter).
+    diff = np.abs(general.shares - two.shares).max(axis=-1)
+    diff[0, 0] = 0.0
+    assert diff.max() < 1e-12
+
+
+def test_three_classes() -> None:
+    m = MdpModel(12, 3.0, (0.3, 0.3, 0.4), 1.0, (0.3, 0.6, 0.9), truncation=10)
+    sol = solve(m, actions=10)
+    assert sol.converged and sol.shares.shape == (11, 11, 11, 3)
+    np.testing.assert_allclose(sol.shares[1:, 1:, 1:].sum(axis=-1), 1.0)
+    assert sol.average_cost == pytest.approx(evaluate_policy(m, sol.shares).mean_jobs, abs=1e-7)
+    assert sol.average_cost < evaluate_policy(m, equi_shares(3, 10)).mean_jobs
+    # Equal speed-ups: EQUI is optimal ([7]); the grid optimum cannot beat it.
+    same = m.with_theta((0.6, 0.6, 0.6))
+    equi_cost = evaluate_policy(same, equi_shares(3, 10)).mean_jobs
+    grid_cost = solve(same, actions=12).average_cost
+    assert equi_cost <= grid_cost + 1e-9
+    assert equi_cost == pytest.approx(grid_cost, rel=1e-3)
+    with pytest.raises(MdpModelError, match="refine"):
+        solve(m, actions=4, refine=True)
