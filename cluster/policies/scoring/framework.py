@@ -338,10 +338,14 @@ class ScorePlugin:
     """A preference: `score(cycle)` returns one score in [0, 100] per node of `cycle.nodes`.
 
     A plugin that needs a normalisation over the feasible nodes (min-max) does it inside
-    `score`, like kube-scheduler's NormalizeScore extension.
+    `score`, like kube-scheduler's NormalizeScore extension. Built-in plugins also have a
+    compiled form (`kernel_code` >= 0, see `kernels.fused_total`); the framework then scores
+    all of them in one pass, and the numpy `score` stays the reference (tests compare both).
     """
 
     name: ClassVar[str] = "scorer"
+    #: Code of the plugin in `kernels.fused_total`; -1 = numpy only.
+    kernel_code: ClassVar[int] = -1
 
     def score(self, cycle: Cycle) -> FloatArray:
         raise NotImplementedError
@@ -435,6 +439,7 @@ class Framework:
         scorers: Sequence[ScorePlugin],
         weights: Sequence[float],
         check_scores: bool = True,
+        fused: bool = True,
     ) -> None:
         if len(scorers) != len(weights):
             raise ValueError("one weight per scorer")
@@ -442,6 +447,34 @@ class Framework:
         #: Zero-weight scorers are skipped: they cannot change the ranking.
         self.scorers = [(s, float(w)) for s, w in zip(scorers, weights, strict=True) if w != 0.0]
         self.check_scores = check_scores
+        codes = [s.kernel_code for s, _ in self.scorers]
+        #: All scorers compiled and distinct: score them in one fused kernel pass.
+        self.fused = fused and all(c >= 0 for c in codes) and len(set(codes)) == len(codes)
+        if self.fused:
+            self._fused_config()
+
+    def _fused_config(self) -> None:
+        from cluster.policies.scoring import kernels
+
+        self._order = np.array([s.kernel_code for s, _ in self.scorers], dtype=np.int64)
+        self._weights = np.array([w for _, w in self.scorers], dtype=np.float64)
+        self._integer = np.ones(kernels.N_KERNEL_SCORERS, dtype=np.bool_)
+        self._res_rows = np.full((4, len(RESOURCES)), -1, dtype=np.int64)
+        self._res_weights = np.zeros((4, len(RESOURCES)))
+        self._shape_util, self._shape_score = np.zeros(1), np.zeros(1)
+        for s, _ in self.scorers:
+            c = s.kernel_code
+            self._integer[c] = bool(getattr(s, "integer", True))
+            if c <= kernels.K_BALANCED_ALLOC:
+                rows = np.asarray(s.rows, dtype=np.int64)  # type: ignore[attr-defined]
+                self._res_rows[c, : rows.size] = rows
+                self._res_weights[c, : rows.size] = s.weights  # type: ignore[attr-defined]
+            if c == kernels.K_RTC:
+                self._shape_util = np.asarray(s.shape_util, dtype=np.float64)  # type: ignore[attr-defined]
+                self._shape_score = np.asarray(s.shape_score, dtype=np.float64)  # type: ignore[attr-defined]
+        self._names = {s.kernel_code: s.name for s, _ in self.scorers}
+        #: The resource rows any resource scorer reads (the others are not converted).
+        self._unit_rows = np.unique(self._res_rows[self._res_rows >= 0]).astype(np.int64)
 
     def feasible(self, cycle: Cycle) -> IntArray:
         """Indices of the nodes passing every filter; also stored in `cycle.nodes`."""
@@ -474,6 +507,50 @@ class Framework:
 
     def total(self, cycle: Cycle) -> FloatArray:
         """Weighted sum of the scores on the feasible nodes."""
+        if self.fused:
+            return self._total_fused(cycle)
+        return self.total_numpy(cycle)
+
+    def _total_fused(self, cycle: Cycle) -> FloatArray:
+        from cluster.policies.scoring import kernels
+
+        table, state, pod = cycle.table, cycle.state, cycle.pod
+        total = np.empty(cycle.nodes.size)
+        bad = kernels.fused_total(
+            cycle.nodes,
+            self._order,
+            self._weights,
+            self._integer,
+            table.capacity,
+            state.free,
+            cycle.request,
+            INTEGER_SCALE,
+            self._res_rows,
+            self._res_weights,
+            self._unit_rows,
+            self._shape_util,
+            self._shape_score,
+            pod.image,
+            pod.image_size_mb,
+            state.has_image,
+            state.image_nodes,
+            table.registry_mbps,
+            table.storage_mbps,
+            pod.data_mb,
+            table.is_edge,
+            pod.capability_count,
+            total,
+            np.empty(cycle.nodes.size),
+            np.empty((5, 3, cycle.nodes.size)),
+        )
+        if bad >= 0 and self.check_scores:
+            raise ScoreRangeError(
+                f"score plugin {self._names[bad]!r} returned a score outside [0, {MAX_NODE_SCORE}]"
+            )
+        return total
+
+    def total_numpy(self, cycle: Cycle) -> FloatArray:
+        """Weighted sum computed plugin by plugin with numpy (the reference path)."""
         total = np.zeros(cycle.nodes.size)
         for s, w in self.scorers:
             total += w * self._checked(s, cycle)

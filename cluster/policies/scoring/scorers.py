@@ -38,7 +38,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from cluster.policies.scoring import kernels
 from cluster.policies.scoring.framework import (
+    INTEGER_SCALE,
     MAX_NODE_SCORE,
     RESOURCES,
     Cycle,
@@ -66,6 +68,8 @@ def _go_div(num: I64, den: I64) -> I64:
 
 def minmax(x: FloatArray) -> FloatArray:
     """100 * (x - min) / (max - min); all equal -> 0."""
+    if x.size == 0:
+        return np.zeros(0)
     lo, hi = float(x.min()), float(x.max())
     if not hi > lo:
         return np.zeros(x.size)
@@ -74,6 +78,8 @@ def minmax(x: FloatArray) -> FloatArray:
 
 def inverse_minmax(x: FloatArray) -> FloatArray:
     """100 * (max - x) / (max - min): lower raw values score higher; all equal -> 0."""
+    if x.size == 0:
+        return np.zeros(0)
     lo, hi = float(x.min()), float(x.max())
     if not hi > lo:
         return np.zeros(x.size)
@@ -105,65 +111,50 @@ class ResourceScorer(ScorePlugin):
             weights.append(w)
         self.rows = np.array(rows, dtype=np.int64)
         self.integer = bool(integer)
-        self.weights_f = np.array(weights, dtype=np.float64)[:, None]
-        self.weights_i = np.rint(self.weights_f).astype(np.int64)
+        self.weights = np.array(weights, dtype=np.float64)
 
-    def _arrays_int(self, cycle: Cycle) -> tuple[I64, I64]:
-        return cycle.capacity_int()[self.rows], cycle.requested_int()[self.rows]
+    #: Kernel kind (cluster.policies.scoring.kernels).
+    kind: int = kernels.LEAST
+    shape_util: FloatArray = np.zeros(1)
+    shape_score: FloatArray = np.zeros(1)
 
-    def _arrays_float(self, cycle: Cycle) -> tuple[FloatArray, FloatArray]:
-        return cycle.capacity()[self.rows], cycle.requested()[self.rows]
-
-    def _weighted_mean_int(self, s: I64, valid: npt.NDArray[np.bool_]) -> FloatArray:
-        w = self.weights_i * valid
-        den = w.sum(axis=0)
-        num = (s * w).sum(axis=0)
-        return np.where(den > 0, num // np.maximum(den, 1), 0).astype(np.float64)
-
-    def _weighted_mean_float(self, s: FloatArray, valid: npt.NDArray[np.bool_]) -> FloatArray:
-        w = self.weights_f * valid
-        den = w.sum(axis=0)
-        return np.where(den > 0, (s * w).sum(axis=0) / np.maximum(den, 1e-300), 0.0)
+    def score(self, cycle: Cycle) -> FloatArray:
+        m = cycle.nodes.size
+        out = np.empty(m)
+        kernels.resource_scores(
+            self.kind,
+            cycle.table.capacity,
+            cycle.state.free,
+            cycle.nodes,
+            self.rows,
+            self.weights,
+            cycle.request,
+            INTEGER_SCALE,
+            self.integer,
+            self.shape_util,
+            self.shape_score,
+            out,
+            np.empty((4, 3, m)),
+        )
+        return out
 
 
 @register_scorer("LeastAllocated")
 class LeastAllocated(ResourceScorer):
     """Prefer nodes with the most free capacity after the placement (spreading)."""
 
-    def score(self, cycle: Cycle) -> FloatArray:
-        if self.integer:
-            cap, req = self._arrays_int(cycle)
-            valid = cap > 0
-            s = np.where(
-                valid & (req <= cap), (cap - req) * MAX_NODE_SCORE // np.maximum(cap, 1), 0
-            )
-            return self._weighted_mean_int(s, valid)
-        capf, reqf = self._arrays_float(cycle)
-        valid_f = capf > 0
-        sf = np.where(
-            valid_f & (reqf <= capf),
-            (capf - reqf) * MAX_NODE_SCORE / np.where(valid_f, capf, 1.0),
-            0.0,
-        )
-        return self._weighted_mean_float(sf, valid_f)
+    kernel_code = kernels.K_LEAST
+
+    kind = kernels.LEAST
 
 
 @register_scorer("MostAllocated")
 class MostAllocated(ResourceScorer):
     """Prefer nodes with the least free capacity after the placement (bin packing)."""
 
-    def score(self, cycle: Cycle) -> FloatArray:
-        if self.integer:
-            cap, req = self._arrays_int(cycle)
-            valid = cap > 0
-            s = np.where(valid, np.minimum(req, cap) * MAX_NODE_SCORE // np.maximum(cap, 1), 0)
-            return self._weighted_mean_int(s, valid)
-        capf, reqf = self._arrays_float(cycle)
-        valid_f = capf > 0
-        sf = np.where(
-            valid_f, np.minimum(reqf, capf) * MAX_NODE_SCORE / np.where(valid_f, capf, 1.0), 0.0
-        )
-        return self._weighted_mean_float(sf, valid_f)
+    kernel_code = kernels.K_MOST
+
+    kind = kernels.MOST
 
 
 def check_shape(
@@ -198,6 +189,10 @@ def check_shape(
 class RequestedToCapacityRatio(ResourceScorer):
     """A user shape through (utilisation %, score 0..10) points; default packs ([0,0],[100,10])."""
 
+    kernel_code = kernels.K_RTC
+
+    kind = kernels.RTC
+
     def __init__(
         self,
         shape: Sequence[Sequence[float]] | None = None,
@@ -213,8 +208,14 @@ class RequestedToCapacityRatio(ResourceScorer):
         scale = MAX_NODE_SCORE // MAX_CUSTOM_SCORE
         self.util_i = np.rint(u).astype(np.int64)
         self.score_i = np.rint(s).astype(np.int64) * scale
-        self.util_f = u
-        self.score_f = s * scale
+        # The kernel's shape: integer points in integer mode.
+        # The kernel's shape: in integer mode the broken-linear function tabulated at every
+        # integer utilisation 0..100 (exact, and a lookup per node); else the points.
+        if integer:
+            self.shape_util = np.arange(101, dtype=np.float64)
+            self.shape_score = self.broken_linear(np.arange(101, dtype=np.int64)).astype(np.float64)
+        else:
+            self.shape_util, self.shape_score = u, s * scale
 
     def broken_linear(self, p: I64) -> I64:
         """kube-scheduler helper.BuildBrokenLinearFunction, vectorised (Go integer division)."""
@@ -227,58 +228,21 @@ class RequestedToCapacityRatio(ResourceScorer):
         interp = s[lo] + _go_div((s[hi] - s[lo]) * (p - u[lo]), span)
         return np.where(i == 0, s[0], np.where(inner, interp, s[-1]))
 
-    def score(self, cycle: Cycle) -> FloatArray:
-        if self.integer:
-            cap, req = self._arrays_int(cycle)
-            valid = cap > 0
-            util = np.where(valid & (req <= cap), req * 100 // np.maximum(cap, 1), 100)
-            s = self.broken_linear(util)
-            counted = valid & (s > 0)
-            w = self.weights_i * counted
-            den = w.sum(axis=0)
-            num = (s * w).sum(axis=0)
-            # math.Round(float64(num) / float64(den)): half away from zero (values >= 0).
-            return np.where(den > 0, np.floor(num / np.maximum(den, 1) + 0.5), 0.0)
-        capf, reqf = self._arrays_float(cycle)
-        valid_f = capf > 0
-        utilf = np.where(
-            valid_f, np.minimum(reqf * 100.0 / np.where(valid_f, capf, 1.0), 100.0), 100.0
-        )
-        sf = np.interp(utilf, self.util_f, self.score_f)
-        return self._weighted_mean_float(sf, valid_f)
-
 
 @register_scorer("BalancedAllocation")
 class BalancedAllocation(ResourceScorer):
     """Kubernetes: prefer nodes whose resource fractions after placement are balanced."""
 
-    def score(self, cycle: Cycle) -> FloatArray:
-        if self.integer:
-            cap_i, req_i = self._arrays_int(cycle)
-            cap, req = cap_i.astype(np.float64), req_i.astype(np.float64)
-        else:
-            cap, req = self._arrays_float(cycle)
-        valid = cap > 0
-        f = np.where(valid, np.minimum(req / np.where(valid, cap, 1.0), 1.0), 0.0)
-        count = valid.sum(axis=0)
-        if self.rows.size == 2:
-            std = np.where(count == 2, np.abs((f[0] - f[1]) / 2), 0.0)
-        else:
-            hi = np.where(valid, f, -np.inf).max(axis=0, initial=-np.inf)
-            lo = np.where(valid, f, np.inf).min(axis=0, initial=np.inf)
-            n = np.maximum(count, 1)
-            mean = f.sum(axis=0) / n
-            var = (valid * (f - mean) ** 2).sum(axis=0) / n
-            std = np.where(
-                count == 2, np.abs((hi - lo) / 2), np.where(count > 2, np.sqrt(var), 0.0)
-            )
-        raw = (1.0 - std) * MAX_NODE_SCORE
-        return np.trunc(raw) if self.integer else raw
+    kernel_code = kernels.K_BALANCED_ALLOC
+
+    kind = kernels.BALANCED
 
 
 @register_scorer("BalancedResource")
 class BalancedResource(ScorePlugin):
     """Skippy: fractions of the *remaining* cpu and memory the request takes, balanced."""
+
+    kernel_code = kernels.K_BALANCED_RES
 
     def __init__(self, integer: bool = True) -> None:
         self.integer = bool(integer)
@@ -297,6 +261,8 @@ class BalancedResource(ScorePlugin):
 @register_scorer("ImageLocality")
 class ImageLocality(ScorePlugin):
     """Kubernetes: prefer nodes that already hold the pod's image, weighted by its spread."""
+
+    kernel_code = kernels.K_IMAGE
 
     def __init__(self, integer: bool = True) -> None:
         self.integer = bool(integer)
@@ -324,6 +290,8 @@ class ImageLocality(ScorePlugin):
 class LatencyAwareImageLocality(ScorePlugin):
     """Skippy: prefer nodes that pull the missing image fastest from the registry."""
 
+    kernel_code = kernels.K_LATENCY_IMAGE
+
     def score(self, cycle: Cycle) -> FloatArray:
         seconds = cycle.missing_image_mb() * 8.0 / cycle.table.registry_mbps[cycle.nodes]
         return inverse_minmax(seconds)
@@ -332,6 +300,8 @@ class LatencyAwareImageLocality(ScorePlugin):
 @register_scorer("DataLocality")
 class DataLocality(ScorePlugin):
     """Skippy: prefer nodes with the fastest transfer of the invocation's data from/to storage."""
+
+    kernel_code = kernels.K_DATA
 
     def score(self, cycle: Cycle) -> FloatArray:
         if cycle.pod.data_mb == 0:
@@ -344,6 +314,8 @@ class DataLocality(ScorePlugin):
 class LocalityType(ScorePlugin):
     """Skippy: 100 on edge nodes, 0 on cloud nodes."""
 
+    kernel_code = kernels.K_LOCALITY
+
     def score(self, cycle: Cycle) -> FloatArray:
         return np.where(cycle.table.is_edge[cycle.nodes], float(MAX_NODE_SCORE), 0.0)
 
@@ -351,6 +323,8 @@ class LocalityType(ScorePlugin):
 @register_scorer("Capability")
 class CapabilityScore(ScorePlugin):
     """Skippy: how many of the pod's requested capability labels the node has, min-max scaled."""
+
+    kernel_code = kernels.K_CAPABILITY
 
     def score(self, cycle: Cycle) -> FloatArray:
         return minmax(cycle.pod.capability_count[cycle.nodes])

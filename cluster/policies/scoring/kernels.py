@@ -1,0 +1,329 @@
+"""Compiled kernels of the built-in scorers: per-plugin and fused (all scorers, one call).
+
+The formulas are those of `scorers.py` (kube-scheduler ``plugins/noderesources`` and
+``imagelocality``, Skippy ``core/priorities.py``; SPEC.md section 4). Kubernetes' integer
+arithmetic is kept exactly but in float64: every value involved is an integer below 2^53, where
+floor(a / b) computed in floating point equals the integer quotient a // b (the rounding error
+of the division is below 1/b) and trunc(a / b) equals Go's truncating division -- without the
+slow integer-division instruction.
+
+Kernels never allocate (callers pass output and scratch arrays), so they are compiled without
+numba's reference-counting runtime: with it, every call of a helper taking arrays pays atomic
+increments and decrements per array, which dominated the per-node cost (see cluster/jit.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+_KERNEL: dict[str, Any] = {"cache": True, "_nrt": False, "error_model": "numpy"}
+_INLINE: dict[str, Any] = {**_KERNEL, "inline": "always"}
+
+LEAST, MOST, RTC, BALANCED = 0, 1, 2, 3
+MAX_NODE_SCORE = 100.0
+
+#: Kernel codes of the built-in scorers (ScorePlugin.kernel_code); -1 = no compiled form.
+K_LEAST, K_MOST, K_RTC, K_BALANCED_ALLOC = LEAST, MOST, RTC, BALANCED
+K_BALANCED_RES, K_IMAGE, K_LATENCY_IMAGE, K_DATA, K_LOCALITY, K_CAPABILITY = 4, 5, 6, 7, 8, 9
+N_KERNEL_SCORERS = 10
+#: ImageLocality clamps (kube-scheduler image_locality.go): 23 MiB and 1000 MiB per container.
+IMAGE_MIN = 23.0 * 1024 * 1024
+IMAGE_MAX = 1000.0 * 1024 * 1024
+
+
+@njit(**_INLINE)
+def broken_linear_float(p: float, util: np.ndarray, score: np.ndarray) -> float:
+    """Piecewise-linear interpolation through the shape points, constant outside them."""
+    n = util.size
+    for i in range(n):
+        if p <= util[i]:
+            if i == 0:
+                return float(score[0])
+            slope = (score[i] - score[i - 1]) / (util[i] - util[i - 1])
+            return score[i - 1] + slope * (p - util[i - 1])
+    return float(score[n - 1])
+
+
+@njit(**_KERNEL)
+def resource_units(
+    capacity: np.ndarray,
+    free: np.ndarray,
+    nodes: np.ndarray,
+    request: np.ndarray,
+    scale: np.ndarray,
+    integer: bool,
+    rows: np.ndarray,
+    cap_u: np.ndarray,
+    req_u: np.ndarray,
+) -> None:
+    """Capacity and requested-after-placement (capacity - free + request) of `nodes` in the
+    resource `rows` (< 0: padding), rounded to integer units (millicores, bytes, milli-GPU)
+    when `integer`; written to rows of the (3, m) arrays `cap_u`, `req_u`."""
+    for r in rows:
+        if r < 0:
+            continue
+        sc = scale[r]
+        rq = request[r]
+        for j in range(nodes.size):
+            k = nodes[j]
+            cap = capacity[r, k]
+            req = cap - free[r, k] + rq
+            if integer:
+                cap = math.floor(cap * sc + 0.5)
+                req = math.floor(req * sc + 0.5)
+            cap_u[r, j] = cap
+            req_u[r, j] = req
+
+
+@njit(**_KERNEL)
+def resource_block(
+    kind: int,
+    cap_u: np.ndarray,
+    req_u: np.ndarray,
+    rows: np.ndarray,
+    weights: np.ndarray,
+    integer: bool,
+    shape_util: np.ndarray,
+    shape_score: np.ndarray,
+    out: np.ndarray,
+    acc: np.ndarray,
+) -> None:
+    """LeastAllocated, MostAllocated, RequestedToCapacityRatio or BalancedAllocation (`kind`)
+    of every node from its units; `rows` < 0 are padding; `acc` (2, m) is scratch."""
+    n_rows = 0
+    for q in range(rows.size):
+        if rows[q] < 0:
+            break
+        n_rows += 1
+    for j in range(out.size if kind == BALANCED else 0):
+        if kind == BALANCED:
+            count = 0
+            a = b = c = 0.0
+            for q in range(n_rows):
+                r = rows[q]
+                cap = cap_u[r, j]
+                if cap > 0:
+                    f = min(req_u[r, j] / cap, 1.0)
+                    if count == 0:
+                        a = f
+                    elif count == 1:
+                        b = f
+                    else:
+                        c = f
+                    count += 1
+            std = 0.0
+            if count == 2:
+                std = abs((a - b) / 2.0)
+            elif count == 3:
+                mean = (a + b + c) / 3.0
+                std = math.sqrt(((a - mean) ** 2 + (b - mean) ** 2 + (c - mean) ** 2) / 3.0)
+            raw = (1.0 - std) * MAX_NODE_SCORE
+            out[j] = math.trunc(raw) if integer else raw
+    if kind == BALANCED:
+        return
+    # Least / Most / RTC: resources outer, nodes inner (branch-free, so it vectorises).
+    num, den = acc[0], acc[1]
+    for j in range(out.size):
+        num[j] = 0.0
+        den[j] = 0.0
+    for q in range(n_rows):
+        r = rows[q]
+        w = weights[q]
+        # One loop per kind and mode keeps each loop simple enough for LLVM to vectorise.
+        if kind == LEAST:
+            for j in range(out.size):
+                cap, req = cap_u[r, j], req_u[r, j]
+                s = 0.0 if req > cap else (cap - req) * MAX_NODE_SCORE / cap
+                if integer:
+                    s = math.floor(s)
+                num[j] += s * w if cap > 0 else 0.0
+                den[j] += w if cap > 0 else 0.0
+        elif kind == MOST:
+            for j in range(out.size):
+                cap, req = cap_u[r, j], req_u[r, j]
+                s = min(req, cap) * MAX_NODE_SCORE / cap
+                if integer:
+                    s = math.floor(s)
+                num[j] += s * w if cap > 0 else 0.0
+                den[j] += w if cap > 0 else 0.0
+        elif integer:  # RTC; `shape_score` tabulates the shape at utilisation 0..100
+            for j in range(out.size):
+                cap, req = cap_u[r, j], req_u[r, j]
+                util = 100.0 if req > cap else req * 100.0 / cap
+                s = shape_score[min(max(int(math.floor(util)), 0), 100)] if cap > 0 else 0.0
+                # Kubernetes counts a resource only with capacity and a positive score.
+                num[j] += s * w if s > 0 else 0.0
+                den[j] += w if s > 0 else 0.0
+        else:  # RTC, floating point
+            for j in range(out.size):
+                cap, req = cap_u[r, j], req_u[r, j]
+                util = 100.0 if req > cap else req * 100.0 / cap
+                s = broken_linear_float(util, shape_util, shape_score)
+                num[j] += s * w if cap > 0 else 0.0
+                den[j] += w if cap > 0 else 0.0
+    for j in range(out.size):
+        if den[j] <= 0:
+            out[j] = 0.0
+        elif not integer:
+            out[j] = num[j] / den[j]
+        elif kind == RTC:  # math.Round(float64(num) / float64(den)), values >= 0
+            out[j] = math.floor(num[j] / den[j] + 0.5)
+        else:
+            out[j] = math.floor(num[j] / den[j])
+
+
+@njit(**_KERNEL)
+def resource_scores(
+    kind: int,
+    capacity: np.ndarray,
+    free: np.ndarray,
+    nodes: np.ndarray,
+    rows: np.ndarray,
+    weights: np.ndarray,
+    request: np.ndarray,
+    scale: np.ndarray,
+    integer: bool,
+    shape_util: np.ndarray,
+    shape_score: np.ndarray,
+    out: np.ndarray,
+    units: np.ndarray,
+) -> None:
+    """One Kubernetes resource scorer on `nodes` into `out` (`units`: (4, 3, m) scratch)."""
+    resource_units(capacity, free, nodes, request, scale, integer, rows, units[0], units[1])
+    resource_block(
+        kind, units[0], units[1], rows, weights, integer, shape_util, shape_score, out, units[2]
+    )
+
+
+@njit(**_INLINE)
+def _has(has_image: np.ndarray, img: int, k: int) -> bool:
+    return img >= 0 and has_image.shape[0] > 0 and has_image[img, k]
+
+
+@njit(**_KERNEL)
+def fused_total(
+    nodes: np.ndarray,
+    order: np.ndarray,
+    weights: np.ndarray,
+    integer: np.ndarray,
+    capacity: np.ndarray,
+    free: np.ndarray,
+    request: np.ndarray,
+    scale: np.ndarray,
+    res_rows: np.ndarray,
+    res_weights: np.ndarray,
+    unit_rows: np.ndarray,
+    shape_util: np.ndarray,
+    shape_score: np.ndarray,
+    pod_image: np.ndarray,
+    pod_image_size: np.ndarray,
+    has_image: np.ndarray,
+    image_nodes: np.ndarray,
+    registry_mbps: np.ndarray,
+    storage_mbps: np.ndarray,
+    data_mb: float,
+    is_edge: np.ndarray,
+    capability_count: np.ndarray,
+    total: np.ndarray,
+    raw: np.ndarray,
+    units: np.ndarray,
+) -> int:
+    """Weighted sum of the scorers `order` (kernel codes, in the framework's order) with
+    `weights` into `total` over `nodes`; returns -1, or the code of a scorer whose score left
+    [0, 100]. Scorer by scorer, so the sum runs in the same order as the numpy path.
+    Scratch: `raw` (m,) and `units` (5, 3, m): float and integer resource units, accumulators.
+    """
+    m = nodes.size
+    n_total = capacity.shape[1]
+    bad = -1
+    for j in range(m):
+        total[j] = 0.0
+    done_float = done_int = False
+    for q in range(order.size):
+        c = order[q]
+        w = weights[q]
+        integ = integer[c]
+        if c <= K_BALANCED_ALLOC:
+            u = 2 if integ else 0
+            if integ and not done_int:
+                resource_units(
+                    capacity, free, nodes, request, scale, True, unit_rows, units[2], units[3]
+                )
+                done_int = True
+            elif not integ and not done_float:
+                resource_units(
+                    capacity, free, nodes, request, scale, False, unit_rows, units[0], units[1]
+                )
+                done_float = True
+            resource_block(
+                c,
+                units[u],
+                units[u + 1],
+                res_rows[c],
+                res_weights[c],
+                integ,
+                shape_util,
+                shape_score,
+                raw,
+                units[4],
+            )
+        elif c == K_BALANCED_RES:
+            f0, f1 = request[0], request[1]
+            for j in range(m):
+                k = nodes[j]
+                fc = f0 / (1.0 if free[0, k] == 0 else free[0, k])
+                fm = f1 / (1.0 if free[1, k] == 0 else free[1, k])
+                s = (1.0 - abs(fc - fm)) * 10.0
+                if integ:
+                    s = math.trunc(s)
+                raw[j] = 0.0 if (fc >= 1 or fm >= 1) else s * 10.0
+        elif c == K_IMAGE:
+            for j in range(m):
+                k = nodes[j]
+                img = pod_image[k]
+                t = 0.0
+                if _has(has_image, img, k):
+                    t = pod_image_size[k] * 1e6 * (image_nodes[img] / max(n_total, 1))
+                    if integ:
+                        t = math.trunc(t)
+                t = min(max(t, IMAGE_MIN), IMAGE_MAX)
+                s = MAX_NODE_SCORE * (t - IMAGE_MIN) / (IMAGE_MAX - IMAGE_MIN)
+                raw[j] = math.floor(s) if integ else s
+        elif c == K_LOCALITY:
+            for j in range(m):
+                raw[j] = MAX_NODE_SCORE if is_edge[nodes[j]] else 0.0
+        elif c == K_DATA and data_mb == 0.0:
+            for j in range(m):
+                raw[j] = 0.0
+        else:  # min-max normalised: LatencyAwareImageLocality, DataLocality, Capability
+            lo, hi = np.inf, -np.inf
+            for j in range(m):
+                k = nodes[j]
+                if c == K_LATENCY_IMAGE:
+                    mb = 0.0 if _has(has_image, pod_image[k], k) else pod_image_size[k]
+                    x = mb * 8.0 / registry_mbps[k]
+                elif c == K_DATA:
+                    x = data_mb * 8.0 / storage_mbps[k]
+                else:
+                    x = capability_count[k]
+                raw[j] = x
+                lo = min(lo, x)
+                hi = max(hi, x)
+            inverse = c != K_CAPABILITY
+            for j in range(m):
+                if not hi > lo:
+                    raw[j] = 0.0
+                elif inverse:
+                    raw[j] = MAX_NODE_SCORE * ((hi - raw[j]) / (hi - lo))
+                else:
+                    raw[j] = MAX_NODE_SCORE * ((raw[j] - lo) / (hi - lo))
+        for j in range(m):
+            s = raw[j]
+            if not (s >= 0.0 and s <= MAX_NODE_SCORE):
+                bad = c
+            total[j] += w * s
+    return bad
