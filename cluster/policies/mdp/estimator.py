@@ -24,6 +24,7 @@ Brent refinement; the standard error is 1 / sqrt(-l''(theta_hat)) (observed info
 
 The state path is rebuilt from the per-job arrival and end times the engine records anyway
 and the policy tables in force (`path_from_jobs`): nothing extra is recorded during a run.
+Everything here works for any number of classes (the likelihood separates by class).
 """
 
 from __future__ import annotations

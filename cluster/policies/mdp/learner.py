@@ -2,7 +2,7 @@
 non-stationary (change-point) experiment of Table 2 (SPEC.md section 2).
 
 Epoch n runs the system under the policy solved for the current estimates until d_n more
-departures (both classes) have happened; then theta_j is re-estimated by maximum likelihood
+departures (all classes) have happened; then theta_j is re-estimated by maximum likelihood
 (`estimator.mle`) and the MDP is re-solved (`solver.solve`) for the next epoch.
 
 - Algorithm 1a: d_n = first + step * n (SPEC: d_n = 50 + n), estimates from the last epoch.
@@ -15,7 +15,8 @@ departures (both classes) have happened; then theta_j is re-estimated by maximum
   sizes are exponential, the remaining work of running jobs needs no change.
 
 The engine does not block arrivals (the truncation B lives in the MDP only); the learner
-checks that the policy it starts from blocks a negligible share of arrivals at B.
+checks that the optimal policy for the true parameters (also after every change point)
+blocks a negligible share of arrivals at B. Works for two or more classes.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from cluster.engine import Engine
 from cluster.model import SimulationSpec, StopRule
 from cluster.policies.mdp import estimator as est
 from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.model import MdpModel, MdpModelError, check_theta, model_from_spec
+from cluster.policies.mdp.model import MdpModelError, check_theta, model_from_spec
 from cluster.policies.mdp.solver import check_truncation, evaluate_policy, solve
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ class LearnResult:
 def resolve_change_points(
     config: LearnConfig, spec: SimulationSpec
 ) -> list[ChangePoint]:
-    """Change points with class names resolved to class indices (0 or 1)."""
+    """Change points with class names resolved to class indices (0-based)."""
     names = [c.name for c in spec.classes]
     out = []
     for i, cp in enumerate(config.change_points):
@@ -316,11 +317,6 @@ def apply_change(engine: Engine, cp: ChangePoint) -> None:
                             engine.pools_i, engine.classes_f, engine.classes_i, engine.class_tx,
                             engine.class_ty, engine.fstate, engine.istate)
     log.info("t=%.6g s: true theta changed to %s", t, cp.theta)
-
-
-def optimal_reference(model: MdpModel, actions: int = 100) -> float:
-    """E[N] of the optimal policy for the true parameters."""
-    return solve(model, actions).average_cost
 
 
 def tracking_delays(result: LearnResult, tolerance: float = 0.1) -> list[int | None]:
