@@ -328,8 +328,9 @@ def exec_distribution(image: str, device: str) -> tuple[float, float, float, flo
     """(mu, sigma, min_s, max_s) of the bounded lognormal whose mean is the table's mean."""
     mean = EXEC_MEAN_S[image][device]
     lo, hi = KNOWN_BOUNDS_S.get((image, device), (BOUND_LO * mean, BOUND_HI * mean))
+    lo, hi = float(f"{lo:.4g}"), float(f"{hi:.4g}")  # readable scenario files
     # Narrow known bounds get a narrower lognormal, so that mu stays near log(mean).
-    sigma = min(EXEC_SIGMA, math.log(hi / lo) / 4.0)
+    sigma = float(f"{min(EXEC_SIGMA, math.log(hi / lo) / 4.0):.4g}")
 
     def bounded_mean(mu: float) -> float:
         a, b = (math.log(lo) - mu) / sigma, (math.log(hi) - mu) / sigma
@@ -342,7 +343,7 @@ def exec_distribution(image: str, device: str) -> tuple[float, float, float, flo
     mu = optimize.brentq(
         bounded_mean, math.log(lo) - 50 * sigma, math.log(hi) + 50 * sigma, xtol=1e-12
     )
-    return float(mu), sigma, float(lo), float(hi)
+    return round(float(mu), 7), sigma, lo, hi
 
 
 def runtime_by_node_type(
@@ -425,7 +426,7 @@ def scenario_dict(
             {
                 "name": name,
                 "arrival": {"kind": "poisson", "rate_per_s": rate},
-                "size": {"kind": "deterministic", "value_s": mean_run},
+                "size": {"kind": "deterministic", "value_s": round(mean_run, 4)},
                 "request": {"cpu": 1, "memory_gb": max(f.memory_mib) / 1024.0},
                 "timeout_s": timeout_s,
                 "runtime_by_node_type": runtime,
