@@ -7,6 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cluster.engine import Engine
 from cluster.model import StopRule
@@ -143,3 +145,27 @@ def test_three_classes() -> None:
     assert equi_cost == pytest.approx(grid_cost, rel=1e-3)
     with pytest.raises(MdpModelError, match="refine"):
         solve(m, actions=4, refine=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    k=st.integers(2, 16),
+    load=st.floats(0.05, 0.6),
+    p=st.floats(0.05, 0.95),
+    mu=st.floats(0.3, 3.0),
+    th1=st.floats(0.01, 1.0),
+    th2=st.floats(0.01, 1.0),
+)
+def test_value_iteration_invariants(k: int, load: float, p: float, mu: float, th1: float,
+                                    th2: float) -> None:
+    # For any model: g is the exact stationary mean of the returned table, no policy on the
+    # grid does better than the optimum (EQUI rounded to the grid and both static priorities
+    # checked), and the table gives all cores to the only class present.
+    m = MdpModel.two_class(k, load * mu * k, p, mu, (th1, th2), truncation=12)
+    sol = solve(m, actions=20)
+    assert sol.converged
+    exact = evaluate_policy(m, sol.table).mean_jobs
+    assert sol.average_cost == pytest.approx(exact, rel=1e-6, abs=1e-9)
+    for other in (np.round(equi_table(12) * 20) / 20, np.ones((13, 13)), np.zeros((13, 13))):
+        assert exact <= evaluate_policy(m, other).mean_jobs + 1e-7
+    assert np.all(sol.table[0, :] == 0.0) and np.all(sol.table[1:, 0] == 1.0)
