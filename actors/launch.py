@@ -35,9 +35,12 @@ def options_from_args(args: argparse.Namespace | RayRunOptions | None) -> RayRun
     if args is None:
         return RayRunOptions()
     try:
-        return RayRunOptions(shards=int(getattr(args, "shards", 1) or 1),
-                             window_s=float(getattr(args, "window", 0.0) or 0.0),
-                             realtime=float(getattr(args, "realtime", 0.0) or 0.0))
+        shards = getattr(args, "shards", None)
+        window = getattr(args, "window", None)
+        realtime = getattr(args, "realtime", None)
+        return RayRunOptions(shards=1 if shards is None else int(shards),
+                             window_s=0.0 if window is None else float(window),
+                             realtime=0.0 if realtime is None else float(realtime))
     except ValueError as exc:
         from clusteremu.cli import UsageError
 

@@ -1,0 +1,60 @@
+"""`clusteremu run --ray`: same files and summary as without Ray; the dashboard stays on
+loopback unless asked otherwise (issue 3, "CLI" and "Security")."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from actors.launch import init_kwargs
+from clusteremu.cli import main
+from tests.actors.helpers import assert_same_jobs
+
+pytestmark = pytest.mark.ray
+
+ARGS = ["--set", "stop.jobs=400", "--set", "stop.warmup_jobs=20"]
+
+
+def test_init_kwargs_bind_the_dashboard_to_loopback() -> None:
+    assert init_kwargs(None)["dashboard_host"] == "127.0.0.1"
+    assert init_kwargs(None, "0.0.0.0")["dashboard_host"] == "0.0.0.0"
+    assert init_kwargs("auto") == {"address": "auto", "log_to_driver": False}
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_run_with_ray_writes_the_same_files(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "hetero-placement", "--set", "stop.time_s=60", "--set",
+                 "stop.warmup_s=5", "--out", str(tmp_path / "kernel"), "--json"]) == 0
+    kernel = json.loads(capsys.readouterr().out)
+    assert main(["run", "hetero-placement", "--set", "stop.time_s=60", "--set",
+                 "stop.warmup_s=5", "--ray", "--shards", "2", "--out", str(tmp_path / "ray"),
+                 "--json"]) == 0
+    on_ray = json.loads(capsys.readouterr().out)
+    assert_same_jobs(pq.read_table(tmp_path / "kernel" / "jobs.parquet"),
+                     pq.read_table(tmp_path / "ray" / "jobs.parquet"))
+    assert on_ray["mean_response_time_s"] == kernel["mean_response_time_s"]
+    assert on_ray["ray"]["mode"] == "exact"
+    assert main(["run", "mm-c", *ARGS, "--ray", "--shards", "0"]) == 2
+    assert main(["run", "mm-c", *ARGS, "--ray", "--window", "-1"]) == 2
+
+
+def test_local_ray_started_for_the_run_uses_token_auth_and_loopback(tmp_path: Path) -> None:
+    """Without --address a private Ray instance starts (Ray's default token authentication
+    left on) and reports its dashboard on 127.0.0.1."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    done = subprocess.run(
+        [sys.executable, "-m", "clusteremu", "-v", "run", "mm-c", *ARGS, "--ray", "--window",
+         "5", "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["jobs_completed"] == 380 and summary["ray"]["mode"] == "windowed"
+    dashboard = [line for line in done.stderr.splitlines() if "dashboard" in line.lower()
+                 and "http" in line]
+    assert dashboard and all("127.0.0.1" in line for line in dashboard), done.stderr
