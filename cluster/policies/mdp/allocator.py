@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cluster.model import SimulationSpec
-from cluster.policies.base import Allocation, Allocator, PoolView
+from cluster.policies.base import Allocation, Allocator, PolicyError, PoolView
 from cluster.policies.compiled import ALLOC_MDP
 from cluster.policies.mdp.kernel import P_B, P_CLASSES, P_M, shares_offset
 from cluster.policies.mdp.model import MdpModelError, check_theta, model_from_spec
@@ -113,6 +113,15 @@ class MdpAllocator(Allocator):
     # -- set-up ---------------------------------------------------------------------------
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
+        """Resolve the classes and build the table; a scenario the policy cannot serve raises
+        PolicyError (naming the field), which the CLI reports without a traceback."""
+        try:
+            self._setup(spec)
+        except MdpModelError as exc:
+            raise PolicyError(self.name, 0.0, f"cannot build the policy table: {exc} (give "
+                              "params.table, or policy: equi)") from exc
+
+    def _setup(self, spec: SimulationSpec) -> None:
         names = [c.name for c in spec.classes]
         wanted = self.classes if self.classes is not None else names
         for name in wanted:

@@ -10,7 +10,7 @@ import pytest
 
 from cluster import layout as L
 from cluster.engine import Engine
-from cluster.policies.base import Allocator, PoolView
+from cluster.policies.base import Allocator, PolicyError, PoolView
 from cluster.policies.mdp.allocator import MdpAllocator
 from cluster.policies.mdp.solver import equi_table
 from cluster.policies.registry import create
@@ -132,3 +132,13 @@ def test_bad_parameters_are_scenario_errors(params: dict[str, Any], field: str,
 
 def test_registered_by_name() -> None:
     assert isinstance(create("allocator", "mdp"), MdpAllocator)
+
+
+def test_a_scenario_the_mdp_cannot_model_is_a_clear_policy_error() -> None:
+    data = mdp_scenario(2)
+    data["workload"]["classes"][0]["size"] = {"kind": "deterministic", "value_s": 0.6}
+    spec = spec_from_dict(data)
+    with pytest.raises(PolicyError, match="workload.classes.0.size: expected an exponential"):
+        Engine(spec)
+    # EQUI across classes needs no model.
+    Engine(spec, allocator=MdpAllocator(policy="equi")).run()
