@@ -286,7 +286,9 @@ class Engine:
         self.class_ty = np.zeros((n_classes, MAX_TABLE_POINTS))
         for c, jc in enumerate(spec.classes):
             self.classes_f[L.HOLDING_COST, c] = jc.holding_cost
-            self.classes_f[L.SP_PARAM, c] = jc.speedup.kernel_params()[0]
+            sp_params = jc.speedup.kernel_params()
+            self.classes_f[L.SP_PARAM, c] = sp_params[0]
+            self.classes_f[L.SP_PARAM2, c] = sp_params[1] if sp_params.size > 1 else 0.0
             self.classes_f[L.TIMEOUT_S, c] = jc.timeout_s
             self.classes_i[L.SP_KIND, c] = jc.speedup.kernel_code
             self.classes_i[L.CLASS_POOL, c] = spec.pool_index(jc.pool) if jc.pool else -1

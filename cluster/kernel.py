@@ -81,12 +81,14 @@ from cluster.layout import (
     REQ_GPU,
     REQ_MEM,
     ROOFTOP_CODE,
+    SMOOTH_ROOFTOP_CODE,
     RUNNING,
     SETUP_S,
     SIZE,
     SP_KIND,
     SP_NPTS,
     SP_PARAM,
+    SP_PARAM2,
     SPEED,
     START,
     STATE,
@@ -120,6 +122,9 @@ def speedup_value(
         return cores**a
     if kind == ROOFTOP_CODE:
         return min(cores, a)
+    if kind == SMOOTH_ROOFTOP_CODE:
+        q = classes_f[SP_PARAM2, c]
+        return ((cores**-q + a**-q) / (1.0 + a**-q)) ** (-1.0 / q)
     if kind == TABLE_CODE:
         npts = classes_i[SP_NPTS, c]
         if cores >= tx[c, npts - 1]:

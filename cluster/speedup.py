@@ -21,6 +21,7 @@ FloatArray = npt.NDArray[np.float64]
 
 # Kernel codes: keep in sync with cluster.kernel.speedup_value.
 LINEAR, AMDAHL, POWER, ROOFTOP, TABLE = 0, 1, 2, 3, 4
+SMOOTH_ROOFTOP = 5
 #: Longest tabulated curve the kernel carries (points on the concave hull).
 MAX_TABLE_POINTS = 64
 
@@ -144,6 +145,42 @@ class RooftopSpeedup(Speedup):
 
     def kernel_params(self) -> FloatArray:
         return np.array([self.max_cores])
+
+
+@dataclass(frozen=True)
+class SmoothRooftopSpeedup(Speedup):
+    """A rooftop with a rounded knee: s(k) = ((k^-q + m^-q) / (1 + m^-q))^(-1/q) for k >= 1.
+
+    The power mean of k and the cap m with exponent -q, scaled so s(1) = 1: concave,
+    strictly increasing and twice differentiable (seed 004's assumptions, which the sharp
+    rooftop breaks), tending to min(k, m) (times (1 + m^-q)^(1/q)) as the sharpness q grows.
+    Its f of Definition 6.6 is c m^q / k^(q+1) (see cluster.policies.relaxed_bound).
+    """
+
+    max_cores: float
+    sharpness: float = 4.0
+    kernel_code: ClassVar[int] = SMOOTH_ROOFTOP
+
+    def __post_init__(self) -> None:
+        if not self.max_cores >= 1.0:
+            raise SpeedupError(f"smooth-rooftop max_cores must be at least 1, got {self.max_cores}")
+        if not 0.0 < self.sharpness <= 64.0:
+            raise SpeedupError(
+                f"smooth-rooftop sharpness must lie in (0, 64], got {self.sharpness}"
+            )
+
+    def _above_one(self, k: FloatArray) -> FloatArray:
+        m, q = self.max_cores, self.sharpness
+        return ((k**-q + m**-q) / (1.0 + m**-q)) ** (-1.0 / q)
+
+    def _derivative_above_one(self, k: FloatArray) -> FloatArray:
+        m, q = self.max_cores, self.sharpness
+        # s = g / g(1) with g(k) = (k^-q + m^-q)^(-1/q); g'(k) = (g(k) / k)^(q + 1).
+        g1 = (1.0 + m**-q) ** (-1.0 / q)
+        return (1.0 + (k / m) ** q) ** (-(q + 1.0) / q) / g1
+
+    def kernel_params(self) -> FloatArray:
+        return np.array([self.max_cores, self.sharpness])
 
 
 @dataclass(frozen=True)

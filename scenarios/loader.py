@@ -50,6 +50,7 @@ _TAGS = {
     "amdahl",
     "power",
     "rooftop",
+    "smooth-rooftop",
     "table",
 }
 
@@ -288,6 +289,8 @@ def _speedup(m: Any) -> sp.Speedup:
         return sp.AmdahlSpeedup(m.parallel_fraction)
     if isinstance(m, schema.PowerSpeedupModel):
         return sp.PowerSpeedup(m.exponent)
+    if isinstance(m, schema.SmoothRooftopSpeedupModel):
+        return sp.SmoothRooftopSpeedup(m.max_cores, m.sharpness)
     if isinstance(m, schema.RooftopSpeedupModel):
         return sp.RooftopSpeedup(m.max_cores)
     if isinstance(m, schema.TableSpeedupModel):

@@ -135,6 +135,12 @@ class RooftopSpeedupModel(Strict):
     max_cores: float = Field(ge=1, allow_inf_nan=False)
 
 
+class SmoothRooftopSpeedupModel(Strict):
+    kind: Literal["smooth-rooftop"]
+    max_cores: float = Field(ge=1, allow_inf_nan=False)
+    sharpness: float = Field(default=4.0, gt=0, le=64, description="knee sharpness q")
+
+
 class TableSpeedupModel(Strict):
     kind: Literal["table"]
     points: list[tuple[float, float]] = Field(
@@ -147,6 +153,7 @@ Speedup = Annotated[
     | AmdahlSpeedupModel
     | PowerSpeedupModel
     | RooftopSpeedupModel
+    | SmoothRooftopSpeedupModel
     | TableSpeedupModel,
     Field(discriminator="kind"),
 ]

@@ -45,6 +45,7 @@ from cluster.speedup import (
     LinearSpeedup,
     PowerSpeedup,
     RooftopSpeedup,
+    SmoothRooftopSpeedup,
     Speedup,
     TableSpeedup,
 )
@@ -162,7 +163,8 @@ def f_inverse(
 ) -> FloatArray:
     """Width k_i(nu) = max(1, f_i^{-1}(nu)), capped at `max_cores` (cores per job).
 
-    Closed forms (SPEC.md): power k^a -> c a / ((1 - a) nu); Amdahl -> sqrt(c p / ((1 - p) nu)).
+    Closed forms (SPEC.md): power k^a -> c a / ((1 - a) nu); Amdahl -> sqrt(c p / ((1 - p) nu));
+    smooth rooftop (f = c m^q / k^(q+1)) -> (c m^q / nu)^(1/(q+1)).
     Rooftop: its cap; linear: `max_cores`; tabulated hull: the breakpoint where the step
     function f crosses nu; anything else: bisection on log k.
     """
@@ -180,6 +182,9 @@ def f_inverse(
             raw = np.full(nu.shape, np.inf)
         elif isinstance(speedup, RooftopSpeedup):
             raw = np.full(nu.shape, speedup.max_cores)
+        elif isinstance(speedup, SmoothRooftopSpeedup):
+            m, q = speedup.max_cores, speedup.sharpness
+            raw = (c * m**q / nu) ** (1.0 / (q + 1.0))
         elif isinstance(speedup, TableSpeedup):
             hx, slopes, intercepts = _segments(speedup)
             level = np.where(
@@ -211,6 +216,10 @@ def marginal_inverse(
             raw = np.where(nu < 1.0, np.inf, 1.0)
         elif isinstance(speedup, RooftopSpeedup):
             raw = np.where(nu < 1.0, speedup.max_cores, 1.0)
+        elif isinstance(speedup, SmoothRooftopSpeedup):
+            m, q = speedup.max_cores, speedup.sharpness
+            t = (nu * (1.0 + m**-q) ** (-1.0 / q)) ** (-q / (q + 1.0)) - 1.0
+            raw = np.where(t > 0.0, m * np.maximum(t, 0.0) ** (1.0 / q), 1.0)
         elif isinstance(speedup, TableSpeedup):
             hx, slopes, _ = _segments(speedup)
             raw = _step_inverse(hx, slopes, nu)

@@ -43,9 +43,11 @@ from cluster.layout import (
     POWER_CODE,
     REM,
     ROOFTOP_CODE,
+    SMOOTH_ROOFTOP_CODE,
     SP_KIND,
     SP_NPTS,
     SP_PARAM,
+    SP_PARAM2,
     TABLE_CODE,
 )
 from cluster.model import SimulationSpec
@@ -116,6 +118,14 @@ def class_width(
             w = 1.0
     elif kind == ROOFTOP_CODE:
         w = 1.0 if (greedy and price >= 1.0) else a
+    elif kind == SMOOTH_ROOFTOP_CODE:
+        q = classes_f[SP_PARAM2, c]
+        if greedy:
+            g1 = (1.0 + a**-q) ** (-1.0 / q)
+            t = (price * g1) ** (-q / (q + 1.0)) - 1.0
+            w = a * t ** (1.0 / q) if t > 0.0 else 1.0
+        else:
+            w = (h * a**q / price) ** (1.0 / (q + 1.0))
     elif kind == TABLE_CODE:
         npts = classes_i[SP_NPTS, c]
         w = class_tx[c, npts - 1]
@@ -529,7 +539,9 @@ def class_arrays(spec: SimulationSpec) -> tuple[np.ndarray, np.ndarray, np.ndarr
     ty = np.zeros((m, MAX_TABLE_POINTS))
     for c, jc in enumerate(spec.classes):
         classes_f[HOLDING_COST, c] = jc.holding_cost
-        classes_f[SP_PARAM, c] = jc.speedup.kernel_params()[0]
+        sp_params = jc.speedup.kernel_params()
+        classes_f[SP_PARAM, c] = sp_params[0]
+        classes_f[SP_PARAM2, c] = sp_params[1] if sp_params.size > 1 else 0.0
         classes_i[SP_KIND, c] = jc.speedup.kernel_code
         xs, ys = jc.speedup.table_points()
         classes_i[SP_NPTS, c] = xs.size

@@ -23,8 +23,10 @@ from cluster.speedup import (
     LinearSpeedup,
     PowerSpeedup,
     RooftopSpeedup,
+    SmoothRooftopSpeedup,
     Speedup,
     TableSpeedup,
+    check_speedup,
 )
 from scenarios.loader import load_scenario
 
@@ -145,7 +147,9 @@ def test_kkt_solution_matches_a_generic_optimiser(seed: int) -> None:
     assert sol.effective_load.sum() <= n * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("speedup", [PowerSpeedup(0.6), AmdahlSpeedup(0.85)])
+@pytest.mark.parametrize(
+    "speedup", [PowerSpeedup(0.6), AmdahlSpeedup(0.85), SmoothRooftopSpeedup(12.0, 3.0)]
+)
 def test_f_inverse_inverts_f(speedup: Speedup) -> None:
     k = np.geomspace(1.01, 200.0, 40)
     nu = f_value(speedup, 1.7, k)
@@ -208,3 +212,19 @@ def test_slack_budget_gives_zero_price() -> None:
     assert sol.price == 0.0
     assert sol.widths[0] == 4.0
     assert math.isclose(sol.lower_bound, 1.0 / 4.0 / 100.0)
+
+
+def test_smooth_rooftop_curve() -> None:
+    curve = SmoothRooftopSpeedup(8.0, 4.0)
+    check_speedup(curve, 4096.0)  # s(1) = 1, non-decreasing, concave, not super-linear
+    k = np.geomspace(1.0, 500.0, 60)
+    h = 1e-6 * k
+    numeric = (curve.value(k + h) - curve.value(k - h)) / (2 * h)
+    np.testing.assert_allclose(curve.derivative(k[1:]), numeric[1:], rtol=1e-6, atol=1e-9)
+    # f = c m^q / k^(q+1); the marginal inverse undoes s'.
+    np.testing.assert_allclose(f_value(curve, 2.0, k), 2.0 * 8.0**4 / k**5, rtol=1e-9)
+    slopes = curve.derivative(np.array([1.5, 4.0, 20.0]))
+    np.testing.assert_allclose(marginal_inverse(curve, slopes, 1e6), [1.5, 4.0, 20.0], rtol=1e-9)
+    # A sharp knee approaches the rooftop min(k, m) (scaled so that s(1) = 1).
+    sharp = SmoothRooftopSpeedup(8.0, 60.0)
+    np.testing.assert_allclose(sharp.value([2.0, 4.0, 32.0]), [2.0, 4.0, 8.0], rtol=2e-2)

@@ -271,7 +271,7 @@ def _reference_widths(
 
 
 def _random_class(rng: np.random.Generator) -> dict[str, Any]:
-    kind = int(rng.integers(5))
+    kind = int(rng.integers(6))
     if kind == 0:
         sp: dict[str, Any] = {"kind": "power", "exponent": float(rng.uniform(0.2, 0.95))}
     elif kind == 1:
@@ -288,6 +288,12 @@ def _random_class(rng: np.random.Generator) -> dict[str, Any]:
         }
     elif kind == 3:
         sp = {"kind": "rooftop", "max_cores": float(rng.uniform(1.5, 6.0))}
+    elif kind == 4:
+        sp = {
+            "kind": "smooth-rooftop",
+            "max_cores": float(rng.uniform(1.5, 12.0)),
+            "sharpness": float(rng.uniform(0.5, 8.0)),
+        }
     else:
         sp = {"kind": "linear"}
     return {"speedup": sp, "holding_cost": float(rng.uniform(0.5, 3.0))}
@@ -427,3 +433,23 @@ def test_renewal_arrivals_and_pool_speed() -> None:
     run = Engine(spec, allocator=Wham()).run()
     assert run.summary["jobs_unfinished"] == 0
     assert run.summary["holding_cost_rate"] / 16 > bound.lower_bound
+
+
+def test_kernel_evaluates_the_smooth_rooftop_like_the_curve() -> None:
+    # One job alone in a pool under EQUI runs at s(n): its response time is size / s(n).
+    data = appendix_h_dict(6, jobs=1)
+    data["workload"]["classes"] = [data["workload"]["classes"][0]]
+    data["workload"]["classes"][0]["speedup"] = {
+        "kind": "smooth-rooftop",
+        "max_cores": 4,
+        "sharpness": 3,
+    }
+    data["stop"] = {"jobs": 1}
+    spec = spec_from_dict(data)
+    run = Engine(spec, allocator=registry.create("allocator", "equi")).run()  # type: ignore[arg-type]
+    size = run.jobs["size"].to_numpy()[0]
+    expected = size / float(spec.classes[0].speedup.value(6.0))
+    assert run.jobs["response_time_s"].to_numpy()[0] == pytest.approx(expected, rel=1e-12)
+    for name in ("wham", "greedy"):
+        alone = Engine(spec, allocator=registry.create("allocator", name)).run()  # type: ignore[arg-type]
+        assert alone.jobs["response_time_s"].to_numpy()[0] == pytest.approx(expected, rel=1e-9)
