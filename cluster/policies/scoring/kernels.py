@@ -99,6 +99,16 @@ def resource_block(
         if rows[q] < 0:
             break
         n_rows += 1
+    if kind == BALANCED and n_rows == 2:  # the usual cpu + memory case, branch-free
+        r0, r1 = rows[0], rows[1]
+        for j in range(out.size):
+            c0, c1 = cap_u[r0, j], cap_u[r1, j]
+            f0 = min(req_u[r0, j] / c0, 1.0)
+            f1 = min(req_u[r1, j] / c1, 1.0)
+            std = abs((f0 - f1) / 2.0) if (c0 > 0 and c1 > 0) else 0.0
+            raw = (1.0 - std) * MAX_NODE_SCORE
+            out[j] = math.trunc(raw) if integer else raw
+        return
     for j in range(out.size if kind == BALANCED else 0):
         if kind == BALANCED:
             count = 0
