@@ -19,23 +19,21 @@ from other processes on a shared machine hits both alike.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-
-from cluster.engine import Engine  # noqa: E402
-from cluster.policies.scoring.framework import Cycle  # noqa: E402
-from cluster.policies.scoring.placer import ScoringPlacer  # noqa: E402
-from cluster.policies.scoring.scorers import ALL_SCORERS  # noqa: E402
-from scenarios import faas  # noqa: E402
-from scenarios.loader import spec_from_dict  # noqa: E402
+from cluster.engine import Engine
+from cluster.model import StopRule
+from cluster.policies.scoring.framework import Cycle
+from cluster.policies.scoring.placer import ScoringPlacer
+from cluster.policies.scoring.scorers import ALL_SCORERS
+from scenarios import faas
+from scenarios.loader import spec_from_dict
 
 FUNCTION = "resnet50-preprocessing"
 IMAGE_SHARE = 0.2
@@ -119,7 +117,7 @@ def build_skippy(placer: ScoringPlacer, spec: Any) -> tuple[Any, Any] | None:
     reg_bw = table.registry_mbps * 1e6 / 8  # bytes/s
     sto_bw = table.storage_mbps * 1e6 / 8
 
-    class Context(ClusterContext):  # type: ignore[misc]
+    class Context(ClusterContext):
         def get_init_image_states(self) -> dict[str, Any]:
             return {f"{image}:latest": ImageState(sizes, num_nodes=0)}
 
@@ -140,8 +138,8 @@ def build_skippy(placer: ScoringPlacer, spec: Any) -> tuple[Any, Any] | None:
 
     ctx = Context()
     state = ctx.get_image_state(f"{image}:latest")
-    for k in holders:
-        ctx.images_on_nodes[names[k]][f"{image}:latest"] = state
+    for holder in holders:
+        ctx.images_on_nodes[names[holder]][f"{image}:latest"] = state
         state.num_nodes += 1
     ctx.storage_index = StorageIndex()
     ctx.storage_index.mb("bucket", "storage-0")
@@ -193,9 +191,7 @@ def full_run(nodes: int = 1000, rate_per_s: float = 50.0, time_s: float = 600.0)
     spec = spec_from_dict(
         faas.scenario_dict("hybrid_balanced", nodes=nodes, rate_per_s=rate_per_s, time_s=time_s)
     )
-    Engine(
-        spec.__class__(**{**spec.__dict__, "stop": spec.stop.__class__(time_s=1.0)})
-    ).run()  # JIT
+    Engine(dataclasses.replace(spec, stop=StopRule(time_s=1.0))).run()  # compile the kernels
     t = time.perf_counter()
     engine = Engine(spec)
     result = engine.run()
@@ -250,10 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out))
         return 0
     print(f"{'nodes':>6} {'ours ms':>9} {'skippy ms':>10} {'speed-up':>9}")
-    for n in ours:
-        s, x = skippy.get(n), speedup.get(n)
+    for size in ours:
+        s, x = skippy.get(size), speedup.get(size)
         print(
-            f"{n:>6} {ours[n]:>9.3f} {'-' if s is None else f'{s:.1f}':>10} "
+            f"{size:>6} {ours[size]:>9.3f} {'-' if s is None else f'{s:.1f}':>10} "
             f"{'-' if x is None else f'{x:.0f}x':>9}"
         )
     if "full_run" in out:

@@ -82,10 +82,6 @@ class NodeTable:
     arch_names: tuple[str, ...]
     registry_mbps: FloatArray
     storage_mbps: FloatArray
-    capacity_int: npt.NDArray[np.int64] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.capacity_int = np.rint(self.capacity * INTEGER_SCALE[:, None]).astype(np.int64)
 
     @property
     def n(self) -> int:
@@ -298,15 +294,6 @@ class Cycle:
     def requested(self) -> FloatArray:
         """(3, m) requested resources after this placement: (capacity - free) + request."""
         return self.cached("req", lambda: self.capacity() - self.free() + self.request[:, None])
-
-    def capacity_int(self) -> npt.NDArray[np.int64]:
-        return self.cached("cap_i", lambda: self.table.capacity_int[:, self.nodes])
-
-    def requested_int(self) -> npt.NDArray[np.int64]:
-        """Requested resources in Kubernetes' integer units (millicores, bytes, milli-GPU)."""
-        return self.cached(
-            "req_i", lambda: np.rint(self.requested() * INTEGER_SCALE[:, None]).astype(np.int64)
-        )
 
     def missing_image_mb(self) -> FloatArray:
         """MB of the pod's image each feasible node would have to pull (0 if cached)."""
