@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -180,8 +181,10 @@ def _compare_grid(args: argparse.Namespace) -> int:
     if args.json:
         print(to_json([{k: v for k, v in r.items() if k != "summary"} for r in records]))
     else:
-        print(f"{name}: {path} over {', '.join(values)}; "
-              f"{next(iter(specs.values())).replications} replication(s) per point")
+        print(
+            f"{name}: {path} over {', '.join(values)}; "
+            f"{next(iter(specs.values())).replications} replication(s) per point"
+        )
         print(grid_table_text(records))
         print(f"wrote {', '.join(str(p) for p in pngs)} and {out / 'compare-grid.json'}")
     return 0
@@ -287,6 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PolicyError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_POLICY_ERROR
+    except BrokenPipeError:
+        # The reader went away (`clusteremu run ... | head`): exit quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted; files already written are complete", file=sys.stderr)
         return 130
