@@ -11,7 +11,9 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
 - ``pods``: per job class, the images (ranked, size per architecture, required labels), required
   node labels, requested capabilities, data MB per invocation and model MB (see `PodSpec`);
 - ``goodput``: fraction of a link's bandwidth a transfer gets (faas-sim: 0.97);
-- ``score_bounds``: per class ``{exec_s: [lo, hi], wait_s: [lo, hi]}`` for the seed's score.
+- ``score_bounds``: per class ``{exec_s: [lo, hi], wait_s: [lo, hi]}`` for the seed's score;
+- ``compiled``: score with the fused compiled kernel when every scorer has one (default true;
+  false runs the numpy plugins, the reference path -- the two give identical runs).
 
 Queue discipline: every waiting job is tried in arrival order and placed on its best node if
 one is feasible (kube-scheduler does not block on an unschedulable pod); within one call a
@@ -143,6 +145,7 @@ class ScoringPlacer(Placer):
         goodput: float = 0.97,
         score_bounds: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
         check_scores: bool = True,
+        compiled: bool = True,
     ) -> None:
         self.scorer_names = tuple(_scorers.SEED_SCORERS if scorers is None else scorers)
         if len(set(self.scorer_names)) != len(self.scorer_names):
@@ -170,6 +173,7 @@ class ScoringPlacer(Placer):
             self.scorer_plugins,
             [self.weights[n] for n in self.scorer_names],
             check_scores,
+            fused=compiled,
         )
         self.pod_specs = {str(k): parse_pod(str(k), v) for k, v in (pods or {}).items()}
         if not (0 < float(goodput) <= 1):

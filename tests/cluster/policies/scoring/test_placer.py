@@ -79,6 +79,17 @@ def test_fused_kernel_and_numpy_plugins_agree_on_random_states() -> None:
             )
 
 
+def test_compiled_and_numpy_paths_give_identical_runs() -> None:
+    spec = spec_from_dict(small_faas(nodes=80, time_s=60.0, rate=5.0))
+    params = dict(spec.scheduler.placer.params, scorers=list(ALL_SCORERS))
+    fast = Engine(spec, placer=ScoringPlacer(**params)).run()
+    slow = Engine(spec, placer=ScoringPlacer(**params, compiled=False)).run()
+    assert ScoringPlacer(**params).framework.fused
+    assert not ScoringPlacer(**params, compiled=False).framework.fused
+    assert equal_tables(fast, slow)
+    assert fast.summary["score"] == slow.summary["score"]
+
+
 def test_image_is_pulled_once_and_set_up_delay_follows_bandwidth() -> None:
     spec = spec_from_dict(small_faas())
     placer = ScoringPlacer(**spec.scheduler.placer.params)
