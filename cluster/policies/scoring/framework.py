@@ -409,6 +409,23 @@ def check_weights(weights: Mapping[str, float], scorers: Sequence[str]) -> dict[
     return out
 
 
+#: kube-scheduler's floor on nodes to score and on the adaptive percentage.
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE = 5
+
+
+def nodes_to_find(n_nodes: int, percentage: float) -> int:
+    """How many feasible nodes a cycle scores (kube-scheduler ``numFeasibleNodesToFind``):
+    all below 100 nodes or at 100%; 0% is adaptive, 50% - n/125 but at least 5%; never
+    fewer than 100 nodes."""
+    if n_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return n_nodes
+    adaptive = percentage
+    if adaptive <= 0:
+        adaptive = max(50.0 - n_nodes / 125.0, MIN_FEASIBLE_NODES_PERCENTAGE)
+    return max(int(n_nodes * adaptive / 100), MIN_FEASIBLE_NODES_TO_FIND)
+
+
 def check_not_all_zero(weights: Mapping[str, float]) -> None:
     """The effective weights must give at least one scorer a positive weight."""
     if weights and not any(w > 0 for w in weights.values()):
@@ -427,9 +444,18 @@ class Framework:
         weights: Sequence[float],
         check_scores: bool = True,
         fused: bool = True,
+        percentage_of_nodes_to_score: float = 100.0,
     ) -> None:
         if len(scorers) != len(weights):
             raise ValueError("one weight per scorer")
+        pct = float(percentage_of_nodes_to_score)
+        if not (math.isfinite(pct) and 0 <= pct <= 100):
+            raise ValueError(
+                f"percentage_of_nodes_to_score: expected 0..100 (0 = adaptive), got {pct!r}"
+            )
+        self.percentage = pct
+        #: Where the next search for feasible nodes starts (round robin, as kube-scheduler).
+        self.next_start = 0
         self.filters = list(filters)
         #: Zero-weight scorers are skipped: they cannot change the ranking.
         self.scorers = [(s, float(w)) for s, w in zip(scorers, weights, strict=True) if w != 0.0]
@@ -471,7 +497,14 @@ class Framework:
             mask = m if mask is None else mask & m
         if mask is None:
             mask = np.ones(cycle.table.n, dtype=bool)
-        cycle.nodes = np.flatnonzero(mask)
+        nodes = np.flatnonzero(mask)
+        want = nodes_to_find(cycle.table.n, self.percentage)
+        if want < nodes.size:
+            # Search from where the last cycle stopped, keep the first `want` feasible nodes.
+            first = int(np.searchsorted(nodes, self.next_start))
+            nodes = np.concatenate((nodes[first:], nodes[:first]))[:want]
+            self.next_start = (int(nodes[-1]) + 1) % cycle.table.n
+        cycle.nodes = nodes
         cycle._cache.clear()
         return cycle.nodes
 

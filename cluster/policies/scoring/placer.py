@@ -12,6 +12,9 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
   node labels, requested capabilities, data MB per invocation and model MB (see `PodSpec`);
 - ``goodput``: fraction of a link's bandwidth a transfer gets (faas-sim: 0.97);
 - ``score_bounds``: per class ``{exec_s: [lo, hi], wait_s: [lo, hi]}`` for the seed's score;
+- ``percentage_of_nodes_to_score``: kube-scheduler's option (the seed varies it 10-100):
+  each cycle scores only the first feasible nodes found, searching round robin from where the
+  last cycle stopped (at least 100 nodes; 0 = adaptive); default 100 (all);
 - ``compiled``: score with the fused compiled kernel when every scorer has one (default true;
   false runs the numpy plugins, the reference path -- the two give identical runs).
 
@@ -146,6 +149,7 @@ class ScoringPlacer(Placer):
         score_bounds: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
         check_scores: bool = True,
         compiled: bool = True,
+        percentage_of_nodes_to_score: float = 100.0,
     ) -> None:
         self.scorer_names = tuple(_scorers.SEED_SCORERS if scorers is None else scorers)
         if len(set(self.scorer_names)) != len(self.scorer_names):
@@ -174,6 +178,7 @@ class ScoringPlacer(Placer):
             [self.weights[n] for n in self.scorer_names],
             check_scores,
             fused=compiled,
+            percentage_of_nodes_to_score=percentage_of_nodes_to_score,
         )
         self.pod_specs = {str(k): parse_pod(str(k), v) for k, v in (pods or {}).items()}
         if not (0 < float(goodput) <= 1):

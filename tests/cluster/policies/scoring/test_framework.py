@@ -15,6 +15,7 @@ from cluster.policies.scoring.framework import (
     ScoreRangeError,
     compile_pod,
     make_scorer,
+    nodes_to_find,
     register_scorer,
 )
 from tests.cluster.policies.scoring.helpers import cluster, image, node
@@ -160,3 +161,28 @@ def test_bad_shape_and_resource_weights() -> None:
         S.LeastAllocated({"cpu": -1})
     with pytest.raises(ValueError, match="resources.disk"):
         S.MostAllocated({"disk": 1})
+
+
+def test_nodes_to_find_follows_kube_scheduler() -> None:
+    assert nodes_to_find(50, 10) == 50  # small clusters: all
+    assert nodes_to_find(1000, 100) == 1000
+    assert nodes_to_find(1000, 30) == 300
+    assert nodes_to_find(500, 10) == 100  # never fewer than 100
+    assert nodes_to_find(5000, 0) == 500  # adaptive: 50 - 5000/125 = 10%
+    assert nodes_to_find(10000, 0) == 500  # adaptive floor 5%
+
+
+def test_percentage_of_nodes_to_score_searches_round_robin() -> None:
+    table, state, _ = cluster([node("a", 4, 8)], nodes=["a"] * 400)
+    state.free[0, :] = 0.0
+    state.free[0, ::2] = 4.0  # every second node fits
+    fw = Framework(ALL_FILTERS, [S.LeastAllocated()], [1.0], percentage_of_nodes_to_score=25)
+    pod = compile_pod(PodSpec("p"), table, {})
+    first = fw.feasible(Cycle(table, state, pod))
+    assert first.tolist() == list(range(0, 200, 2))  # 25% of 400 = 100 feasible nodes
+    second = fw.feasible(Cycle(table, state, pod))
+    assert second.tolist() == list(range(200, 400, 2))
+    third = fw.feasible(Cycle(table, state, pod))
+    assert third.tolist() == list(range(0, 200, 2))  # wrapped around
+    with pytest.raises(ValueError, match="percentage_of_nodes_to_score"):
+        Framework(ALL_FILTERS, [S.LeastAllocated()], [1.0], percentage_of_nodes_to_score=150)
