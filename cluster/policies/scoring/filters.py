@@ -42,6 +42,8 @@ class ResourceFit(FilterPlugin):
 class NodeLabels(FilterPlugin):
     """Required labels (the pod's `node_selector`): every key present with an allowed value."""
 
+    static = True
+
     def filter(self, cycle: Cycle) -> BoolArray:
         return cycle.pod.selector_ok
 
@@ -50,6 +52,8 @@ class NodeLabels(FilterPlugin):
 class Capability(FilterPlugin):
     """The node can run one of the pod's ranked images (architecture and accelerator)."""
 
+    static = True
+
     def filter(self, cycle: Cycle) -> BoolArray:
         return cycle.pod.runnable
 
@@ -57,6 +61,8 @@ class Capability(FilterPlugin):
 @register_filter("NotStorageNode")
 class NotStorageNode(FilterPlugin):
     """Storage nodes (label ``role: storage``) never host jobs."""
+
+    static = True
 
     def filter(self, cycle: Cycle) -> BoolArray:
         return ~cycle.table.is_storage

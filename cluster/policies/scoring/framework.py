@@ -214,6 +214,8 @@ class CompiledPod:
     capability_count: FloatArray
     data_mb: float
     model_id: int
+    #: Conjunctions of static filter masks, by filter names (filled by the framework).
+    static_masks: dict[tuple[str, ...], BoolArray] = field(default_factory=dict)
 
 
 def compile_pod(spec: PodSpec, table: NodeTable, image_ids: Mapping[str, int]) -> CompiledPod:
@@ -313,9 +315,14 @@ class Cycle:
 
 
 class FilterPlugin:
-    """A hard constraint: `filter(cycle)` returns a boolean mask over *all* nodes."""
+    """A hard constraint: `filter(cycle)` returns a boolean mask over *all* nodes.
+
+    A `static` filter depends only on the pod and the node table (labels, images), not on the
+    cluster state: the framework computes its mask once per pod and caches it.
+    """
 
     name: ClassVar[str] = "filter"
+    static: ClassVar[bool] = False
 
     def filter(self, cycle: Cycle) -> BoolArray:
         raise NotImplementedError
@@ -454,9 +461,14 @@ class Framework:
                 f"percentage_of_nodes_to_score: expected 0..100 (0 = adaptive), got {pct!r}"
             )
         self.percentage = pct
+        self.filters = list(filters)
+        self._static = [f for f in self.filters if f.static]
+        self._static_key = tuple(f.name for f in self._static)
+        self._dynamic = [f for f in self.filters if not f.static]
+        #: Only ResourceFit is dynamic: find the feasible nodes in one compiled pass.
+        self._fit_kernel = fused and [f.name for f in self._dynamic] == ["ResourceFit"]
         #: Where the next search for feasible nodes starts (round robin, as kube-scheduler).
         self.next_start = 0
-        self.filters = list(filters)
         #: Zero-weight scorers are skipped: they cannot change the ranking.
         self.scorers = [(s, float(w)) for s, w in zip(scorers, weights, strict=True) if w != 0.0]
         self.check_scores = check_scores
@@ -491,13 +503,26 @@ class Framework:
 
     def feasible(self, cycle: Cycle) -> IntArray:
         """Indices of the nodes passing every filter; also stored in `cycle.nodes`."""
-        mask: BoolArray | None = None
-        for f in self.filters:
-            m = f.filter(cycle)
-            mask = m if mask is None else mask & m
-        if mask is None:
-            mask = np.ones(cycle.table.n, dtype=bool)
-        nodes = np.flatnonzero(mask)
+        static = cycle.pod.static_masks.get(self._static_key)
+        if static is None:
+            static = np.ones(cycle.table.n, dtype=bool)
+            for f in self._static:
+                static = static & f.filter(cycle)
+            cycle.pod.static_masks[self._static_key] = static
+        if self._fit_kernel:
+            from cluster.policies.scoring import kernels
+
+            out = np.empty(cycle.table.n, dtype=np.int64)
+            st = cycle.state
+            count = kernels.fit_nodes(
+                st.free, st.free_slots, st.active, static, cycle.request, FIT_EPS, out
+            )
+            nodes = out[:count]
+        else:
+            mask = static
+            for f in self._dynamic:
+                mask = mask & f.filter(cycle)
+            nodes = np.flatnonzero(mask)
         want = nodes_to_find(cycle.table.n, self.percentage)
         if want < nodes.size:
             # Search from where the last cycle stopped, keep the first `want` feasible nodes.
@@ -584,6 +609,10 @@ class Framework:
         if nodes.size == 1 or not self.scorers:
             return int(nodes[0]) if nodes.size == 1 else int(nodes[rng.integers(nodes.size)])
         total = self.total(cycle)
-        best = np.flatnonzero(total == total.max())
-        pick = best[0] if best.size == 1 else best[rng.integers(best.size)]
-        return int(nodes[pick])
+        from cluster.policies.scoring import kernels
+
+        first, ties = kernels.best_and_ties(total)
+        if ties == 1:
+            return int(nodes[first])
+        best = np.flatnonzero(total == total[first])
+        return int(nodes[best[rng.integers(best.size)]])

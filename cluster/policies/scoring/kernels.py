@@ -337,3 +337,48 @@ def fused_total(
                 bad = c
             total[j] += w * s
     return bad
+
+
+@njit(**_KERNEL)
+def fit_nodes(
+    free: np.ndarray,
+    free_slots: np.ndarray,
+    active: np.ndarray,
+    static: np.ndarray,
+    request: np.ndarray,
+    eps: float,
+    out: np.ndarray,
+) -> int:
+    """ResourceFit and the static filters in one pass: writes the feasible node indices to
+    `out` in node order and returns how many there are."""
+    count = 0
+    r0, r1, r2 = request[0] - eps, request[1] - eps, request[2] - eps
+    for k in range(static.size):
+        if (
+            static[k]
+            and active[k]
+            and free_slots[k] >= 1.0
+            and free[0, k] >= r0
+            and free[1, k] >= r1
+            and free[2, k] >= r2
+        ):
+            out[count] = k
+            count += 1
+    return count
+
+
+@njit(**_KERNEL)
+def best_and_ties(total: np.ndarray) -> tuple[int, int]:
+    """(index of the first maximum, number of entries equal to the maximum)."""
+    first = 0
+    ties = 0
+    best = -np.inf
+    for j in range(total.size):
+        v = total[j]
+        if v > best:
+            best = v
+            first = j
+            ties = 1
+        elif v == best:
+            ties += 1
+    return first, ties
