@@ -11,7 +11,9 @@ Everything is vectorised over nodes: a `NodeTable` holds static per-node arrays 
 node type, locality, architecture, bandwidths), a `ClusterState` the dynamic ones (free
 resources, worker slots, image caches), a `CompiledPod` the pod's per-node precomputations
 (the image it would run on each node, static filter masks). Plugins only do numpy work on
-these arrays; there is no Python loop over nodes.
+these arrays; there is no Python loop over nodes. The built-in plugins also have compiled
+forms (`kernels.py`): when every configured plugin has one, a cycle runs as one compiled pass
+for the filters and one for all scorers, with the same results as the numpy plugins.
 
 Node label conventions (the faas family and the docs use them):
 ``locality`` (``edge`` | ``cloud``), ``arch`` (``x86`` | ``aarch64`` | ``arm32``),
@@ -31,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cluster.model import NodeType
+from cluster.policies.scoring import kernels
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -479,8 +482,6 @@ class Framework:
             self._fused_config()
 
     def _fused_config(self) -> None:
-        from cluster.policies.scoring import kernels
-
         self._order = np.array([s.kernel_code for s, _ in self.scorers], dtype=np.int64)
         self._weights = np.array([w for _, w in self.scorers], dtype=np.float64)
         self._integer = np.ones(kernels.N_KERNEL_SCORERS, dtype=np.bool_)
@@ -510,8 +511,6 @@ class Framework:
                 static = static & f.filter(cycle)
             cycle.pod.static_masks[self._static_key] = static
         if self._fit_kernel:
-            from cluster.policies.scoring import kernels
-
             out = np.empty(cycle.table.n, dtype=np.int64)
             st = cycle.state
             count = kernels.fit_nodes(
@@ -557,8 +556,6 @@ class Framework:
         return self.total_numpy(cycle)
 
     def _total_fused(self, cycle: Cycle) -> FloatArray:
-        from cluster.policies.scoring import kernels
-
         table, state, pod = cycle.table, cycle.state, cycle.pod
         total = np.empty(cycle.nodes.size)
         bad = kernels.fused_total(
@@ -609,8 +606,6 @@ class Framework:
         if nodes.size == 1 or not self.scorers:
             return int(nodes[0]) if nodes.size == 1 else int(nodes[rng.integers(nodes.size)])
         total = self.total(cycle)
-        from cluster.policies.scoring import kernels
-
         first, ties = kernels.best_and_ties(total)
         if ties == 1:
             return int(nodes[first])
