@@ -499,6 +499,7 @@ class Framework:
                 self._shape_util = np.asarray(s.shape_util, dtype=np.float64)  # type: ignore[attr-defined]
                 self._shape_score = np.asarray(s.shape_score, dtype=np.float64)  # type: ignore[attr-defined]
         self._names = {s.kernel_code: s.name for s, _ in self.scorers}
+        self._work = np.empty(0)
         #: The resource rows any resource scorer reads (the others are not converted).
         self._unit_rows = np.unique(self._res_rows[self._res_rows >= 0]).astype(np.int64)
 
@@ -557,7 +558,10 @@ class Framework:
 
     def _total_fused(self, cycle: Cycle) -> FloatArray:
         table, state, pod = cycle.table, cycle.state, cycle.pod
-        total = np.empty(cycle.nodes.size)
+        m = cycle.nodes.size
+        if self._work.size < 16 * m:  # scratch: raw scores (m) and resource units (5, 3, m)
+            self._work = np.empty(16 * m)
+        total = np.empty(m)
         bad = kernels.fused_total(
             cycle.nodes,
             self._order,
@@ -582,8 +586,8 @@ class Framework:
             table.is_edge,
             pod.capability_count,
             total,
-            np.empty(cycle.nodes.size),
-            np.empty((5, 3, cycle.nodes.size)),
+            self._work[:m],
+            self._work[m : 16 * m].reshape(5, 3, m),
         )
         if bad >= 0 and self.check_scores:
             raise ScoreRangeError(

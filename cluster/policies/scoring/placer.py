@@ -247,9 +247,9 @@ class ScoringPlacer(Placer):
     def set_view(self, view: PlacementView) -> None:
         """Copy the engine's free resources into the placer's state (the view is not mutated)."""
         st = self.state
-        st.free = np.stack([view.free_cpu, view.free_memory_gb, view.free_gpu])
-        st.free_slots = view.free_slots.copy()
-        st.active = np.asarray(view.active, dtype=bool)
+        st.free[0], st.free[1], st.free[2] = view.free_cpu, view.free_memory_gb, view.free_gpu
+        st.free_slots[:] = view.free_slots
+        st.active[:] = view.active
 
     def setup_seconds(self, pod: CompiledPod, node: int) -> float:
         """Image pull + model download + data transfer time on `node`, seconds."""
