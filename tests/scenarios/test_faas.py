@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from cluster.distributions import BoundedLognormal
+from cluster.engine import Engine
 from scenarios import faas
 from scenarios.errors import ScenarioError
 from scenarios.loader import load_scenario, spec_from_dict
@@ -140,3 +141,25 @@ def test_cli_run_json_reports_score_and_per_function(tmp_path: Path) -> None:
     for name in faas.FUNCTIONS:
         stats = summary["per_function"][name]
         assert {"mean_exec_s", "mean_wait_s", "success_ratio"} <= set(stats)
+
+
+def test_runs_draw_each_device_execution_time_with_the_table_mean() -> None:
+    spec = spec_from_dict(
+        faas.scenario_dict("hybrid_balanced", nodes=300, rate_per_s=20, time_s=200, seed=4)
+    )
+    table = Engine(spec).run().jobs
+    device = np.array([str(x).rsplit("-", 1)[0] for x in table["node"].to_pylist()])
+    cls = np.array(table["class"].to_pylist(), dtype=object)
+    done = ~np.isnan(table["end_s"].to_numpy()) & ~table["failed"].to_numpy(zero_copy_only=False)
+    run_s = table["end_s"].to_numpy() - table["start_s"].to_numpy() - table["setup_s"].to_numpy()
+    checked = 0
+    for function in faas.FUNCTIONS:
+        for name in faas.DEVICE_NAMES:
+            sel = done & (cls == function) & (device == name)
+            if sel.sum() < 100:
+                continue
+            mean = faas.EXEC_MEAN_S[faas.image_on_device(function, name) or ""][name]
+            # Coefficient of variation of these bounded lognormals is below 0.35: 4 s.e.
+            assert abs(run_s[sel].mean() / mean - 1) < 4 * 0.35 / np.sqrt(sel.sum())
+            checked += 1
+    assert checked >= 8
