@@ -31,7 +31,8 @@ def _configure_numba_cache() -> None:
         "clusteremu",
         "numba",
     )
-    numba.config.CACHE_DIR = os.path.join(parent, _source_hash())
+    # numba reads config.CACHE_DIR when a cached function is defined (not in its stubs).
+    setattr(numba.config, "CACHE_DIR", os.path.join(parent, _source_hash()))  # noqa: B010
 
 
 _configure_numba_cache()

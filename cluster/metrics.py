@@ -269,7 +269,29 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         entry = _mean_and_ci(parts)
         entry["jobs_completed"] = int(sum(p["jobs_completed"] for p in parts))
         out["per_class"][name] = entry
+    # Keys a policy family adds (extra_summary): numbers are averaged (with a ci95), mappings
+    # averaged leaf by leaf, anything else taken from the first replication.
+    for key in first:
+        if key not in out and key != "replication":
+            values = [s[key] for s in summaries if key in s]
+            out[key] = _average(values)
+            if all(_is_number(v) for v in values):
+                out["ci95"][key] = ci95_half_width([float(v) for v in values])
     return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _average(values: list[Any]) -> Any:
+    """Mean of numbers, leaf-wise mean of mappings with the same keys, else the first."""
+    if all(_is_number(v) for v in values):
+        return float(np.mean(values))
+    if all(isinstance(v, dict) for v in values):
+        keys = [k for k in values[0] if all(k in v for v in values)]
+        return {k: _average([v[k] for v in values]) for k in keys}
+    return values[0]
 
 
 def _mean_and_ci(parts: list[dict[str, Any]]) -> dict[str, Any]:
