@@ -454,68 +454,76 @@ class Engine:
 
     # -- Python policies --------------------------------------------------------------
 
+    def _static_node_view(self) -> dict[str, npt.NDArray[Any]]:
+        """Node arrays that never change during a run, shared read-only by every view."""
+        if not hasattr(self, "_node_static"):
+            nf = self.nodes_f
+            arrays = {
+                "capacity_cpu": nf[L.CAP_CPU].copy(),
+                "capacity_memory_gb": nf[L.CAP_MEM].copy(),
+                "capacity_gpu": nf[L.CAP_GPU].copy(),
+                "speed": nf[L.SPEED].copy(),
+                "node_type": self.nodes_i[L.NODE_TYPE].copy(),
+            }
+            for array in arrays.values():
+                array.flags.writeable = False
+            self._node_static = arrays
+        return self._node_static
+
     def placement_view(self) -> PlacementView:
         q = self.queue[self.istate[L.Q_HEAD] : self.istate[L.Q_TAIL]]
-        q = q[self.jobs_i[L.STATE, q] == L.QUEUED].copy()
+        q = q[self.jobs_i[L.STATE, q] == L.QUEUED]  # fancy indexing copies
         nf = self.nodes_f
         return PlacementView(
             time_s=self.now,
             queue=q,
-            class_index=self.jobs_i[L.CLS, q].copy(),
-            request_cpu=self.jobs_f[L.REQ_CPU, q].copy(),
-            request_memory_gb=self.jobs_f[L.REQ_MEM, q].copy(),
-            request_gpu=self.jobs_f[L.REQ_GPU, q].copy(),
+            class_index=self.jobs_i[L.CLS, q],
+            request_cpu=self.jobs_f[L.REQ_CPU, q],
+            request_memory_gb=self.jobs_f[L.REQ_MEM, q],
+            request_gpu=self.jobs_f[L.REQ_GPU, q],
             free_cpu=nf[L.FREE_CPU].copy(),
             free_memory_gb=nf[L.FREE_MEM].copy(),
             free_gpu=nf[L.FREE_GPU].copy(),
-            capacity_cpu=nf[L.CAP_CPU].copy(),
-            capacity_memory_gb=nf[L.CAP_MEM].copy(),
-            capacity_gpu=nf[L.CAP_GPU].copy(),
-            speed=nf[L.SPEED].copy(),
-            node_type=self.nodes_i[L.NODE_TYPE].copy(),
             active=self.nodes_i[L.ACTIVE] == 1,
             free_slots=nf[L.FREE_SLOTS].copy(),
+            **self._static_node_view(),
         )
 
     def _python_place(self) -> None:
         view = self.placement_view()
         decisions = self.placer.place(view) if view.queue.size else []
+        name, now = self.placer.name, self.now
         if not isinstance(decisions, list | tuple):
-            raise PolicyError(
-                self.placer.name, self.now, "place() must return a list of Placement", decisions
-            )
+            raise PolicyError(name, now, "place() must return a list of Placement", decisions)
         waiting = set(view.queue.tolist())
-        n_nodes = self.nodes_f.shape[1]
+        jf, nf = self.jobs_f, self.nodes_f
+        n_nodes = nf.shape[1]
         for d in decisions:
             if not isinstance(d, Placement):
-                raise PolicyError(self.placer.name, self.now, "not a Placement", d)
+                raise PolicyError(name, now, "not a Placement", d)
             j, k = int(d.job), int(d.node)
             if j not in waiting:
-                raise PolicyError(
-                    self.placer.name, self.now, f"job {j} is not waiting in the queue", d
-                )
+                raise PolicyError(name, now, f"job {j} is not waiting in the queue", d)
             if not 0 <= k < n_nodes or self.nodes_i[L.ACTIVE, k] != 1:
+                raise PolicyError(name, now, f"node {k} does not exist or is not up", d)
+            need = (jf[L.REQ_CPU, j], jf[L.REQ_MEM, j], jf[L.REQ_GPU, j])
+            free = (nf[L.FREE_CPU, k], nf[L.FREE_MEM, k], nf[L.FREE_GPU, k])
+            if any(f < n - ALLOC_EPS for f, n in zip(free, need, strict=True)) or (
+                nf[L.FREE_SLOTS, k] < 1.0
+            ):
                 raise PolicyError(
-                    self.placer.name, self.now, f"node {k} does not exist or is not up", d
-                )
-            need = self.jobs_f[[L.REQ_CPU, L.REQ_MEM, L.REQ_GPU], j]
-            free = self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU], k]
-            if np.any(free < need - ALLOC_EPS) or self.nodes_f[L.FREE_SLOTS, k] < 1.0:
-                raise PolicyError(
-                    self.placer.name,
-                    self.now,
-                    f"job {j} (cpu, GB, gpu) = {tuple(need)} does not fit node {k} "
-                    f"with free {tuple(free)}",
+                    name,
+                    now,
+                    f"job {j} (cpu, GB, gpu) = {tuple(map(float, need))} does not fit node {k} "
+                    f"with free {tuple(map(float, free))} and {nf[L.FREE_SLOTS, k]:g} slots",
                     d,
                 )
             run_s = -1.0 if d.run_s is None else float(d.run_s)
             setup_s = float(d.setup_s)
-            if not (run_s == -1.0 or (np.isfinite(run_s) and run_s > 0)) or not (
-                np.isfinite(setup_s) and setup_s >= 0
+            if not (run_s == -1.0 or (math.isfinite(run_s) and run_s > 0)) or not (
+                math.isfinite(setup_s) and setup_s >= 0
             ):
-                raise PolicyError(
-                    self.placer.name, self.now, "run_s must be positive and setup_s non-negative", d
-                )
+                raise PolicyError(name, now, "run_s must be positive and setup_s non-negative", d)
             waiting.discard(j)
             kernel.start_job(
                 j,

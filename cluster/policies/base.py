@@ -59,7 +59,11 @@ class Allocation:
 
 @dataclass(frozen=True)
 class PlacementView:
-    """The placement queue (arrival order) and the nodes' capacities and free resources."""
+    """The placement queue (arrival order) and the nodes' capacities and free resources.
+
+    Every array is the policy's to read during the call; capacities, speeds and node types
+    never change during a run and are shared read-only between calls.
+    """
 
     time_s: float
     queue: IntArray
