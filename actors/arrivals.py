@@ -89,6 +89,27 @@ class ArrivalStream:
                         self.jobs.class_index[lo:hi], self.jobs.size[lo:hi],
                         None if u is None else u[lo:hi])
 
+    def split_batch(self, until_s: float, class_group: IntArray, groups: int
+                    ) -> JobBatch | tuple[JobBatch, ...]:
+        """`next_batch(until_s)` split by `class_group[class]` into `groups` batches (Ray
+        returns them as separate objects, so each goes to its shard without the driver);
+        one group is returned as a plain batch."""
+        batch = self.next_batch(until_s)
+        if groups == 1:
+            return batch
+        group = class_group[batch.class_index]
+        return tuple(batch.take(group == g) for g in range(groups))
+
+    def all_batch(self) -> JobBatch:
+        """Every job of the replication as one batch."""
+        j = self.jobs
+        return JobBatch(np.arange(j.arrival_s.size, dtype=np.int64), j.arrival_s,
+                        j.class_index, j.size, j.runtime_u)
+
+    def peek_last_s(self) -> float:
+        """Arrival time of the last job (-inf when there is none)."""
+        return float(self.jobs.arrival_s[-1]) if self.jobs.arrival_s.size else -math.inf
+
     def exhausted(self) -> bool:
         return self.next >= self.jobs.arrival_s.size
 

@@ -120,6 +120,7 @@ class Coordinator:
                                     for c in spec.classes], dtype=np.int64)
         self.metrics = RunMetrics(run_name) if options.metrics else None
         self.live = _Live()
+        self.timings: dict[str, float] = {}
 
     # -- actors ----------------------------------------------------------------------------
 
@@ -127,7 +128,7 @@ class Coordinator:
         spec, r, run = self.spec, self.replication, self.run
         self.arrivals: Any = ArrivalActor.options(name=f"clusteremu/{run}/arrivals").remote(spec, r)
         arrivals: Any = self.arrivals
-        _n, lo, hi = ray.get(arrivals.info.remote())
+        n_jobs, lo, hi = ray.get(arrivals.info.remote())
         self.window = (lo, hi)
         self.scheduler: Any = SchedulerActor.options(name=f"clusteremu/{run}/scheduler").remote(
             spec, r, f"{run}/scheduler")
@@ -141,7 +142,7 @@ class Coordinator:
             if res:
                 opts["resources"] = dict(res[i % len(res)])
             self.shards.append(NodeShardActor.options(**opts).remote(
-                spec, r, i, nodes, self.window, label, exact))
+                spec, r, i, nodes, self.window, label, exact, None, None, n_jobs))
         self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
         self.offset = np.zeros(len(self.slices), dtype=np.int64)
         for i, nodes in enumerate(self.slices):
@@ -156,7 +157,7 @@ class Coordinator:
                 num_cpus=self.options.shard_cpus).remote(
                 spec, r, len(self.slices) + p, np.zeros(0, np.int64), self.window,
                 f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores", False,
-                self.scheduler if exact else None, p)
+                self.scheduler if exact else None, p, n_jobs)
         self.batches: list[JobBatch] = []
 
     def _stop_actors(self) -> None:
@@ -166,13 +167,24 @@ class Coordinator:
     # -- running ---------------------------------------------------------------------------
 
     def run_replication(self) -> RunResult:
+        """Start the actors, run, merge; wall seconds of each phase go to `timings`."""
         exact = self.options.mode == "exact"
+        t0 = time.monotonic()
         self._start_actors(exact)
         try:
+            ray.get([s.state.remote() for s in [*self.shards, *self.pool_shards.values()]]
+                    + [self.scheduler.ready.remote()])
+            t1 = time.monotonic()
             parts, unplaced, extra = self._run_exact() if exact else self._run_windowed()
+            t2 = time.monotonic()
             jobs = _concat(self.batches)
-            return merge_result(self.spec, self.replication, jobs, self.window, parts,
-                                unplaced, extra_events=extra)
+            result = merge_result(self.spec, self.replication, jobs, self.window, parts,
+                                  unplaced, extra_events=extra)
+            self.timings = {"start_s": t1 - t0, "run_s": t2 - t1,
+                            "merge_s": time.monotonic() - t2}
+            log.info("run %s: actors up in %.2f s, ran in %.2f s, merged in %.2f s", self.run,
+                     *self.timings.values())
+            return result
         finally:
             self._stop_actors()
 
@@ -262,57 +274,86 @@ class Coordinator:
         self._record(t, states, in_sys, {})
 
     def _run_windowed(self) -> tuple[list[dict[str, Any]], None, int]:
+        """Windows as a data flow: the driver submits each window's tasks without waiting.
+
+        Window (T, T + W]: the ArrivalActor splits its arrivals by destination (node
+        shards, each pool); the scheduler routes them on the node shards' states at T
+        (the objects the previous window returned, passed actor to actor); every shard
+        runs its kernel to T + W. The driver only blocks for real-time pacing, metrics
+        (on windows already finished) and the end.
+        """
         w = self.options.effective_window_s
         horizon = self.spec.stop.horizon_s
+        realtime = self.options.realtime > 0
+        last_arrival = float(ray.get(self.arrivals.peek_last_s.remote()))
         shard_cpu = np.array([self.template.nodes_f[L.CAP_CPU, s].sum() for s in self.slices])
-        states: list[ShardState] = ray.get([s.state.remote() for s in self.shards])
-        pool_states: dict[int, ShardState] = {}
-        wall0 = time.monotonic()
+        pools = sorted(self.pool_shards)
+        group = np.array([0 if p < 0 else 1 + pools.index(p) for p in self.class_pool],
+                         dtype=np.int64)
+        states = [s.state.remote() for s in self.shards]
+        pool_states: list[Any] = []
+        pending_metrics: list[tuple[float, list[Any], list[Any]]] = []
+        wall0 = last_metrics = time.monotonic()
         t = 0.0
-        prefetch = self.arrivals.next_batch.remote(min(w, horizon))
         while True:
-            until = min(t + w, horizon)
-            batch: JobBatch = ray.get(prefetch)
-            exhausted = ray.get(self.arrivals.exhausted.remote())
-            final = exhausted and not self.options.realtime
-            if final:
-                until = horizon
-            else:
-                prefetch = self.arrivals.next_batch.remote(min(until + w, horizon))
-            if batch.count:
-                self.batches.append(batch)
-            placed, pooled = self._split_pools(batch)
-            refs = []
+            final = not realtime and (t + w >= last_arrival or t + w >= horizon)
+            until = horizon if final else min(t + w, horizon)
+            parts = self.arrivals.split_batch.options(num_returns=1 + len(pools)).remote(
+                until, group, 1 + len(pools))
+            placed = parts[0] if pools else parts
             if self.shards:
-                if placed.count:
-                    free = np.vstack([np.concatenate([getattr(s, f) for s in states]) for f in
-                                      ("free_cpu", "free_memory_gb", "free_gpu", "free_slots")])
-                    queued = np.array([_queued_cpu(s) for s in states], dtype=np.float64)
-                    target, _ = ray.get(self.scheduler.route.remote(
-                        placed, free, self.shard_of_node, queued, shard_cpu))
-                    self.live.decisions += placed.count
-                else:
-                    target = np.zeros(0, np.int64)
-                refs = [shard.window.remote(until, placed.take(target == i))
-                        for i, shard in enumerate(self.shards)]
-            pool_refs = {p: self.pool_shards[p].window.remote(until, sub)
-                         for p, sub in pooled.items()}
-            states = ray.get(refs)
-            pool_states = dict(zip(pool_refs, ray.get(list(pool_refs.values())), strict=True))
+                target = self.scheduler.route_states.remote(placed, self.shard_of_node,
+                                                            shard_cpu, *states)
+                states = [shard.window_routed.remote(until, placed, target)
+                          for shard in self.shards]
+            pool_states = [self.pool_shards[p].window.remote(until, parts[1 + i])
+                           for i, p in enumerate(pools)]
             t = until
             if self.metrics is not None:
-                in_sys = sum((s.in_system_per_class for s in [*states, *pool_states.values()]),
-                             np.zeros(len(self.spec.classes)))
-                self._record(t, states, in_sys, pool_states)
-            if self.options.realtime > 0:
+                pending_metrics.append((t, states, pool_states))
+                if time.monotonic() - last_metrics > METRICS_EVERY_S:
+                    last_metrics = time.monotonic()
+                    pending_metrics = self._record_ready(pending_metrics)
+            if realtime:
+                done_states = ray.get([*states, *pool_states])
                 delay = wall0 + t / self.options.realtime - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-            busy = any(s.pending for s in [*states, *pool_states.values()])
-            if final or t >= horizon or (exhausted and not busy):
+                if t >= last_arrival and not any(st.pending for st in done_states):
+                    break
+            if final or t >= horizon:
                 break
-        parts = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
-        return parts, None, 0
+        ray.wait([*states, *pool_states], num_returns=len(states) + len(pool_states))
+        if self.metrics is not None:
+            self._record_ready(pending_metrics[-1:])
+        self.batches = [ray.get(self.arrivals.all_batch.remote())]
+        self.live.decisions = 0
+        parts_out = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
+        return parts_out, None, 0
+
+    def _record_ready(self, pending: list[tuple[float, list[Any], list[Any]]]
+                      ) -> list[tuple[float, list[Any], list[Any]]]:
+        """Record metrics of the latest finished window; keep the unfinished ones.
+
+        Windows finish in order, so only the oldest pending windows are checked.
+        """
+        latest = None
+        while pending:
+            refs = [*pending[0][1], *pending[0][2]]
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            if len(ready) < len(refs):
+                break
+            latest = pending.pop(0)
+        keep = pending
+        if latest is not None:
+            t, state_refs, pool_refs = latest
+            states: list[ShardState] = ray.get(state_refs)
+            pools: list[ShardState] = ray.get(pool_refs)
+            in_sys = sum((s.in_system_per_class for s in [*states, *pools]),
+                         np.zeros(len(self.spec.classes)))
+            pool_map = dict(zip(sorted(self.pool_shards), pools, strict=True))
+            self._record(t, states, in_sys, pool_map)
+        return keep
 
     def _record(self, t: float, states: list[ShardState], in_sys: np.ndarray,
                 pool_states: dict[int, ShardState]) -> None:
@@ -332,15 +373,12 @@ class Coordinator:
         failed = sum(s.failed for s in [*states, *pool_states.values()])
         price = float(nf[L.PRICE_PER_S].sum() + self.template.pools_f[L.P_PRICE_PER_S].sum())
         startup = sum(spec.node_type(n).startup_cost for n in spec.nodes)
+        decisions = sum(s.decisions for s in [*states, *pool_states.values()])
         self.metrics.record(
             sim_time_s=t, in_system={c.name: float(in_sys[i]) for i, c in enumerate(spec.classes)},
-            utilization=util, decisions=self.live.decisions + sum(s.decisions for s in states),
+            utilization=util, decisions=self.live.decisions + decisions,
             cost_usd=price * t + startup, slo_violations=failed,
             completed=max(done, self.live.completed))
-
-
-def _queued_cpu(state: ShardState) -> float:
-    return float(state.queued)
 
 
 def _concat(batches: list[JobBatch]) -> Jobs:

@@ -30,7 +30,7 @@ import ray
 from actors.arrivals import JobBatch
 from cluster import kernel
 from cluster import layout as L
-from cluster.engine import Engine, FloatArray, IntArray, Jobs
+from cluster.engine import Engine, FloatArray, IntArray, Jobs, job_state, runtime_table
 from cluster.model import SimulationSpec
 from cluster.policies.base import Allocation, Allocator, PoolView
 
@@ -92,23 +92,30 @@ class NodeShard:
         exact_nodes: bool = False,
         scheduler: Any = None,
         pool: int | None = None,
+        capacity: int = 0,
     ) -> None:
         """`node_ids`: global indices of the nodes of this shard (empty for a pool shard);
         `window`: the run's statistics window (start, end) in seconds; `scheduler`: the
-        SchedulerActor handle a pool shard asks in exact mode."""
+        SchedulerActor handle a pool shard asks in exact mode; `capacity`: the most jobs
+        this shard can receive (the replication's job count)."""
         self.shard = shard
         self.label = label
         self.node_ids = np.asarray(node_ids, dtype=np.int64)
         self.exact_nodes = exact_nodes
         sub = replace(spec, nodes=tuple(spec.nodes[int(k)] for k in self.node_ids))
-        empty = Jobs(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+        # The engine is built for `capacity` jobs that never arrive (arrival = inf) and
+        # the columns are filled in place as jobs come: feeding a window costs its own
+        # jobs only (Engine.add_jobs would copy every job known so far).
+        never = Jobs(np.full(capacity, math.inf), np.zeros(capacity, dtype=np.int64),
+                     np.ones(capacity))
         allocator = (SchedulerAllocator(scheduler, pool if pool is not None else -1)
                      if scheduler is not None else None)
-        self.engine = Engine(sub, replication, jobs=empty, allocator=allocator)
+        self.engine = Engine(sub, replication, jobs=never, allocator=allocator)
         self.engine.fstate[L.WIN_START], self.engine.fstate[L.WIN_END] = window
         # The coordinator owns the end of the run: a shard never stops by itself.
         self.engine.fstate[L.HORIZON] = math.inf
-        self.global_ids = np.zeros(0, dtype=np.int64)
+        self.used = 0
+        self.global_ids = np.zeros(capacity, dtype=np.int64)
         self.type_index = self.engine.nodes_i[L.NODE_TYPE].copy()
 
     def __repr__(self) -> str:
@@ -117,14 +124,35 @@ class NodeShard:
     # -- feeding and advancing ------------------------------------------------------------
 
     def add(self, batch: JobBatch) -> None:
-        """Append jobs (sorted by arrival, none earlier than the shard's clock)."""
-        if batch.count == 0:
+        """Fill the next job columns (sorted by arrival, none earlier than the clock)."""
+        m = batch.count
+        if m == 0:
             return
-        self.engine.add_jobs(batch.jobs())
-        self.global_ids = np.concatenate([self.global_ids, batch.ids])
+        e = self.engine
+        lo, hi = self.used, self.used + m
+        if hi > self.global_ids.size:
+            raise ValueError(f"shard {self.shard}: more jobs than its capacity "
+                             f"{self.global_ids.size}")
+        if batch.arrival_s[0] < e.now:
+            raise ValueError(f"shard {self.shard}: a job arrives at {batch.arrival_s[0]} "
+                             f"before the shard's clock {e.now}")
+        new_f, new_i = job_state(e.spec, e.provisioner, batch.jobs())
+        e.jobs_f[:, lo:hi] = new_f
+        e.jobs_i[:, lo:hi] = new_i
+        table = runtime_table(e.spec, batch.jobs())
+        if table.shape[0]:
+            if e.run_by_type.shape[0] == 0:
+                e.run_by_type = np.full((table.shape[0], self.global_ids.size), -1.0)
+            e.run_by_type[:, lo:hi] = table
+        self.global_ids[lo:hi] = batch.ids
+        self.used = hi
         if self.exact_nodes:
             # Exact node shards hold every job's metadata but never see arrivals.
-            self.engine.istate[L.NEXT_ARRIVAL] = self.engine.jobs_f.shape[1]
+            e.istate[L.NEXT_ARRIVAL] = self.global_ids.size
+
+    def window_routed(self, until_s: float, batch: JobBatch, target: IntArray) -> ShardState:
+        """Windowed mode: take this shard's share of the routed arrivals, run the window."""
+        return self.window(until_s, batch.take(target == self.shard))
 
     def window(self, until_s: float, batch: JobBatch | None = None) -> ShardState:
         """Add the routed arrivals and run the kernel up to `until_s` (inclusive)."""
@@ -155,7 +183,7 @@ class NodeShard:
         if now_s > e.now:  # bring the shard's clock (and its time integrals) up to now
             kernel.accumulate(now_s, e.fstate, e.istate, e.n_class, e.area_class, e.pools_f)
             e.fstate[L.NOW] = now_s
-        local = np.searchsorted(self.global_ids, jobs)
+        local = np.searchsorted(self.global_ids[: self.used], jobs)
         for i, j in enumerate(local.tolist()):
             e.jobs_f[L.REQ_CPU, j], e.jobs_f[L.REQ_MEM, j], e.jobs_f[L.REQ_GPU, j] = requests[:, i]
             e.n_class[e.jobs_i[L.CLS, j]] += 1
@@ -171,7 +199,7 @@ class NodeShard:
     def state(self) -> ShardState:
         e = self.engine
         nf = e.nodes_f
-        n = e.jobs_f.shape[1]
+        n = self.used
         heap_n = int(e.istate[L.HEAP_N])
         queued = int(e.istate[L.Q_TAIL] - e.istate[L.Q_HEAD])
         next_arrival = int(e.istate[L.NEXT_ARRIVAL])
@@ -207,14 +235,15 @@ class NodeShard:
         e = self.engine
         kernel.accumulate(float(e.fstate[L.WIN_END]), e.fstate, e.istate, e.n_class,
                           e.area_class, e.pools_f)
-        jobs_i = e.jobs_i.copy()
+        used = self.used
+        jobs_i = e.jobs_i[:, :used].copy()
         state = jobs_i[L.STATE]
         placed = (e.classes_i[L.CLASS_POOL][jobs_i[L.CLS]] < 0) & (
             (state == L.RUNNING) | (state == L.DONE))
         jobs_i[L.NODE, placed] = self.node_ids[jobs_i[L.NODE, placed]]
-        keep = placed if self.exact_nodes else np.ones(e.jobs_f.shape[1], dtype=bool)
+        keep = placed if self.exact_nodes else np.ones(used, dtype=bool)
         return {
-            "ids": self.global_ids[keep], "jobs_f": e.jobs_f[:, keep].copy(),
+            "ids": self.global_ids[:used][keep], "jobs_f": e.jobs_f[:, :used][:, keep].copy(),
             "jobs_i": jobs_i[:, keep], "pool_busy_area": e.pools_f[L.P_BUSY_AREA].copy(),
             "now_s": e.now, "events": e.events, "decisions": int(e.istate[L.DECISIONS]),
         }

@@ -32,9 +32,12 @@ from cluster import layout as L
 from cluster.engine import ALLOC_EPS, Engine, FloatArray, IntArray, Jobs
 from cluster.model import SimulationSpec
 from cluster.policies.base import Allocation, Placement, PlacementView, PolicyError, PoolView
-from cluster.policies.compiled import place
+from cluster.policies.compiled import FIT_EPS, PLACE_FIRST_FIT, PLACE_RANDOM_FIT, place
 
 log = logging.getLogger(__name__)
+
+#: Compiled placers whose choice among the nodes that fit does not depend on the others.
+COMPACTABLE = (PLACE_FIRST_FIT, PLACE_RANDOM_FIT)
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,10 @@ class Scheduler:
 
     def __repr__(self) -> str:
         return f"Scheduler({self.label})"
+
+    def ready(self) -> bool:
+        """Answers once the actor is up (the coordinator waits for it before timing)."""
+        return True
 
     # -- exact mode ------------------------------------------------------------------------
 
@@ -256,6 +263,17 @@ class Scheduler:
 
     # -- windowed mode ---------------------------------------------------------------------
 
+    def route_states(self, batch: JobBatch, shard_of_node: IntArray, shard_cpu: FloatArray,
+                     *states: Any) -> IntArray:
+        """`route` on the node shards' states at the start of the window (ShardState,
+        in shard order, so in node order)."""
+        if batch.count == 0:
+            return np.zeros(0, dtype=np.int64)
+        free = np.vstack([np.concatenate([getattr(st, f) for st in states]) for f in
+                          ("free_cpu", "free_memory_gb", "free_gpu", "free_slots")])
+        queued = np.array([float(st.queued) for st in states])
+        return self.route(batch, free, shard_of_node, queued, shard_cpu)[0]
+
     def route(
         self,
         batch: JobBatch,
@@ -280,8 +298,18 @@ class Scheduler:
         if code > 0:
             jobs_f = np.zeros((L.JF_ROWS, batch.count))
             jobs_f[L.REQ_CPU], jobs_f[L.REQ_MEM], jobs_f[L.REQ_GPU] = cpu, mem, gpu
-            placed = route_batch(code, self.cache.placer_params, nf, self.cache.nodes_i, jobs_f,
-                                 self.cache.rng, shard_of_node, pressure, cap, out)
+            nodes_f, nodes_i, owner = nf, self.cache.nodes_i, shard_of_node
+            if code in COMPACTABLE:
+                # First-fit and random-fit only look at nodes that fit: route on the nodes
+                # with room for the smallest request of the batch, in node order.
+                keep = np.flatnonzero(
+                    (nodes_i[L.ACTIVE] == 1) & (nf[L.FREE_SLOTS] >= 1.0)
+                    & (nf[L.FREE_CPU] >= cpu.min() - FIT_EPS)
+                    & (nf[L.FREE_MEM] >= mem.min() - FIT_EPS)
+                    & (nf[L.FREE_GPU] >= gpu.min() - FIT_EPS))
+                nodes_f, nodes_i, owner = nf[:, keep], nodes_i[:, keep], shard_of_node[keep]
+            placed = route_batch(code, self.cache.placer_params, nodes_f, nodes_i, jobs_f,
+                                 self.cache.rng, owner, pressure, cap, out)
         else:
             placed = self._route_python(batch, cpu, mem, gpu, shard_of_node, pressure, cap, out)
         self.decisions += batch.count
