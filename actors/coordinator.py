@@ -54,7 +54,9 @@ class RayRunOptions:
     exact mode, else the windowed mode's window in simulated seconds; `realtime`: pace
     windows to the wall clock times this factor (windowed; default window 1 s);
     `shard_resources`: Ray custom resources per node shard (cycled), e.g. to pin shards
-    to particular machines; `shard_cpus`: CPUs each shard actor reserves.
+    to particular machines (without it, a shard whose nodes are all of type T goes to a
+    machine offering the resource `node-type-T` when the cluster has one); `shard_cpus`:
+    CPUs each shard actor reserves.
     """
 
     shards: int = 1
@@ -97,6 +99,22 @@ def type_mix(spec: SimulationSpec, nodes: np.ndarray) -> str:
     return ", ".join(f"{t} x{c}" for t, c in counts.items())
 
 
+#: Prefix of the Ray resources that mark machines standing in for a node type.
+TYPE_RESOURCE_PREFIX = "node-type-"
+#: How much of such a resource a shard takes (many shards fit on one machine).
+TYPE_RESOURCE_SHARE = 0.001
+
+
+def type_resource(spec: SimulationSpec, nodes: np.ndarray, available: set[str]) -> str | None:
+    """`node-type-<name>` when every node of the slice has type <name> and the Ray
+    cluster offers that resource (see monitoring/fake-multinode.yaml), else None."""
+    names = {spec.nodes[int(k)] for k in nodes}
+    if len(names) != 1:
+        return None
+    resource = TYPE_RESOURCE_PREFIX + names.pop()
+    return resource if resource in available else None
+
+
 @dataclass
 class _Live:
     """Running totals the coordinator reports as metrics."""
@@ -135,12 +153,15 @@ class Coordinator:
         self.slices = node_slices(len(spec.nodes), self.options.shards)
         self.shards: list[Any] = []
         res = self.options.shard_resources
+        available = set(ray.cluster_resources()) if not res else set()
         for i, nodes in enumerate(self.slices):
             label = f"{run}/node-shard-{i}: {type_mix(spec, nodes)}"
             opts: dict[str, Any] = {"name": f"clusteremu/{run}/node-shard-{i}",
                                     "num_cpus": self.options.shard_cpus}
             if res:
                 opts["resources"] = dict(res[i % len(res)])
+            elif (pin := type_resource(spec, nodes, available)) is not None:
+                opts["resources"] = {pin: TYPE_RESOURCE_SHARE}
             self.shards.append(NodeShardActor.options(**opts).remote(
                 spec, r, i, nodes, self.window, label, exact, None, None, n_jobs))
         self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
