@@ -12,8 +12,8 @@ To add a compiled allocator: write an `@njit` function with the signature of
 from __future__ import annotations
 
 import numpy as np
-from cluster.jit import kernel_function
 
+from cluster.jit import kernel_function
 from cluster.layout import (
     ACTIVE,
     CORES,
@@ -63,7 +63,9 @@ def uniform_index(state: np.ndarray, n: int) -> int:
 
 
 @kernel_function
-def fits(nodes_f: np.ndarray, nodes_i: np.ndarray, k: int, cpu: float, mem: float, gpu: float) -> bool:
+def fits(
+    nodes_f: np.ndarray, nodes_i: np.ndarray, k: int, cpu: float, mem: float, gpu: float
+) -> bool:
     return (
         nodes_i[ACTIVE, k] == 1
         and nodes_f[FREE_CPU, k] >= cpu - FIT_EPS
@@ -167,12 +169,12 @@ def allocate(
     elif code == ALLOC_MDP:
         allocate_mdp(params, members, n, pool_cores, now, jobs_f, jobs_i)
     elif code == ALLOC_WHAM:  # WHAM, FW-CAM, GREEDY: cluster.policies.wham (codes 41-43)
-        allocate_wham(params, members, n, pool_cores, jobs_f, jobs_i, classes_f, classes_i,
-                      class_tx, class_ty)
+        allocate_wham(
+            params, members, n, pool_cores, jobs_f, jobs_i, classes_f, classes_i, class_tx, class_ty
+        )
     elif code == ALLOC_FW_CAM:
         allocate_fw_cam(params, members, n, jobs_f, jobs_i)
     elif code == ALLOC_GREEDY:
-        allocate_greedy(params, members, n, pool_cores, jobs_f, jobs_i, classes_f, classes_i,
-                        class_tx, class_ty)
-
-
+        allocate_greedy(
+            params, members, n, pool_cores, jobs_f, jobs_i, classes_f, classes_i, class_tx, class_ty
+        )
