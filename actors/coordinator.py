@@ -146,8 +146,8 @@ class Coordinator:
         spec, r, run = self.spec, self.replication, self.run
         self.arrivals: Any = ArrivalActor.options(name=f"clusteremu/{run}/arrivals").remote(spec, r)
         arrivals: Any = self.arrivals
-        n_jobs, lo, hi = ray.get(arrivals.info.remote())
-        self.window = (lo, hi)
+        # Passed as an object reference: the other actors start while the stream is drawn.
+        info = arrivals.info.remote()
         self.scheduler: Any = SchedulerActor.options(name=f"clusteremu/{run}/scheduler").remote(
             spec, r, f"{run}/scheduler")
         self.slices = node_slices(len(spec.nodes), self.options.shards)
@@ -163,7 +163,7 @@ class Coordinator:
             elif (pin := type_resource(spec, nodes, available)) is not None:
                 opts["resources"] = {pin: TYPE_RESOURCE_SHARE}
             self.shards.append(NodeShardActor.options(**opts).remote(
-                spec, r, i, nodes, self.window, label, exact, None, None, n_jobs))
+                spec, r, i, nodes, info, label, exact))
         self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
         self.offset = np.zeros(len(self.slices), dtype=np.int64)
         for i, nodes in enumerate(self.slices):
@@ -176,10 +176,12 @@ class Coordinator:
             self.pool_shards[p] = NodeShardActor.options(
                 name=f"clusteremu/{run}/pool-shard-{pool.name}",
                 num_cpus=self.options.shard_cpus).remote(
-                spec, r, len(self.slices) + p, np.zeros(0, np.int64), self.window,
+                spec, r, len(self.slices) + p, np.zeros(0, np.int64), info,
                 f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores", False,
-                self.scheduler if exact else None, p, n_jobs)
+                self.scheduler if exact else None, p)
         self.batches: list[JobBatch] = []
+        _n, lo, hi = ray.get(info)
+        self.window = (lo, hi)
 
     def _stop_actors(self) -> None:
         for actor in [self.arrivals, self.scheduler, *self.shards, *self.pool_shards.values()]:

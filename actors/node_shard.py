@@ -87,17 +87,17 @@ class NodeShard:
         replication: int,
         shard: int,
         node_ids: IntArray,
-        window: tuple[float, float],
+        stream: tuple[int, float, float],
         label: str = "",
         exact_nodes: bool = False,
         scheduler: Any = None,
         pool: int | None = None,
-        capacity: int = 0,
     ) -> None:
         """`node_ids`: global indices of the nodes of this shard (empty for a pool shard);
-        `window`: the run's statistics window (start, end) in seconds; `scheduler`: the
-        SchedulerActor handle a pool shard asks in exact mode; `capacity`: the most jobs
-        this shard can receive (the replication's job count)."""
+        `stream`: `ArrivalStream.info()`, i.e. the replication's job count (the most jobs
+        this shard can receive) and its statistics window (start, end) in seconds;
+        `scheduler`: the SchedulerActor handle a pool shard asks in exact mode."""
+        capacity, window = stream[0], (stream[1], stream[2])
         self.shard = shard
         self.label = label
         self.node_ids = np.asarray(node_ids, dtype=np.int64)

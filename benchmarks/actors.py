@@ -56,7 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=400_000)
     parser.add_argument("--exact-jobs", type=int, default=1_500)
-    parser.add_argument("--sweep-jobs", type=int, default=150_000)
+    parser.add_argument("--sweep-jobs", type=int, default=500_000)
     parser.add_argument("--cpus", type=int, default=2)
     args = parser.parse_args()
 
