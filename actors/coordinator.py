@@ -293,7 +293,9 @@ class Coordinator:
 
     def _record_exact(self, t: float) -> None:
         states: list[ShardState] = ray.get([s.state.remote() for s in self.shards])
-        in_sys = sum((s.in_system_per_class for s in states), np.zeros(len(self.spec.classes)))
+        queued = ray.get(self.scheduler.queued_per_class.remote())
+        # Pool shards are busy with their whole stream in exact mode: not asked here.
+        in_sys = sum((s.in_system_per_class for s in states), queued.astype(np.float64))
         self._record(t, states, in_sys, {})
 
     def _run_windowed(self) -> tuple[list[dict[str, Any]], None, int]:
@@ -324,7 +326,9 @@ class Coordinator:
             parts = self.arrivals.split_batch.options(num_returns=1 + len(pools)).remote(
                 until, group, 1 + len(pools))
             placed = parts[0] if pools else parts
-            if self.shards:
+            if len(self.shards) == 1:  # one node shard: every arrival goes there
+                states = [self.shards[0].window.remote(until, placed)]
+            elif self.shards:
                 target = self.scheduler.route_states.remote(placed, self.shard_of_node,
                                                             shard_cpu, *states)
                 states = [shard.window_routed.remote(until, placed, target)

@@ -255,6 +255,11 @@ class Scheduler:
         self.decisions += 1
         return self.allocator.allocate(view)
 
+    def queued_per_class(self) -> IntArray:
+        """Jobs waiting in the queue, per class (exact mode; for the metrics)."""
+        q = np.asarray(self.queue, dtype=np.int64)
+        return np.bincount(self.cls[q], minlength=len(self.spec.classes)).astype(np.int64)
+
     def unplaced(self) -> tuple[IntArray, IntArray, FloatArray]:
         """Jobs that never reached a node: ids, state (QUEUED / FAILED / FUTURE), end (s)."""
         ids = np.flatnonzero(self.node_of < 0)
