@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -117,12 +117,10 @@ def type_resource(spec: SimulationSpec, nodes: np.ndarray, available: set[str]) 
 
 @dataclass
 class _Live:
-    """Running totals the coordinator reports as metrics."""
+    """Running totals of exact mode that the shards do not count (for the metrics)."""
 
     completed: int = 0
     decisions: int = 0
-    failed: int = 0
-    last_wall: float = field(default_factory=time.monotonic)
 
 
 class Coordinator:
@@ -354,7 +352,6 @@ class Coordinator:
         if self.metrics is not None:
             self._record_ready(pending_metrics[-1:])
         self.batches = [ray.get(self.arrivals.all_batch.remote())]
-        self.live.decisions = 0
         parts_out = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
         return parts_out, None, 0
 
@@ -421,4 +418,4 @@ def _concat(batches: list[JobBatch]) -> Jobs:
 def run_replication(spec: SimulationSpec, replication: int, options: RayRunOptions,
                     run_name: str) -> RunResult:
     """Run one replication of `spec` on actors (Ray must be initialised)."""
-    return Coordinator(replace(spec), replication, options, run_name).run_replication()
+    return Coordinator(spec, replication, options, run_name).run_replication()

@@ -351,9 +351,3 @@ class Scheduler:
 #: The Ray actor; named `clusteremu/<run>/scheduler` by the launcher.
 SchedulerActor = ray.remote(num_cpus=0)(Scheduler)
 
-
-def describe_policies(spec: SimulationSpec) -> dict[str, Any]:
-    """The scheduler block as plain data (for logs and the dashboard)."""
-    s = spec.scheduler
-    return {"placer": s.placer.name, "allocator": s.allocator.name,
-            "provisioner": s.provisioner.name}

@@ -20,11 +20,17 @@ SCENARIOS = {
     "ps-amdahl": ["stop.jobs=800", "stop.warmup_jobs=50"],
     "hetero-placement": ["stop.time_s=120", "stop.warmup_s=10"],
 }
+#: hetero-placement with impatient batch jobs: queue timeouts (the scheduler's timers).
+PATIENCE = ["stop.time_s=200", "stop.warmup_s=10", "workload.classes.1.timeout_s=3",
+            "workload.classes.1.arrival.rate_per_s=2.0"]
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", [*sorted(SCENARIOS), "hetero-placement+timeouts"])
 def test_exact_mode_equals_kernel(name: str) -> None:
-    spec = load_scenario(name, SCENARIOS[name])
+    if name.endswith("+timeouts"):
+        spec = load_scenario("hetero-placement", PATIENCE)
+    else:
+        spec = load_scenario(name, SCENARIOS[name])
     reference = run_spec(spec)
     result = run_on_ray(spec, RayRunOptions(shards=2))
     assert_same_jobs(reference.jobs, result.jobs)
@@ -34,6 +40,9 @@ def test_exact_mode_equals_kernel(name: str) -> None:
     for key in ("mean_jobs_in_system", "utilization", "cost_usd"):
         assert result.summary[key] == pytest.approx(reference.summary[key], rel=1e-9)
     assert result.summary["ray"]["mode"] == "exact"
+    assert result.summary["jobs_failed"] == reference.summary["jobs_failed"]
+    if name.endswith("+timeouts"):
+        assert reference.summary["jobs_failed"] > 0
 
 
 def test_windowed_one_shard_equals_kernel() -> None:
