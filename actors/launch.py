@@ -65,7 +65,12 @@ def ensure_ray(address: str | None, dashboard_host: str = "127.0.0.1",
     """Initialise Ray unless it already is; return True when this call started it."""
     if ray.is_initialized():
         return False
-    ctx = ray.init(**init_kwargs(address, dashboard_host, num_cpus))
+    try:
+        ctx = ray.init(**init_kwargs(address, dashboard_host, num_cpus))
+    except ConnectionError as exc:
+        from clusteremu.cli import UsageError
+
+        raise UsageError(f"--address {address}: no Ray cluster to join ({exc})") from None
     url = getattr(ctx, "dashboard_url", None)
     if url:
         log.info("Ray dashboard at http://%s", url)
