@@ -5,7 +5,7 @@ Prints, in one run: kernel jobs/s; exact-mode jobs/s; windowed-mode jobs/s with 
 time of a 20-run sweep with 1 and 2 workers. Targets (issue 3): windowed with a 1 s
 window >= 50% of the kernel's jobs/s; the 2-worker sweep >= 1.7x faster than 1 worker.
 
-    .venv/bin/python benchmarks/actors.py [--jobs 400000] [--exact-jobs 1500] [--cpus 2]
+    .venv/bin/python benchmarks/actors.py [--jobs 1000000] [--exact-jobs 1500] [--cpus 2]
 
 Exact mode synchronises every event across actors, so it runs on the first
 `--exact-jobs` jobs of the same scenario. Timings are wall-clock on a shared machine:
@@ -54,7 +54,7 @@ def timed(label: str, jobs: int, fn: object) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--jobs", type=int, default=400_000)
+    parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--exact-jobs", type=int, default=1_500)
     parser.add_argument("--sweep-jobs", type=int, default=500_000)
     parser.add_argument("--cpus", type=int, default=2)
