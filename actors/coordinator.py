@@ -161,7 +161,8 @@ class Coordinator:
             elif (pin := type_resource(spec, nodes, available)) is not None:
                 opts["resources"] = {pin: TYPE_RESOURCE_SHARE}
             self.shards.append(NodeShardActor.options(**opts).remote(
-                spec, r, i, nodes, info, label, exact))
+                spec, r, i, nodes, info, label, exact, None, None,
+                1.0 if exact else min(1.0, 1.5 * nodes.size / max(len(spec.nodes), 1))))
         self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
         self.offset = np.zeros(len(self.slices), dtype=np.int64)
         for i, nodes in enumerate(self.slices):

@@ -92,12 +92,15 @@ class NodeShard:
         exact_nodes: bool = False,
         scheduler: Any = None,
         pool: int | None = None,
+        share: float = 1.0,
     ) -> None:
         """`node_ids`: global indices of the nodes of this shard (empty for a pool shard);
         `stream`: `ArrivalStream.info()`, i.e. the replication's job count (the most jobs
         this shard can receive) and its statistics window (start, end) in seconds;
-        `scheduler`: the SchedulerActor handle a pool shard asks in exact mode."""
-        capacity, window = stream[0], (stream[1], stream[2])
+        `scheduler`: the SchedulerActor handle a pool shard asks in exact mode; `share`:
+        the expected fraction of the jobs this shard receives (it grows when it gets more)."""
+        window = (stream[1], stream[2])
+        capacity = min(stream[0], int(math.ceil(stream[0] * share)) + 1024)
         self.shard = shard
         self.label = label
         self.node_ids = np.asarray(node_ids, dtype=np.int64)
@@ -131,8 +134,7 @@ class NodeShard:
         e = self.engine
         lo, hi = self.used, self.used + m
         if hi > self.global_ids.size:
-            raise ValueError(f"shard {self.shard}: more jobs than its capacity "
-                             f"{self.global_ids.size}")
+            self._grow(max(hi, 2 * self.global_ids.size) - self.global_ids.size)
         if batch.arrival_s[0] < e.now:
             raise ValueError(f"shard {self.shard}: a job arrives at {batch.arrival_s[0]} "
                              f"before the shard's clock {e.now}")
@@ -149,6 +151,16 @@ class NodeShard:
         if self.exact_nodes:
             # Exact node shards hold every job's metadata but never see arrivals.
             e.istate[L.NEXT_ARRIVAL] = self.global_ids.size
+
+    def _grow(self, extra: int) -> None:
+        """Add `extra` never-arriving job columns (amortised doubling)."""
+        e = self.engine
+        with np.errstate(invalid="ignore"):  # inf - inf in add_jobs' order check
+            e.add_jobs(Jobs(np.full(extra, math.inf), np.zeros(extra, dtype=np.int64),
+                            np.ones(extra)))
+        if e.run_by_type.shape[0]:
+            e.run_by_type[:, self.global_ids.size:] = -1.0
+        self.global_ids = np.concatenate([self.global_ids, np.zeros(extra, dtype=np.int64)])
 
     def window_routed(self, until_s: float, batch: JobBatch, target: IntArray) -> ShardState:
         """Windowed mode: take this shard's share of the routed arrivals, run the window."""
