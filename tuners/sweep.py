@@ -342,3 +342,26 @@ def read_results(out: str | Path) -> pa.Table:
         return pa.table({})
     table = pa.concat_tables([pq.read_table(p) for p in files], promote_options="default")
     return table.sort_by("cell")
+
+
+def summary_table(table: pa.Table, metric: str = "mean_response_time_s") -> str:
+    """One line per grid point and policy: the metric's mean over seeds with a 95% CI."""
+    from cluster.metrics import ci95_half_width
+
+    if table.num_rows == 0 or metric not in table.column_names:
+        return ""
+    keys = [c for c in table.column_names if c.startswith("grid.")] + ["policy"]
+    groups: dict[tuple[Any, ...], list[float]] = {}
+    columns = {k: table[k].to_pylist() for k in keys}
+    for i, value in enumerate(table[metric].to_pylist()):
+        groups.setdefault(tuple(columns[k][i] for k in keys), []).append(float(value))
+    header = [k.removeprefix("grid.") for k in keys] + [metric, "ci95", "seeds"]
+    rows = []
+    for group, values in groups.items():
+        ci = ci95_half_width(values)
+        rows.append([str(v) for v in group] + [f"{sum(values) / len(values):.6g}",
+                                                "" if ci != ci else f"{ci:.3g}",
+                                                str(len(values))])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True))
+                     for r in [header, *rows])

@@ -72,8 +72,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.json:
         print(to_json(report))
     else:
+        from tuners.sweep import read_results, summary_table
+
         print(f"sweep {out}: {outcome.total} cells, {outcome.skipped} already done, "
               f"{outcome.ran} run now in {outcome.wall_s:.1f} s")
+        print(summary_table(read_results(out)))
+        print(f"results: {out / 'runs'} (one Parquet file per cell)")
         if outcome.missing:
             print(f"{len(outcome.missing)} cell(s) missing; re-run the same command to resume",
                   file=sys.stderr)
