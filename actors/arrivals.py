@@ -31,8 +31,9 @@ class JobBatch:
 
     def take(self, mask: np.ndarray) -> JobBatch:
         u = None if self.runtime_u is None else self.runtime_u[mask]
-        return JobBatch(self.ids[mask], self.arrival_s[mask], self.class_index[mask],
-                        self.size[mask], u)
+        return JobBatch(
+            self.ids[mask], self.arrival_s[mask], self.class_index[mask], self.size[mask], u
+        )
 
     def jobs(self) -> Jobs:
         return Jobs(self.arrival_s, self.class_index, self.size, self.runtime_u)
@@ -85,12 +86,17 @@ class ArrivalStream:
         hi = max(hi, lo)
         self.next = hi
         u = self.jobs.runtime_u
-        return JobBatch(np.arange(lo, hi, dtype=np.int64), arr[lo:hi],
-                        self.jobs.class_index[lo:hi], self.jobs.size[lo:hi],
-                        None if u is None else u[lo:hi])
+        return JobBatch(
+            np.arange(lo, hi, dtype=np.int64),
+            arr[lo:hi],
+            self.jobs.class_index[lo:hi],
+            self.jobs.size[lo:hi],
+            None if u is None else u[lo:hi],
+        )
 
-    def split_batch(self, until_s: float, class_group: IntArray, groups: int
-                    ) -> JobBatch | tuple[JobBatch, ...]:
+    def split_batch(
+        self, until_s: float, class_group: IntArray, groups: int
+    ) -> JobBatch | tuple[JobBatch, ...]:
         """`next_batch(until_s)` split by `class_group[class]` into `groups` batches (Ray
         returns them as separate objects, so each goes to its shard without the driver);
         one group is returned as a plain batch."""
@@ -103,8 +109,13 @@ class ArrivalStream:
     def all_batch(self) -> JobBatch:
         """Every job of the replication as one batch."""
         j = self.jobs
-        return JobBatch(np.arange(j.arrival_s.size, dtype=np.int64), j.arrival_s,
-                        j.class_index, j.size, j.runtime_u)
+        return JobBatch(
+            np.arange(j.arrival_s.size, dtype=np.int64),
+            j.arrival_s,
+            j.class_index,
+            j.size,
+            j.runtime_u,
+        )
 
     def peek_last_s(self) -> float:
         """Arrival time of the last job (-inf when there is none)."""

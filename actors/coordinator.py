@@ -77,8 +77,11 @@ class RayRunOptions:
 
     @property
     def mode(self) -> str:
-        return "exact" if self.window_s == 0 and self.realtime == 0 else (
-            "realtime" if self.realtime > 0 else "windowed")
+        return (
+            "exact"
+            if self.window_s == 0 and self.realtime == 0
+            else ("realtime" if self.realtime > 0 else "windowed")
+        )
 
     @property
     def effective_window_s(self) -> float:
@@ -126,14 +129,17 @@ class _Live:
 class Coordinator:
     """Runs one replication of `spec` on actors and returns the engine-shaped result."""
 
-    def __init__(self, spec: SimulationSpec, replication: int, options: RayRunOptions,
-                 run_name: str) -> None:
+    def __init__(
+        self, spec: SimulationSpec, replication: int, options: RayRunOptions, run_name: str
+    ) -> None:
         self.spec, self.replication, self.options = spec, replication, options
         self.run = run_name
-        self.template = Engine(spec, replication,
-                               jobs=Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0)))
-        self.class_pool = np.array([spec.pool_index(c.pool) if c.pool else -1
-                                    for c in spec.classes], dtype=np.int64)
+        self.template = Engine(
+            spec, replication, jobs=Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
+        )
+        self.class_pool = np.array(
+            [spec.pool_index(c.pool) if c.pool else -1 for c in spec.classes], dtype=np.int64
+        )
         self.metrics = RunMetrics(run_name) if options.metrics else None
         self.live = _Live()
         self.timings: dict[str, float] = {}
@@ -147,22 +153,36 @@ class Coordinator:
         # Passed as an object reference: the other actors start while the stream is drawn.
         info = arrivals.info.remote()
         self.scheduler: Any = SchedulerActor.options(name=f"clusteremu/{run}/scheduler").remote(
-            spec, r, f"{run}/scheduler")
+            spec, r, f"{run}/scheduler"
+        )
         self.slices = node_slices(len(spec.nodes), self.options.shards)
         self.shards: list[Any] = []
         res = self.options.shard_resources
         available = set(ray.cluster_resources()) if not res else set()
         for i, nodes in enumerate(self.slices):
             label = f"{run}/node-shard-{i}: {type_mix(spec, nodes)}"
-            opts: dict[str, Any] = {"name": f"clusteremu/{run}/node-shard-{i}",
-                                    "num_cpus": self.options.shard_cpus}
+            opts: dict[str, Any] = {
+                "name": f"clusteremu/{run}/node-shard-{i}",
+                "num_cpus": self.options.shard_cpus,
+            }
             if res:
                 opts["resources"] = dict(res[i % len(res)])
             elif (pin := type_resource(spec, nodes, available)) is not None:
                 opts["resources"] = {pin: TYPE_RESOURCE_SHARE}
-            self.shards.append(NodeShardActor.options(**opts).remote(
-                spec, r, i, nodes, info, label, exact, None, None,
-                1.0 if exact else min(1.0, 1.5 * nodes.size / max(len(spec.nodes), 1))))
+            self.shards.append(
+                NodeShardActor.options(**opts).remote(
+                    spec,
+                    r,
+                    i,
+                    nodes,
+                    info,
+                    label,
+                    exact,
+                    None,
+                    None,
+                    1.0 if exact else min(1.0, 1.5 * nodes.size / max(len(spec.nodes), 1)),
+                )
+            )
         self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
         self.offset = np.zeros(len(self.slices), dtype=np.int64)
         for i, nodes in enumerate(self.slices):
@@ -173,11 +193,18 @@ class Coordinator:
             if not np.any(self.class_pool == p):
                 continue
             self.pool_shards[p] = NodeShardActor.options(
-                name=f"clusteremu/{run}/pool-shard-{pool.name}",
-                num_cpus=self.options.shard_cpus).remote(
-                spec, r, len(self.slices) + p, np.zeros(0, np.int64), info,
-                f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores", False,
-                self.scheduler if exact else None, p)
+                name=f"clusteremu/{run}/pool-shard-{pool.name}", num_cpus=self.options.shard_cpus
+            ).remote(
+                spec,
+                r,
+                len(self.slices) + p,
+                np.zeros(0, np.int64),
+                info,
+                f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores",
+                False,
+                self.scheduler if exact else None,
+                p,
+            )
         self.batches: list[JobBatch] = []
         _n, lo, hi = ray.get(info)
         self.window = (lo, hi)
@@ -194,18 +221,23 @@ class Coordinator:
         t0 = time.monotonic()
         self._start_actors(exact)
         try:
-            ray.get([s.state.remote() for s in [*self.shards, *self.pool_shards.values()]]
-                    + [self.scheduler.ready.remote()])
+            ray.get(
+                [s.state.remote() for s in [*self.shards, *self.pool_shards.values()]]
+                + [self.scheduler.ready.remote()]
+            )
             t1 = time.monotonic()
             parts, unplaced, extra = self._run_exact() if exact else self._run_windowed()
             t2 = time.monotonic()
             jobs = _concat(self.batches)
-            result = merge_result(self.spec, self.replication, jobs, self.window, parts,
-                                  unplaced, extra_events=extra)
-            self.timings = {"start_s": t1 - t0, "run_s": t2 - t1,
-                            "merge_s": time.monotonic() - t2}
-            log.info("run %s: actors up in %.2f s, ran in %.2f s, merged in %.2f s", self.run,
-                     *self.timings.values())
+            result = merge_result(
+                self.spec, self.replication, jobs, self.window, parts, unplaced, extra_events=extra
+            )
+            self.timings = {"start_s": t1 - t0, "run_s": t2 - t1, "merge_s": time.monotonic() - t2}
+            log.info(
+                "run %s: actors up in %.2f s, ran in %.2f s, merged in %.2f s",
+                self.run,
+                *self.timings.values(),
+            )
             return result
         finally:
             self._stop_actors()
@@ -271,8 +303,13 @@ class Coordinator:
                 for s in np.unique(owner).tolist():
                     sel = owner == s
                     refs[s] = self.shards[s].start.remote(
-                        t, d.jobs[sel], d.nodes[sel] - self.offset[s], d.run_s[sel],
-                        d.setup_s[sel], d.requests[:, sel])
+                        t,
+                        d.jobs[sel],
+                        d.nodes[sel] - self.offset[s],
+                        d.run_s[sel],
+                        d.setup_s[sel],
+                        d.requests[:, sel],
+                    )
             for s, ref in refs.items():
                 st: ShardState = ray.get(ref)
                 tops[s] = (st.next_event_s, st.top_job)
@@ -312,8 +349,9 @@ class Coordinator:
         last_arrival = float(ray.get(self.arrivals.peek_last_s.remote()))
         shard_cpu = np.array([self.template.nodes_f[L.CAP_CPU, s].sum() for s in self.slices])
         pools = sorted(self.pool_shards)
-        group = np.array([0 if p < 0 else 1 + pools.index(p) for p in self.class_pool],
-                         dtype=np.int64)
+        group = np.array(
+            [0 if p < 0 else 1 + pools.index(p) for p in self.class_pool], dtype=np.int64
+        )
         states = [s.state.remote() for s in self.shards]
         pool_states: list[Any] = []
         pending_metrics: list[tuple[float, list[Any], list[Any]]] = []
@@ -323,17 +361,21 @@ class Coordinator:
             final = not realtime and (t + w >= last_arrival or t + w >= horizon)
             until = horizon if final else min(t + w, horizon)
             parts = self.arrivals.split_batch.options(num_returns=1 + len(pools)).remote(
-                until, group, 1 + len(pools))
+                until, group, 1 + len(pools)
+            )
             placed = parts[0] if pools else parts
             if len(self.shards) == 1:  # one node shard: every arrival goes there
                 states = [self.shards[0].window.remote(until, placed)]
             elif self.shards:
-                target = self.scheduler.route_states.remote(placed, self.shard_of_node,
-                                                            shard_cpu, *states)
-                states = [shard.window_routed.remote(until, placed, target)
-                          for shard in self.shards]
-            pool_states = [self.pool_shards[p].window.remote(until, parts[1 + i])
-                           for i, p in enumerate(pools)]
+                target = self.scheduler.route_states.remote(
+                    placed, self.shard_of_node, shard_cpu, *states
+                )
+                states = [
+                    shard.window_routed.remote(until, placed, target) for shard in self.shards
+                ]
+            pool_states = [
+                self.pool_shards[p].window.remote(until, parts[1 + i]) for i, p in enumerate(pools)
+            ]
             t = until
             if self.metrics is not None:
                 pending_metrics.append((t, states, pool_states))
@@ -356,8 +398,9 @@ class Coordinator:
         parts_out = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
         return parts_out, None, 0
 
-    def _record_ready(self, pending: list[tuple[float, list[Any], list[Any]]]
-                      ) -> list[tuple[float, list[Any], list[Any]]]:
+    def _record_ready(
+        self, pending: list[tuple[float, list[Any], list[Any]]]
+    ) -> list[tuple[float, list[Any], list[Any]]]:
         """Record metrics of the latest finished window; keep the unfinished ones.
 
         Windows finish in order, so only the oldest pending windows are checked.
@@ -374,14 +417,20 @@ class Coordinator:
             t, state_refs, pool_refs = latest
             states: list[ShardState] = ray.get(state_refs)
             pools: list[ShardState] = ray.get(pool_refs)
-            in_sys = sum((s.in_system_per_class for s in [*states, *pools]),
-                         np.zeros(len(self.spec.classes)))
+            in_sys = sum(
+                (s.in_system_per_class for s in [*states, *pools]), np.zeros(len(self.spec.classes))
+            )
             pool_map = dict(zip(sorted(self.pool_shards), pools, strict=True))
             self._record(t, states, in_sys, pool_map)
         return keep
 
-    def _record(self, t: float, states: list[ShardState], in_sys: np.ndarray,
-                pool_states: dict[int, ShardState]) -> None:
+    def _record(
+        self,
+        t: float,
+        states: list[ShardState],
+        in_sys: np.ndarray,
+        pool_states: dict[int, ShardState],
+    ) -> None:
         assert self.metrics is not None
         spec, nf = self.spec, self.template.nodes_f
         free = np.concatenate([s.free_cpu for s in states]) if states else np.zeros(0)
@@ -400,23 +449,34 @@ class Coordinator:
         startup = sum(spec.node_type(n).startup_cost for n in spec.nodes)
         decisions = sum(s.decisions for s in [*states, *pool_states.values()])
         self.metrics.record(
-            sim_time_s=t, in_system={c.name: float(in_sys[i]) for i, c in enumerate(spec.classes)},
-            utilization=util, decisions=self.live.decisions + decisions,
-            cost_usd=price * t + startup, slo_violations=failed,
-            completed=max(done, self.live.completed))
+            sim_time_s=t,
+            in_system={c.name: float(in_sys[i]) for i, c in enumerate(spec.classes)},
+            utilization=util,
+            decisions=self.live.decisions + decisions,
+            cost_usd=price * t + startup,
+            slo_violations=failed,
+            completed=max(done, self.live.completed),
+        )
 
 
 def _concat(batches: list[JobBatch]) -> Jobs:
     if not batches:
         return Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
-    u = None if batches[0].runtime_u is None else np.concatenate(
-        [b.runtime_u for b in batches if b.runtime_u is not None])
-    return Jobs(np.concatenate([b.arrival_s for b in batches]),
-                np.concatenate([b.class_index for b in batches]),
-                np.concatenate([b.size for b in batches]), u)
+    u = (
+        None
+        if batches[0].runtime_u is None
+        else np.concatenate([b.runtime_u for b in batches if b.runtime_u is not None])
+    )
+    return Jobs(
+        np.concatenate([b.arrival_s for b in batches]),
+        np.concatenate([b.class_index for b in batches]),
+        np.concatenate([b.size for b in batches]),
+        u,
+    )
 
 
-def run_replication(spec: SimulationSpec, replication: int, options: RayRunOptions,
-                    run_name: str) -> RunResult:
+def run_replication(
+    spec: SimulationSpec, replication: int, options: RayRunOptions, run_name: str
+) -> RunResult:
     """Run one replication of `spec` on actors (Ray must be initialised)."""
     return Coordinator(spec, replication, options, run_name).run_replication()

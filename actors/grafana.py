@@ -33,8 +33,13 @@ def load_dashboard(datasource: str = "Prometheus") -> dict[str, Any]:
     return model
 
 
-def provision(url: str, token: str, folder_uid: str | None = None,
-              datasource: str = "Prometheus", timeout_s: float = 10.0) -> dict[str, Any]:
+def provision(
+    url: str,
+    token: str,
+    folder_uid: str | None = None,
+    datasource: str = "Prometheus",
+    timeout_s: float = 10.0,
+) -> dict[str, Any]:
     """Create or replace the dashboard on the Grafana at `url` (service-account token).
 
     Returns Grafana's reply (`uid`, `url`, `version`, `status`).
@@ -44,8 +49,11 @@ def provision(url: str, token: str, folder_uid: str | None = None,
     api = GrafanaApi.from_url(url, credential=token, timeout=timeout_s)
     dashboard = load_dashboard(datasource)
     dashboard["id"] = None  # matched by uid, never by numeric id
-    payload: dict[str, Any] = {"dashboard": dashboard, "overwrite": True,
-                               "message": "provisioned by clusteremu dashboard"}
+    payload: dict[str, Any] = {
+        "dashboard": dashboard,
+        "overwrite": True,
+        "message": "provisioned by clusteremu dashboard",
+    }
     if folder_uid:
         payload["folderUid"] = folder_uid
     reply: dict[str, Any] = api.dashboard.update_dashboard(payload)

@@ -38,30 +38,37 @@ def options_from_args(args: argparse.Namespace | RayRunOptions | None) -> RayRun
         shards = getattr(args, "shards", None)
         window = getattr(args, "window", None)
         realtime = getattr(args, "realtime", None)
-        return RayRunOptions(shards=1 if shards is None else int(shards),
-                             window_s=0.0 if window is None else float(window),
-                             realtime=0.0 if realtime is None else float(realtime))
+        return RayRunOptions(
+            shards=1 if shards is None else int(shards),
+            window_s=0.0 if window is None else float(window),
+            realtime=0.0 if realtime is None else float(realtime),
+        )
     except ValueError as exc:
         from clusteremu.cli import UsageError
 
         raise UsageError(f"--shards/--window/--realtime: {exc}") from None
 
 
-def init_kwargs(address: str | None, dashboard_host: str = "127.0.0.1",
-                num_cpus: int | None = None) -> dict[str, Any]:
+def init_kwargs(
+    address: str | None, dashboard_host: str = "127.0.0.1", num_cpus: int | None = None
+) -> dict[str, Any]:
     """Keyword arguments for `ray.init`: join `address`, or start a local instance whose
     dashboard listens on `dashboard_host` only."""
     if address:
         return {"address": address, "log_to_driver": False}
-    kwargs: dict[str, Any] = {"include_dashboard": True, "dashboard_host": dashboard_host,
-                              "log_to_driver": False}
+    kwargs: dict[str, Any] = {
+        "include_dashboard": True,
+        "dashboard_host": dashboard_host,
+        "log_to_driver": False,
+    }
     if num_cpus is not None:
         kwargs["num_cpus"] = num_cpus
     return kwargs
 
 
-def ensure_ray(address: str | None, dashboard_host: str = "127.0.0.1",
-               num_cpus: int | None = None) -> bool:
+def ensure_ray(
+    address: str | None, dashboard_host: str = "127.0.0.1", num_cpus: int | None = None
+) -> bool:
     """Initialise Ray unless it already is; return True when this call started it."""
     if ray.is_initialized():
         return False
@@ -82,28 +89,35 @@ def run_name(spec: SimulationSpec) -> str:
     return f"{spec.name}-{uuid.uuid4().hex[:8]}"
 
 
-def run_on_ray(spec: SimulationSpec, args: argparse.Namespace | RayRunOptions | None = None
-               ) -> ScenarioResult:
+def run_on_ray(
+    spec: SimulationSpec, args: argparse.Namespace | RayRunOptions | None = None
+) -> ScenarioResult:
     """Run every replication of `spec` on actors; same result shape as `run_spec`."""
     options = options_from_args(args)
     address = getattr(args, "address", None) if isinstance(args, argparse.Namespace) else None
-    host = (getattr(args, "dashboard_host", None) if isinstance(args, argparse.Namespace)
-            else None) or "127.0.0.1"
+    host = (
+        getattr(args, "dashboard_host", None) if isinstance(args, argparse.Namespace) else None
+    ) or "127.0.0.1"
     started = ensure_ray(address, host)
     name = options.run_name or run_name(spec)
-    log.info("run %s: mode %s, %d shard(s), pid %d", name, options.mode, options.shards,
-             os.getpid())
+    log.info(
+        "run %s: mode %s, %d shard(s), pid %d", name, options.mode, options.shards, os.getpid()
+    )
     try:
         tables, summaries = [], []
         for r in range(spec.replications):
-            result = run_replication(spec, r, options, f"{name}/r{r}" if spec.replications > 1
-                                     else name)
+            result = run_replication(
+                spec, r, options, f"{name}/r{r}" if spec.replications > 1 else name
+            )
             tables.append(result.jobs)
             summaries.append(result.summary)
         summary = combine(summaries)
-        summary["ray"] = {"mode": options.mode, "shards": options.shards,
-                          "window_s": options.effective_window_s if options.mode != "exact"
-                          else 0.0, "run": name}
+        summary["ray"] = {
+            "mode": options.mode,
+            "shards": options.shards,
+            "window_s": options.effective_window_s if options.mode != "exact" else 0.0,
+            "run": name,
+        }
         return ScenarioResult(pa.concat_tables(tables), summary, summaries)
     finally:
         if started:

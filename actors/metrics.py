@@ -36,24 +36,35 @@ class RunMetrics:
 
     def __init__(self, run: str) -> None:
         self.run = run
-        self.jobs_in_system = Gauge("clusteremu_jobs_in_system",
-                                    description="jobs in system (waiting or running) per class",
-                                    tag_keys=("run", "job_class"))
-        self.utilization = Gauge("clusteremu_utilization",
-                                 description="busy cores / cores, per node type or pool (0..1)",
-                                 tag_keys=("run", "resource"))
-        self.decision_rate = Gauge("clusteremu_decisions_per_second",
-                                   description="scheduler decisions per wall-clock second",
-                                   tag_keys=("run",))
-        self.cost = Gauge("clusteremu_cost_usd", description="money spent so far, dollars",
-                          tag_keys=("run",))
-        self.slo = Gauge("clusteremu_slo_violations",
-                         description="jobs that left unserved (queue timeout) so far",
-                         tag_keys=("run",))
-        self.sim_time = Gauge("clusteremu_simulated_time_s", description="simulated time, s",
-                              tag_keys=("run",))
-        self.completed = Gauge("clusteremu_jobs_completed", description="jobs finished so far",
-                               tag_keys=("run",))
+        self.jobs_in_system = Gauge(
+            "clusteremu_jobs_in_system",
+            description="jobs in system (waiting or running) per class",
+            tag_keys=("run", "job_class"),
+        )
+        self.utilization = Gauge(
+            "clusteremu_utilization",
+            description="busy cores / cores, per node type or pool (0..1)",
+            tag_keys=("run", "resource"),
+        )
+        self.decision_rate = Gauge(
+            "clusteremu_decisions_per_second",
+            description="scheduler decisions per wall-clock second",
+            tag_keys=("run",),
+        )
+        self.cost = Gauge(
+            "clusteremu_cost_usd", description="money spent so far, dollars", tag_keys=("run",)
+        )
+        self.slo = Gauge(
+            "clusteremu_slo_violations",
+            description="jobs that left unserved (queue timeout) so far",
+            tag_keys=("run",),
+        )
+        self.sim_time = Gauge(
+            "clusteremu_simulated_time_s", description="simulated time, s", tag_keys=("run",)
+        )
+        self.completed = Gauge(
+            "clusteremu_jobs_completed", description="jobs finished so far", tag_keys=("run",)
+        )
         self._last_wall = time.monotonic()
         self._last_decisions = 0
 
@@ -89,10 +100,12 @@ class SweepMetrics:
 
     def __init__(self, sweep: str, total: int) -> None:
         self.tags = {"sweep": sweep}
-        self.done = Gauge("clusteremu_sweep_runs_done", description="sweep runs written",
-                          tag_keys=("sweep",))
-        self.total = Gauge("clusteremu_sweep_runs_total", description="sweep runs in all",
-                           tag_keys=("sweep",))
+        self.done = Gauge(
+            "clusteremu_sweep_runs_done", description="sweep runs written", tag_keys=("sweep",)
+        )
+        self.total = Gauge(
+            "clusteremu_sweep_runs_total", description="sweep runs in all", tag_keys=("sweep",)
+        )
         self.total.set(float(total), tags=self.tags)
 
     def update(self, done: int) -> None:

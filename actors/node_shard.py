@@ -109,10 +109,14 @@ class NodeShard:
         # The engine is built for `capacity` jobs that never arrive (arrival = inf) and
         # the columns are filled in place as jobs come: feeding a window costs its own
         # jobs only (Engine.add_jobs would copy every job known so far).
-        never = Jobs(np.full(capacity, math.inf), np.zeros(capacity, dtype=np.int64),
-                     np.ones(capacity))
-        allocator = (SchedulerAllocator(scheduler, pool if pool is not None else -1)
-                     if scheduler is not None else None)
+        never = Jobs(
+            np.full(capacity, math.inf), np.zeros(capacity, dtype=np.int64), np.ones(capacity)
+        )
+        allocator = (
+            SchedulerAllocator(scheduler, pool if pool is not None else -1)
+            if scheduler is not None
+            else None
+        )
         self.engine = Engine(sub, replication, jobs=never, allocator=allocator)
         self.engine.fstate[L.WIN_START], self.engine.fstate[L.WIN_END] = window
         # The coordinator owns the end of the run: a shard never stops by itself.
@@ -136,8 +140,10 @@ class NodeShard:
         if hi > self.global_ids.size:
             self._grow(max(hi, 2 * self.global_ids.size) - self.global_ids.size)
         if batch.arrival_s[0] < e.now:
-            raise ValueError(f"shard {self.shard}: a job arrives at {batch.arrival_s[0]} "
-                             f"before the shard's clock {e.now}")
+            raise ValueError(
+                f"shard {self.shard}: a job arrives at {batch.arrival_s[0]} "
+                f"before the shard's clock {e.now}"
+            )
         new_f, new_i = job_state(e.spec, e.provisioner, batch.jobs())
         e.jobs_f[:, lo:hi] = new_f
         e.jobs_i[:, lo:hi] = new_i
@@ -156,10 +162,11 @@ class NodeShard:
         """Add `extra` never-arriving job columns (amortised doubling)."""
         e = self.engine
         with np.errstate(invalid="ignore"):  # inf - inf in add_jobs' order check
-            e.add_jobs(Jobs(np.full(extra, math.inf), np.zeros(extra, dtype=np.int64),
-                            np.ones(extra)))
+            e.add_jobs(
+                Jobs(np.full(extra, math.inf), np.zeros(extra, dtype=np.int64), np.ones(extra))
+            )
         if e.run_by_type.shape[0]:
-            e.run_by_type[:, self.global_ids.size:] = -1.0
+            e.run_by_type[:, self.global_ids.size :] = -1.0
         self.global_ids = np.concatenate([self.global_ids, np.zeros(extra, dtype=np.int64)])
 
     def window_routed(self, until_s: float, batch: JobBatch, target: IntArray) -> ShardState:
@@ -200,10 +207,27 @@ class NodeShard:
             e.jobs_f[L.REQ_CPU, j], e.jobs_f[L.REQ_MEM, j], e.jobs_f[L.REQ_GPU, j] = requests[:, i]
             e.n_class[e.jobs_i[L.CLS, j]] += 1
             e.istate[L.N_SYSTEM] += 1
-            kernel.start_job(j, int(nodes[i]), now_s, e.jobs_f, e.jobs_i, e.nodes_f, e.nodes_i,
-                             e.classes_f, e.classes_i, e.class_tx, e.class_ty,
-                             e.heap_t, e.heap_j, e.heap_k, e.istate, e.fstate,
-                             e.run_by_type, float(run_s[i]), float(setup_s[i]))
+            kernel.start_job(
+                j,
+                int(nodes[i]),
+                now_s,
+                e.jobs_f,
+                e.jobs_i,
+                e.nodes_f,
+                e.nodes_i,
+                e.classes_f,
+                e.classes_i,
+                e.class_tx,
+                e.class_ty,
+                e.heap_t,
+                e.heap_j,
+                e.heap_k,
+                e.istate,
+                e.fstate,
+                e.run_by_type,
+                float(run_s[i]),
+                float(setup_s[i]),
+            )
         return self.state()
 
     # -- reporting -------------------------------------------------------------------------
@@ -217,26 +241,40 @@ class NodeShard:
         next_arrival = int(e.istate[L.NEXT_ARRIVAL])
         t_heap = float(e.heap_t[0]) if heap_n else math.inf
         top = int(self.global_ids[e.heap_j[0]]) if heap_n else -1
-        t_pool = min((float(e.pools_f[L.P_NEXT_T, p]) for p in range(e.pools_f.shape[1])
-                      if e.pools_i[L.P_NEXT_J, p] >= 0), default=math.inf)
+        t_pool = min(
+            (
+                float(e.pools_f[L.P_NEXT_T, p])
+                for p in range(e.pools_f.shape[1])
+                if e.pools_i[L.P_NEXT_J, p] >= 0
+            ),
+            default=math.inf,
+        )
         t_arr = float(e.jobs_f[L.ARRIVAL, next_arrival]) if next_arrival < n else math.inf
         return ShardState(
-            shard=self.shard, now_s=e.now,
-            free_cpu=nf[L.FREE_CPU].copy(), free_memory_gb=nf[L.FREE_MEM].copy(),
-            free_gpu=nf[L.FREE_GPU].copy(), free_slots=nf[L.FREE_SLOTS].copy(),
-            queued=queued, in_system_per_class=e.n_class.copy(),
+            shard=self.shard,
+            now_s=e.now,
+            free_cpu=nf[L.FREE_CPU].copy(),
+            free_memory_gb=nf[L.FREE_MEM].copy(),
+            free_gpu=nf[L.FREE_GPU].copy(),
+            free_slots=nf[L.FREE_SLOTS].copy(),
+            queued=queued,
+            in_system_per_class=e.n_class.copy(),
             busy_cpu=float(e.fstate[L.BUSY_CPU]),
             pending=heap_n > 0 or queued > 0 or next_arrival < n or t_pool < math.inf,
-            next_event_s=min(t_heap, t_pool, t_arr), top_job=top,
-            events=e.events, decisions=int(e.istate[L.DECISIONS]),
-            done=int(e.istate[L.DONE_COUNT]), failed=int(e.istate[L.FAILED_COUNT]),
+            next_event_s=min(t_heap, t_pool, t_arr),
+            top_job=top,
+            events=e.events,
+            decisions=int(e.istate[L.DECISIONS]),
+            done=int(e.istate[L.DONE_COUNT]),
+            failed=int(e.istate[L.FAILED_COUNT]),
         )
 
     def busy_cpu_per_type(self, n_types: int) -> FloatArray:
         """Busy cores per node type (global type index), for the utilisation gauges."""
         nf = self.engine.nodes_f
-        busy = np.bincount(self.type_index, weights=nf[L.CAP_CPU] - nf[L.FREE_CPU],
-                           minlength=n_types)
+        busy = np.bincount(
+            self.type_index, weights=nf[L.CAP_CPU] - nf[L.FREE_CPU], minlength=n_types
+        )
         return busy.astype(np.float64)
 
     def finish(self) -> dict[str, Any]:
@@ -245,19 +283,25 @@ class NodeShard:
         Job columns are keyed by global job id; NODE holds global node indices.
         """
         e = self.engine
-        kernel.accumulate(float(e.fstate[L.WIN_END]), e.fstate, e.istate, e.n_class,
-                          e.area_class, e.pools_f)
+        kernel.accumulate(
+            float(e.fstate[L.WIN_END]), e.fstate, e.istate, e.n_class, e.area_class, e.pools_f
+        )
         used = self.used
         jobs_i = e.jobs_i[:, :used].copy()
         state = jobs_i[L.STATE]
         placed = (e.classes_i[L.CLASS_POOL][jobs_i[L.CLS]] < 0) & (
-            (state == L.RUNNING) | (state == L.DONE))
+            (state == L.RUNNING) | (state == L.DONE)
+        )
         jobs_i[L.NODE, placed] = self.node_ids[jobs_i[L.NODE, placed]]
         keep = placed if self.exact_nodes else np.ones(used, dtype=bool)
         return {
-            "ids": self.global_ids[:used][keep], "jobs_f": e.jobs_f[:, :used][:, keep].copy(),
-            "jobs_i": jobs_i[:, keep], "pool_busy_area": e.pools_f[L.P_BUSY_AREA].copy(),
-            "now_s": e.now, "events": e.events, "decisions": int(e.istate[L.DECISIONS]),
+            "ids": self.global_ids[:used][keep],
+            "jobs_f": e.jobs_f[:, :used][:, keep].copy(),
+            "jobs_i": jobs_i[:, keep],
+            "pool_busy_area": e.pools_f[L.P_BUSY_AREA].copy(),
+            "now_s": e.now,
+            "events": e.events,
+            "decisions": int(e.istate[L.DECISIONS]),
         }
 
 

@@ -75,10 +75,11 @@ def merge_result(
     in_system = _overlap(jf[L.ARRIVAL], leave, lo, hi)
     area_class = np.bincount(ji[L.CLS], weights=in_system, minlength=len(spec.classes))
     on_node = (merged.classes_i[L.CLASS_POOL][ji[L.CLS]] < 0) & (
-        (state == L.RUNNING) | (state == L.DONE))
-    busy = jf[L.REQ_CPU, on_node] * _overlap(jf[L.START, on_node],
-                                             np.where(state[on_node] == L.DONE,
-                                                      jf[L.END, on_node], np.inf), lo, hi)
+        (state == L.RUNNING) | (state == L.DONE)
+    )
+    busy = jf[L.REQ_CPU, on_node] * _overlap(
+        jf[L.START, on_node], np.where(state[on_node] == L.DONE, jf[L.END, on_node], np.inf), lo, hi
+    )
     fstate = merged.fstate
     fstate[L.NOW] = now
     fstate[L.WIN_START], fstate[L.WIN_END] = lo, hi

@@ -184,21 +184,30 @@ class Scheduler:
     def _none(self) -> Decisions:
         t, j = self.timers[0] if self.timers else (math.inf, -1)
         empty_f = np.zeros(0)
-        return Decisions(np.zeros(0, np.int64), np.zeros(0, np.int64), empty_f, empty_f,
-                         np.zeros((3, 0)), t, j)
+        return Decisions(
+            np.zeros(0, np.int64), np.zeros(0, np.int64), empty_f, empty_f, np.zeros((3, 0)), t, j
+        )
 
     def view(self, now_s: float) -> PlacementView:
         q = np.asarray(self.queue, dtype=np.int64)
         nf, ni = self.cache.nodes_f, self.cache.nodes_i
         return PlacementView(
-            time_s=now_s, queue=q, class_index=self.cls[q].copy(),
-            request_cpu=self.requests[0, q].copy(), request_memory_gb=self.requests[1, q].copy(),
+            time_s=now_s,
+            queue=q,
+            class_index=self.cls[q].copy(),
+            request_cpu=self.requests[0, q].copy(),
+            request_memory_gb=self.requests[1, q].copy(),
             request_gpu=self.requests[2, q].copy(),
-            free_cpu=nf[L.FREE_CPU].copy(), free_memory_gb=nf[L.FREE_MEM].copy(),
-            free_gpu=nf[L.FREE_GPU].copy(), capacity_cpu=nf[L.CAP_CPU].copy(),
-            capacity_memory_gb=nf[L.CAP_MEM].copy(), capacity_gpu=nf[L.CAP_GPU].copy(),
-            speed=nf[L.SPEED].copy(), node_type=ni[L.NODE_TYPE].copy(),
-            active=ni[L.ACTIVE] == 1, free_slots=nf[L.FREE_SLOTS].copy(),
+            free_cpu=nf[L.FREE_CPU].copy(),
+            free_memory_gb=nf[L.FREE_MEM].copy(),
+            free_gpu=nf[L.FREE_GPU].copy(),
+            capacity_cpu=nf[L.CAP_CPU].copy(),
+            capacity_memory_gb=nf[L.CAP_MEM].copy(),
+            capacity_gpu=nf[L.CAP_GPU].copy(),
+            speed=nf[L.SPEED].copy(),
+            node_type=ni[L.NODE_TYPE].copy(),
+            active=ni[L.ACTIVE] == 1,
+            free_slots=nf[L.FREE_SLOTS].copy(),
         )
 
     def _place(self, now_s: float) -> Decisions:
@@ -223,8 +232,13 @@ class Scheduler:
             need = self.requests[:, j]
             free = nf[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU], k]
             if np.any(free < need - ALLOC_EPS) or nf[L.FREE_SLOTS, k] < 1.0:
-                raise PolicyError(name, now_s, f"job {j} (cpu, GB, gpu) = {tuple(need)} does not "
-                                  f"fit node {k} with free {tuple(free)}", d)
+                raise PolicyError(
+                    name,
+                    now_s,
+                    f"job {j} (cpu, GB, gpu) = {tuple(need)} does not "
+                    f"fit node {k} with free {tuple(free)}",
+                    d,
+                )
             run_s = -1.0 if d.run_s is None else float(d.run_s)
             setup_s = float(d.setup_s)
             if not (run_s == -1.0 or (np.isfinite(run_s) and run_s > 0)) or not (
@@ -247,8 +261,15 @@ class Scheduler:
             self.decisions += len(jobs)
         ids = np.asarray(jobs, dtype=np.int64)
         t, tj = self.timers[0] if self.timers else (math.inf, -1)
-        return Decisions(ids, np.asarray(nodes, dtype=np.int64), np.asarray(runs),
-                         np.asarray(setups), self.requests[:, ids].copy(), t, tj)
+        return Decisions(
+            ids,
+            np.asarray(nodes, dtype=np.int64),
+            np.asarray(runs),
+            np.asarray(setups),
+            self.requests[:, ids].copy(),
+            t,
+            tj,
+        )
 
     def allocate(self, view: PoolView) -> Allocation:
         """A pool shard's allocation decision (exact mode): the scenario's allocator."""
@@ -268,14 +289,19 @@ class Scheduler:
 
     # -- windowed mode ---------------------------------------------------------------------
 
-    def route_states(self, batch: JobBatch, shard_of_node: IntArray, shard_cpu: FloatArray,
-                     *states: Any) -> IntArray:
+    def route_states(
+        self, batch: JobBatch, shard_of_node: IntArray, shard_cpu: FloatArray, *states: Any
+    ) -> IntArray:
         """`route` on the node shards' states at the start of the window (ShardState,
         in shard order, so in node order)."""
         if batch.count == 0:
             return np.zeros(0, dtype=np.int64)
-        free = np.vstack([np.concatenate([getattr(st, f) for st in states]) for f in
-                          ("free_cpu", "free_memory_gb", "free_gpu", "free_slots")])
+        free = np.vstack(
+            [
+                np.concatenate([getattr(st, f) for st in states])
+                for f in ("free_cpu", "free_memory_gb", "free_gpu", "free_slots")
+            ]
+        )
         queued = np.array([float(st.queued) for st in states])
         return self.route(batch, free, shard_of_node, queued, shard_cpu)[0]
 
@@ -308,31 +334,59 @@ class Scheduler:
                 # First-fit and random-fit only look at nodes that fit: route on the nodes
                 # with room for the smallest request of the batch, in node order.
                 keep = np.flatnonzero(
-                    (nodes_i[L.ACTIVE] == 1) & (nf[L.FREE_SLOTS] >= 1.0)
+                    (nodes_i[L.ACTIVE] == 1)
+                    & (nf[L.FREE_SLOTS] >= 1.0)
                     & (nf[L.FREE_CPU] >= cpu.min() - FIT_EPS)
                     & (nf[L.FREE_MEM] >= mem.min() - FIT_EPS)
-                    & (nf[L.FREE_GPU] >= gpu.min() - FIT_EPS))
+                    & (nf[L.FREE_GPU] >= gpu.min() - FIT_EPS)
+                )
                 nodes_f, nodes_i, owner = nf[:, keep], nodes_i[:, keep], shard_of_node[keep]
-            placed = route_batch(code, self.cache.placer_params, nodes_f, nodes_i, jobs_f,
-                                 self.cache.rng, owner, pressure, cap, out)
+            placed = route_batch(
+                code,
+                self.cache.placer_params,
+                nodes_f,
+                nodes_i,
+                jobs_f,
+                self.cache.rng,
+                owner,
+                pressure,
+                cap,
+                out,
+            )
         else:
             placed = self._route_python(batch, cpu, mem, gpu, shard_of_node, pressure, cap, out)
         self.decisions += batch.count
         return out, int(placed)
 
-    def _route_python(self, batch: JobBatch, cpu: FloatArray, mem: FloatArray, gpu: FloatArray,
-                      shard_of_node: IntArray, pressure: FloatArray, cap: FloatArray,
-                      out: IntArray) -> int:
+    def _route_python(
+        self,
+        batch: JobBatch,
+        cpu: FloatArray,
+        mem: FloatArray,
+        gpu: FloatArray,
+        shard_of_node: IntArray,
+        pressure: FloatArray,
+        cap: FloatArray,
+        out: IntArray,
+    ) -> int:
         nf, ni = self.cache.nodes_f, self.cache.nodes_i
         view = PlacementView(
             time_s=float(batch.arrival_s[0]) if batch.count else 0.0,
-            queue=np.arange(batch.count, dtype=np.int64), class_index=batch.class_index.copy(),
-            request_cpu=cpu, request_memory_gb=mem, request_gpu=gpu,
-            free_cpu=nf[L.FREE_CPU].copy(), free_memory_gb=nf[L.FREE_MEM].copy(),
-            free_gpu=nf[L.FREE_GPU].copy(), capacity_cpu=nf[L.CAP_CPU].copy(),
-            capacity_memory_gb=nf[L.CAP_MEM].copy(), capacity_gpu=nf[L.CAP_GPU].copy(),
-            speed=nf[L.SPEED].copy(), node_type=ni[L.NODE_TYPE].copy(),
-            active=ni[L.ACTIVE] == 1, free_slots=nf[L.FREE_SLOTS].copy(),
+            queue=np.arange(batch.count, dtype=np.int64),
+            class_index=batch.class_index.copy(),
+            request_cpu=cpu,
+            request_memory_gb=mem,
+            request_gpu=gpu,
+            free_cpu=nf[L.FREE_CPU].copy(),
+            free_memory_gb=nf[L.FREE_MEM].copy(),
+            free_gpu=nf[L.FREE_GPU].copy(),
+            capacity_cpu=nf[L.CAP_CPU].copy(),
+            capacity_memory_gb=nf[L.CAP_MEM].copy(),
+            capacity_gpu=nf[L.CAP_GPU].copy(),
+            speed=nf[L.SPEED].copy(),
+            node_type=ni[L.NODE_TYPE].copy(),
+            active=ni[L.ACTIVE] == 1,
+            free_slots=nf[L.FREE_SLOTS].copy(),
         )
         decided = np.full(batch.count, -1, dtype=np.int64)
         for d in self.placer.place(view) if batch.count else []:
@@ -350,4 +404,3 @@ class Scheduler:
 
 #: The Ray actor; named `clusteremu/<run>/scheduler` by the launcher.
 SchedulerActor = ray.remote(num_cpus=0)(Scheduler)
-

@@ -38,9 +38,12 @@ NODES = 10_000
 
 
 def scenario(jobs: int) -> list[str]:
-    return [f"stop.jobs={jobs}", f"stop.warmup_jobs={jobs // 10}",
-            f"cluster.nodes.0.count={NODES}",
-            f"workload.classes.0.arrival.rate_per_s={0.8 * NODES:g}"]
+    return [
+        f"stop.jobs={jobs}",
+        f"stop.warmup_jobs={jobs // 10}",
+        f"cluster.nodes.0.count={NODES}",
+        f"workload.classes.0.arrival.rate_per_s={0.8 * NODES:g}",
+    ]
 
 
 def timed(label: str, jobs: int, fn: object) -> float:
@@ -67,21 +70,31 @@ def main() -> None:
     run_on_ray(small, RayRunOptions(shards=2, window_s=1.0, metrics=False))  # warm workers
     print(f"M/M/c, {NODES:,d} one-core nodes, load 0.8, first-fit; {args.cpus} Ray CPUs")
     kernel = timed("kernel (run_spec)", args.jobs, lambda: run_spec(spec))
-    timed("exact mode, 2 shards", args.exact_jobs,
-          lambda: run_on_ray(small, RayRunOptions(shards=2, metrics=False)))
+    timed(
+        "exact mode, 2 shards",
+        args.exact_jobs,
+        lambda: run_on_ray(small, RayRunOptions(shards=2, metrics=False)),
+    )
     rates, steady = {}, {}
     for shards in (1, 2):
-        coordinator = Coordinator(spec, 0, RayRunOptions(shards=shards, window_s=1.0,
-                                                         metrics=False), f"bench-{shards}")
-        rates[shards] = timed(f"windowed 1 s, {shards} shard(s)", args.jobs,
-                              coordinator.run_replication)
+        coordinator = Coordinator(
+            spec, 0, RayRunOptions(shards=shards, window_s=1.0, metrics=False), f"bench-{shards}"
+        )
+        rates[shards] = timed(
+            f"windowed 1 s, {shards} shard(s)", args.jobs, coordinator.run_replication
+        )
         t = coordinator.timings
         steady[shards] = args.jobs / t["run_s"]
-        print(f"  actors up {t['start_s']:.2f} s, windows {t['run_s']:.2f} s "
-              f"({steady[shards]:,.0f} jobs/s), merge {t['merge_s']:.2f} s", flush=True)
+        print(
+            f"  actors up {t['start_s']:.2f} s, windows {t['run_s']:.2f} s "
+            f"({steady[shards]:,.0f} jobs/s), merge {t['merge_s']:.2f} s",
+            flush=True,
+        )
     for shards in (1, 2):
-        print(f"windowed/kernel, {shards} shard(s): {rates[shards] / kernel:.2f} end to end, "
-              f"{steady[shards] / kernel:.2f} once the actors are up (target >= 0.50)")
+        print(
+            f"windowed/kernel, {shards} shard(s): {rates[shards] / kernel:.2f} end to end, "
+            f"{steady[shards] / kernel:.2f} once the actors are up (target >= 0.50)"
+        )
 
     axes = [parse_grid(f"cluster.nodes.0.count={NODES}")]
     plan = plan_sweep("mm-c", axes, parse_seeds("1-20"), (), scenario(args.sweep_jobs))
@@ -90,8 +103,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as out:
             outcome = run_sweep(plan, out, workers=workers, metrics=False)
             walls[workers] = outcome.wall_s
-            print(f"sweep of 20 runs, {workers} worker(s): {outcome.wall_s:8.2f} s "
-                  f"({20 / outcome.wall_s:.2f} runs/s)", flush=True)
+            print(
+                f"sweep of 20 runs, {workers} worker(s): {outcome.wall_s:8.2f} s "
+                f"({20 / outcome.wall_s:.2f} runs/s)",
+                flush=True,
+            )
     print(f"sweep speed-up 2 vs 1 workers: {walls[1] / walls[2]:.2f}x (target >= 1.70)")
     ray.shutdown()
 

@@ -53,15 +53,31 @@ def bench_solver() -> list[dict[str, Any]]:
     rows = []
     for name, model in SYSTEMS.items():
         seconds, sol = best_of(lambda m=model: solve(m, actions=20), 3)
-        rows.append({"system": name, "states": (model.truncation + 1) ** 2, "actions": 21,
-                     "seconds": seconds, "sweeps": sol.iterations, "mean_jobs": sol.average_cost,
-                     "converged": sol.converged})
+        rows.append(
+            {
+                "system": name,
+                "states": (model.truncation + 1) ** 2,
+                "actions": 21,
+                "seconds": seconds,
+                "sweeps": sol.iterations,
+                "mean_jobs": sol.average_cost,
+                "converged": sol.converged,
+            }
+        )
     three = MdpModel(12, 3.0, (0.3, 0.3, 0.4), 1.0, (0.3, 0.6, 0.9), 10)
     solve(MdpModel(4, 1.0, (0.3, 0.3, 0.4), 1.0, (0.5, 0.5, 0.5), 2), actions=2)  # compile
     seconds, sol = best_of(lambda: solve(three, actions=10), 3)
-    rows.append({"system": "three classes (B=10, M=10: 66 actions)", "states": 11**3,
-                 "actions": 66, "seconds": seconds, "sweeps": sol.iterations,
-                 "mean_jobs": sol.average_cost, "converged": sol.converged})
+    rows.append(
+        {
+            "system": "three classes (B=10, M=10: 66 actions)",
+            "states": 11**3,
+            "actions": 66,
+            "seconds": seconds,
+            "sweeps": sol.iterations,
+            "mean_jobs": sol.average_cost,
+            "converged": sol.converged,
+        }
+    )
     return rows
 
 
@@ -73,18 +89,27 @@ def bench_mle() -> dict[str, Any]:
     engine.run()
 
     def rebuild() -> list[est.ClassExposure]:
-        path = est.path_from_jobs(engine.jobs_f[L.ARRIVAL], engine.jobs_f[L.END],
-                                  engine.jobs_i[L.CLS], (0, 1), 30.0, [(0.0, table)],
-                                  (0.0, engine.now))
+        path = est.path_from_jobs(
+            engine.jobs_f[L.ARRIVAL],
+            engine.jobs_f[L.END],
+            engine.jobs_i[L.CLS],
+            (0, 1),
+            30.0,
+            [(0.0, table)],
+            (0.0, engine.now),
+        )
         return [est.exposure(path, c) for c in (0, 1)]
 
     t_path, data = best_of(rebuild, 5)
     t_mle, estimates = best_of(lambda: [est.mle(d, 2.5) for d in data], 5)
-    return {"departures": int(engine.istate[L.DONE_COUNT]),
-            "seconds_mle_both_classes": t_mle, "seconds_mle_per_class": t_mle / 2,
-            "seconds_path_and_exposure": t_path,
-            "theta_hat": [e.theta for e in estimates],
-            "std_error": [e.std_error for e in estimates]}
+    return {
+        "departures": int(engine.istate[L.DONE_COUNT]),
+        "seconds_mle_both_classes": t_mle,
+        "seconds_mle_per_class": t_mle / 2,
+        "seconds_path_and_exposure": t_path,
+        "theta_hat": [e.theta for e in estimates],
+        "std_error": [e.std_error for e in estimates],
+    }
 
 
 def bench_learning() -> dict[str, Any]:
@@ -95,25 +120,36 @@ def bench_learning() -> dict[str, Any]:
         config = LearnConfig.from_dict(params["learn"])
         t0 = time.perf_counter()
         result = learn(spec, config, params["truncation"], params["actions"])
-        rows.append({"scenario": name, "algorithm": config.algorithm,
-                     "iterations": config.iterations,
-                     "departures": result.rows[-1]["departures"],
-                     "theta_hat": result.theta, "true_theta": result.true_theta,
-                     "mean_jobs_learned": result.mean_jobs_learned,
-                     "mean_jobs_optimal": result.mean_jobs_optimal,
-                     "gap_percent": 100 * (result.mean_jobs_learned / result.mean_jobs_optimal - 1),
-                     "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "scenario": name,
+                "algorithm": config.algorithm,
+                "iterations": config.iterations,
+                "departures": result.rows[-1]["departures"],
+                "theta_hat": result.theta,
+                "true_theta": result.true_theta,
+                "mean_jobs_learned": result.mean_jobs_learned,
+                "mean_jobs_optimal": result.mean_jobs_optimal,
+                "gap_percent": 100 * (result.mean_jobs_learned / result.mean_jobs_optimal - 1),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
     spec = load_scenario("mdp-changepoint")
     params = spec.scheduler.allocator.params
     config = LearnConfig.from_dict(params["learn"])
     result = learn(spec, config, params["truncation"], params["actions"])
     times = np.array([r["time_s"] for r in result.rows])
     change_epochs = [int(np.searchsorted(times, t)) + 1 for t in result.change_times]
-    return {"examples": rows, "changepoint": {
-        "change_times_s": result.change_times, "change_iterations": change_epochs,
-        "tracking_delays_epochs": tracking_delays(result, 0.1),
-        "final_theta": result.theta, "gap_percent":
-            100 * (result.mean_jobs_learned / result.mean_jobs_optimal - 1)}}
+    return {
+        "examples": rows,
+        "changepoint": {
+            "change_times_s": result.change_times,
+            "change_iterations": change_epochs,
+            "tracking_delays_epochs": tracking_delays(result, 0.1),
+            "final_theta": result.theta,
+            "gap_percent": 100 * (result.mean_jobs_learned / result.mean_jobs_optimal - 1),
+        },
+    }
 
 
 def main() -> None:
@@ -129,30 +165,40 @@ def main() -> None:
         return
     print("Relative value iteration, B = 50 per class, 21 actions (target < 1 s):")
     for r in report["solver"]:
-        print(f"  {r['system']:<40} {r['seconds']:.3f} s  {r['sweeps']:>5} sweeps  "
-              f"E[N] = {r['mean_jobs']:.5f}  converged={r['converged']}")
+        print(
+            f"  {r['system']:<40} {r['seconds']:.3f} s  {r['sweeps']:>5} sweeps  "
+            f"E[N] = {r['mean_jobs']:.5f}  converged={r['converged']}"
+        )
     m = report["mle"]
-    print(f"MLE over {m['departures']} departures (target < 0.1 s): "
-          f"{m['seconds_mle_per_class'] * 1e3:.2f} ms per class "
-          f"({m['seconds_mle_both_classes'] * 1e3:.2f} ms both); path + exposure from the job "
-          f"records {m['seconds_path_and_exposure'] * 1e3:.2f} ms; "
-          f"theta_hat = ({m['theta_hat'][0]:.4f}, {m['theta_hat'][1]:.4f})")
+    print(
+        f"MLE over {m['departures']} departures (target < 0.1 s): "
+        f"{m['seconds_mle_per_class'] * 1e3:.2f} ms per class "
+        f"({m['seconds_mle_both_classes'] * 1e3:.2f} ms both); path + exposure from the job "
+        f"records {m['seconds_path_and_exposure'] * 1e3:.2f} ms; "
+        f"theta_hat = ({m['theta_hat'][0]:.4f}, {m['theta_hat'][1]:.4f})"
+    )
     if "learning" in report:
         print("Learning (E[N] exact under the true theta; gap = learned / optimal - 1):")
-        print(f"  {'scenario':<15} {'alg':<4} {'iter':>5} {'departures':>10} "
-              f"{'theta_hat':>16} {'true':>12} {'E[N] learned':>13} {'E[N] optimal':>13} "
-              f"{'gap %':>8} {'wall s':>7}")
+        print(
+            f"  {'scenario':<15} {'alg':<4} {'iter':>5} {'departures':>10} "
+            f"{'theta_hat':>16} {'true':>12} {'E[N] learned':>13} {'E[N] optimal':>13} "
+            f"{'gap %':>8} {'wall s':>7}"
+        )
         for r in report["learning"]["examples"]:
             th = f"({r['theta_hat'][0]:.3f}, {r['theta_hat'][1]:.3f})"
             tr = f"({r['true_theta'][0]:g}, {r['true_theta'][1]:g})"
-            print(f"  {r['scenario']:<15} {r['algorithm']:<4} {r['iterations']:>5} "
-                  f"{r['departures']:>10} {th:>16} {tr:>12} {r['mean_jobs_learned']:>13.5f} "
-                  f"{r['mean_jobs_optimal']:>13.5f} {r['gap_percent']:>8.3f} {r['seconds']:>7.1f}")
+            print(
+                f"  {r['scenario']:<15} {r['algorithm']:<4} {r['iterations']:>5} "
+                f"{r['departures']:>10} {th:>16} {tr:>12} {r['mean_jobs_learned']:>13.5f} "
+                f"{r['mean_jobs_optimal']:>13.5f} {r['gap_percent']:>8.3f} {r['seconds']:>7.1f}"
+            )
         c = report["learning"]["changepoint"]
-        print(f"Change points at {c['change_times_s']} s (iterations {c['change_iterations']}): "
-              f"estimates within 0.1 of the new theta after {c['tracking_delays_epochs']} "
-              f"epochs; final theta_hat = ({c['final_theta'][0]:.3f}, {c['final_theta'][1]:.3f}),"
-              f" gap {c['gap_percent']:.3f}%")
+        print(
+            f"Change points at {c['change_times_s']} s (iterations {c['change_iterations']}): "
+            f"estimates within 0.1 of the new theta after {c['tracking_delays_epochs']} "
+            f"epochs; final theta_hat = ({c['final_theta'][0]:.3f}, {c['final_theta'][1]:.3f}),"
+            f" gap {c['gap_percent']:.3f}%"
+        )
 
 
 if __name__ == "__main__":

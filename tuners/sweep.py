@@ -91,16 +91,23 @@ class SweepPlan:
     cells: tuple[Cell, ...] = field(repr=False)
 
     def manifest(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "scenario_sha256": self.scenario_sha256,
-                "overrides": list(self.base_overrides),
-                "grid": [{"path": a.path, "values": list(a.values)} for a in self.axes],
-                "seeds": list(self.seeds), "policies": list(self.policies),
-                "cells": len(self.cells)}
+        return {
+            "scenario": self.scenario,
+            "scenario_sha256": self.scenario_sha256,
+            "overrides": list(self.base_overrides),
+            "grid": [{"path": a.path, "values": list(a.values)} for a in self.axes],
+            "seeds": list(self.seeds),
+            "policies": list(self.policies),
+            "cells": len(self.cells),
+        }
 
     def spec(self, cell: Cell) -> SimulationSpec:
         """The scenario of one cell (validated by the loader)."""
-        overrides = [*self.base_overrides, *(f"{p}={v}" for p, v in cell.values),
-                     f"seed={cell.seed}"]
+        overrides = [
+            *self.base_overrides,
+            *(f"{p}={v}" for p, v in cell.values),
+            f"seed={cell.seed}",
+        ]
         spec = load_scenario(self.scenario, overrides)
         if cell.policy:
             spec = with_policies(spec, **_policy_kinds(cell.policy))
@@ -146,8 +153,13 @@ def _policy_kinds(text: str) -> dict[str, str]:
     return out
 
 
-def plan_sweep(scenario: str, axes: Sequence[GridAxis], seeds: Sequence[int] | None = None,
-               policies: Sequence[str] = (), overrides: Sequence[str] = ()) -> SweepPlan:
+def plan_sweep(
+    scenario: str,
+    axes: Sequence[GridAxis],
+    seeds: Sequence[int] | None = None,
+    policies: Sequence[str] = (),
+    overrides: Sequence[str] = (),
+) -> SweepPlan:
     """The cells of a sweep, each validated by the scenario loader before anything runs.
 
     Order: grid values (first axis slowest), then policies, then seeds.
@@ -167,8 +179,9 @@ def plan_sweep(scenario: str, axes: Sequence[GridAxis], seeds: Sequence[int] | N
             for seed in seed_list:
                 values = tuple(zip(paths, combo, strict=True))
                 cells.append(Cell(len(cells), values, seed, policy))
-    plan = SweepPlan(str(scenario), sha, tuple(overrides), tuple(axes), seed_list,
-                     policy_list, tuple(cells))
+    plan = SweepPlan(
+        str(scenario), sha, tuple(overrides), tuple(axes), seed_list, policy_list, tuple(cells)
+    )
     seen: set[tuple[tuple[str, str], ...]] = set()
     for cell in cells:  # validate every distinct override combination once
         if cell.values not in seen:
@@ -197,8 +210,12 @@ def flatten_summary(summary: dict[str, Any]) -> dict[str, float]:
 
 def cell_row(plan: SweepPlan, cell: Cell, summary: dict[str, Any]) -> pa.Table:
     """The one-row table stored for a finished cell."""
-    row: dict[str, Any] = {"cell": cell.index, "key": cell.key, "seed": cell.seed,
-                           "policy": cell.policy}
+    row: dict[str, Any] = {
+        "cell": cell.index,
+        "key": cell.key,
+        "seed": cell.seed,
+        "policy": cell.policy,
+    }
     for path, value in cell.values:
         row[f"grid.{path}"] = value
     row.update(flatten_summary(summary))
@@ -253,8 +270,10 @@ def check_manifest(out: Path, plan: SweepPlan) -> None:
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
         if old != plan.manifest():
-            raise SweepError(f"{out} holds a different sweep ({path}); use another --out or "
-                             "the same scenario, grid, seeds and policies to resume it")
+            raise SweepError(
+                f"{out} holds a different sweep ({path}); use another --out or "
+                "the same scenario, grid, seeds and policies to resume it"
+            )
     else:
         write_json(plan.manifest(), path)
 
@@ -290,8 +309,10 @@ def run_sweep(
         return outcome
     label = re.sub(r"[^A-Za-z0-9_.-]", "-", name or out.name)
     actor: Any = ray.remote(num_cpus=1, max_restarts=0)(SweepWorker)
-    pool: list[Any] = [actor.options(name=f"clusteremu/sweep-{label}/worker-{i}").remote()
-                       for i in range(max(1, min(workers, len(todo))))]
+    pool: list[Any] = [
+        actor.options(name=f"clusteremu/sweep-{label}/worker-{i}").remote()
+        for i in range(max(1, min(workers, len(todo))))
+    ]
     idle = list(range(len(pool)))
     running: dict[Any, tuple[int, Cell]] = {}
     queue = list(reversed(todo))
@@ -309,8 +330,12 @@ def run_sweep(
             try:
                 summary = ray.get(ready[0])
             except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
-                log.warning("sweep worker %d died running cell %d (%s); the cell stays missing",
-                            w, cell.index, type(exc).__name__)
+                log.warning(
+                    "sweep worker %d died running cell %d (%s); the cell stays missing",
+                    w,
+                    cell.index,
+                    type(exc).__name__,
+                )
                 outcome.missing.append(cell.index)
                 dead.add(w)
                 continue
@@ -359,9 +384,15 @@ def summary_table(table: pa.Table, metric: str = "mean_response_time_s") -> str:
     rows = []
     for group, values in groups.items():
         ci = ci95_half_width(values)
-        rows.append([str(v) for v in group] + [f"{sum(values) / len(values):.6g}",
-                                                "" if ci != ci else f"{ci:.3g}",
-                                                str(len(values))])
+        rows.append(
+            [str(v) for v in group]
+            + [
+                f"{sum(values) / len(values):.6g}",
+                "" if ci != ci else f"{ci:.3g}",
+                str(len(values)),
+            ]
+        )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True))
-                     for r in [header, *rows])
+    return "\n".join(
+        "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows]
+    )

@@ -9,5 +9,9 @@ the parsed arguments and returns an exit status. Raise `ScenarioError` or
 from __future__ import annotations
 
 #: Modules that add sub-commands (one line each; keep sorted).
-COMMAND_MODULES: tuple[str, ...] = ("clusteremu.commands.bound", "clusteremu.commands.dashboard",
-                                     "clusteremu.commands.learn", "clusteremu.commands.sweep")
+COMMAND_MODULES: tuple[str, ...] = (
+    "clusteremu.commands.bound",
+    "clusteremu.commands.dashboard",
+    "clusteremu.commands.learn",
+    "clusteremu.commands.sweep",
+)

@@ -25,10 +25,17 @@ from scenarios.loader import load_scenario
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("bound", help="mean-field lower bound on the holding cost (seed 004)")
     p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
-    p.add_argument("--set", action="append", metavar="PATH=VALUE",
-                   help="override a field, e.g. cluster.pools.0.cores=1024")
-    p.add_argument("--json", action="store_true",
-                   help='print only {"lower_bound": ..., "widths": {...}} as JSON')
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="PATH=VALUE",
+        help="override a field, e.g. cluster.pools.0.cores=1024",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print only {"lower_bound": ..., "widths": {...}} as JSON',
+    )
     p.set_defaults(func=cmd_bound)
 
 
@@ -41,12 +48,16 @@ def cmd_bound(args: argparse.Namespace) -> int:
     if args.json:
         print(to_json({"lower_bound": bound.lower_bound, "widths": bound.widths}))
         return 0
-    print(f"{spec.name}: lower bound on the normalised holding cost {bound.lower_bound:.6g} "
-          "(cost per second per core)")
+    print(
+        f"{spec.name}: lower bound on the normalised holding cost {bound.lower_bound:.6g} "
+        "(cost per second per core)"
+    )
     for pool, sol in bound.pools.items():
         price = "0 (budget slack)" if sol.price == 0 else f"{sol.price:.6g}"
-        print(f"  pool {pool}: {sol.cores:g} cores, price nu = {price} per core-second, "
-              f"effective load {sol.effective_load.sum():.6g} cores")
+        print(
+            f"  pool {pool}: {sol.cores:g} cores, price nu = {price} per core-second, "
+            f"effective load {sol.effective_load.sum():.6g} cores"
+        )
         for name, width, rho in zip(sol.names, sol.widths, sol.effective_load, strict=True):
             print(f"    {name:<20} width {width:10.6g} cores   effective load {rho:10.6g} cores")
     return 0

@@ -20,8 +20,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--url", help="Grafana base URL (default: $GRAFANA_URL)")
     p.add_argument("--token", help="Grafana service-account token (default: $GRAFANA_TOKEN)")
     p.add_argument("--folder", default=None, help="Grafana folder uid to put it in")
-    p.add_argument("--datasource", default="Prometheus",
-                   help="name of the Prometheus data source the panels query")
+    p.add_argument(
+        "--datasource",
+        default="Prometheus",
+        help="name of the Prometheus data source the panels query",
+    )
     p.add_argument("--out", help="write the JSON here instead (a folder or a .json file)")
     p.set_defaults(func=cmd_dashboard)
 
@@ -45,8 +48,10 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         return 0
     target = ray_provisioning_dir()
     if target is None:
-        raise UsageError("no GRAFANA_URL / GRAFANA_TOKEN and no Ray session on this machine: "
-                         "set them, start Ray (`ray start --head`), or pass --out")
+        raise UsageError(
+            "no GRAFANA_URL / GRAFANA_TOKEN and no Ray session on this machine: "
+            "set them, start Ray (`ray start --head`), or pass --out"
+        )
     path = write_dashboard(target, args.datasource)
     print(f"wrote {path} (Ray's Grafana provisioning folder)")
     return 0

@@ -39,16 +39,27 @@ PARAMS = "scheduler.allocator.params"
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("learn", help="learn speed-up parameters online (seed 001, MDP core split)")
     p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
-    p.add_argument("--algorithm", choices=ALGORITHMS,
-                   help="1a: last epoch's data; 1b: all data (default: the scenario's)")
+    p.add_argument(
+        "--algorithm",
+        choices=ALGORITHMS,
+        help="1a: last epoch's data; 1b: all data (default: the scenario's)",
+    )
     p.add_argument("--iterations", type=int, help="number of epochs (default: the scenario's)")
-    p.add_argument("--set", action="append", metavar="PATH=VALUE",
-                   help="override a scenario field, e.g. seed=3")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="PATH=VALUE",
+        help="override a scenario field, e.g. seed=3",
+    )
     p.add_argument("--seed", type=int, help="override the scenario seed")
-    p.add_argument("--out", help="folder for estimates.parquet, estimates.png, summary.json "
-                   "(default learn-<scenario name>)")
-    p.add_argument("--json", action="store_true",
-                   help="print only {theta, mean_jobs_in_system} as JSON")
+    p.add_argument(
+        "--out",
+        help="folder for estimates.parquet, estimates.png, summary.json "
+        "(default learn-<scenario name>)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print only {theta, mean_jobs_in_system} as JSON"
+    )
     p.set_defaults(func=cmd_learn)
 
 
@@ -71,8 +82,13 @@ def cmd_learn(args: argparse.Namespace) -> int:
         if args.iterations is not None:
             config = replace(config, iterations=args.iterations)
         with progress_bar(not args.json, f"learn {spec.name}") as update:
-            result = learn(spec, config, truncation=int(params.get("truncation", 20)),
-                           actions=int(params.get("actions", 100)), progress=update)
+            result = learn(
+                spec,
+                config,
+                truncation=int(params.get("truncation", 20)),
+                actions=int(params.get("actions", 100)),
+                progress=update,
+            )
     except MdpModelError as exc:
         field = exc.field
         if not field.startswith(("workload", "cluster")):
@@ -84,21 +100,32 @@ def cmd_learn(args: argparse.Namespace) -> int:
     summary = summary_of(result, config)
     write_json(summary, out / "summary.json")
     if args.json:
-        print(to_json({"theta": summary["theta"],
-                       "mean_jobs_in_system": summary["mean_jobs_in_system"]}))
+        print(
+            to_json(
+                {"theta": summary["theta"], "mean_jobs_in_system": summary["mean_jobs_in_system"]}
+            )
+        )
     else:
         names = result.class_names
-        print(f"{spec.name}: Algorithm {config.algorithm}, {config.iterations} iterations, "
-              f"{result.rows[-1]['departures']} departures")
+        print(
+            f"{spec.name}: Algorithm {config.algorithm}, {config.iterations} iterations, "
+            f"{result.rows[-1]['departures']} departures"
+        )
         for c in range(len(names)):
             last = result.rows[-1]
-            print(f"  theta[{names[c]}] = {result.theta[c]:.4f} ± "
-                  f"{last[f'theta{c + 1}_se']:.3g} (true {result.true_theta[c]:g})")
-        print(f"  E[N] learned policy {result.mean_jobs_learned:.5f}, optimal "
-              f"{result.mean_jobs_optimal:.5f} ({summary['gap_percent']:+.3f}%)")
+            print(
+                f"  theta[{names[c]}] = {result.theta[c]:.4f} ± "
+                f"{last[f'theta{c + 1}_se']:.3g} (true {result.true_theta[c]:g})"
+            )
+        print(
+            f"  E[N] learned policy {result.mean_jobs_learned:.5f}, optimal "
+            f"{result.mean_jobs_optimal:.5f} ({summary['gap_percent']:+.3f}%)"
+        )
         if result.change_times:
-            print(f"  change points at {result.change_times} s tracked after "
-                  f"{summary['tracking_delays_epochs']} epochs (within 0.1)")
+            print(
+                f"  change points at {result.change_times} s tracked after "
+                f"{summary['tracking_delays_epochs']} epochs (within 0.1)"
+            )
         print(f"wrote {out / 'estimates.parquet'}, {png} and {out / 'summary.json'}")
     return 0
 
@@ -133,15 +160,23 @@ def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
     rows = result.rows
     it = [r["iteration"] for r in rows]
     times = [r["time_s"] for r in rows]
-    change_epochs = [next((r["iteration"] for r, t in zip(rows, times, strict=True) if t >= tc),
-                          None) for tc in result.change_times]
+    change_epochs = [
+        next((r["iteration"] for r, t in zip(rows, times, strict=True) if t >= tc), None)
+        for tc in result.change_times
+    ]
     m = len(result.class_names)
     fig, axes = plt.subplots(m + 1, 1, figsize=(8, 3 * (m + 1)), sharex=True)
     for c, ax in enumerate(axes[:m]):
         key = f"theta{c + 1}"
         ax.plot(it, [r[f"{key}_hat"] for r in rows], lw=1.0, label=f"estimate {key}")
-        ax.step(it, [r[f"{key}_true"] for r in rows], where="post", color="k", lw=1.2,
-                label="true value")
+        ax.step(
+            it,
+            [r[f"{key}_true"] for r in rows],
+            where="post",
+            color="k",
+            lw=1.2,
+            label="true value",
+        )
         for n_c in change_epochs:
             if n_c is not None:
                 ax.axvline(n_c, color="tab:red", lw=0.6, ls=":")
@@ -150,8 +185,9 @@ def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
         ax.legend(loc="lower right")
     ax = axes[m]
     ax.plot(it, [r["mean_jobs_learned"] for r in rows], lw=1.0, label="policy from estimates")
-    ax.plot(it, [r["mean_jobs_optimal"] for r in rows], color="k", lw=1.2,
-            label="optimal (true theta)")
+    ax.plot(
+        it, [r["mean_jobs_optimal"] for r in rows], color="k", lw=1.2, label="optimal (true theta)"
+    )
     ax.set_ylabel("E[N] (exact)")
     ax.set_xlabel("iteration")
     ax.legend(loc="upper right")

@@ -19,16 +19,32 @@ from typing import Any
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("sweep", help="run a grid of scenario variants on Ray (resumable)")
     p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
-    p.add_argument("--grid", action="append", default=[], metavar="PATH=V1,V2,...",
-                   help="a scenario field and its values (repeat for more axes)")
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="PATH=V1,V2,...",
+        help="a scenario field and its values (repeat for more axes)",
+    )
     p.add_argument("--seeds", help="seeds: N, A-B or a comma list (default: the scenario's)")
-    p.add_argument("--policy", action="append", default=[], metavar="KIND=NAME[,KIND=NAME]",
-                   help="a policy variant (repeat for each); default: the scenario's")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
-                   help="override a field in every cell")
+    p.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="KIND=NAME[,KIND=NAME]",
+        help="a policy variant (repeat for each); default: the scenario's",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override a field in every cell",
+    )
     p.add_argument("--out", required=True, help="sweep folder (Parquet dataset + sweep.json)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="parallel runs (default: the CPUs Ray reports)")
+    p.add_argument(
+        "--workers", type=int, default=None, help="parallel runs (default: the CPUs Ray reports)"
+    )
     p.add_argument("--address", help="Ray address; 'auto' joins a running cluster")
     p.add_argument("--dashboard-host", default="127.0.0.1", help="Ray dashboard bind address")
     p.add_argument("--json", action="store_true", help="print only the outcome, as JSON")
@@ -53,32 +69,44 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     import ray
 
-    started = ensure_ray(args.address, args.dashboard_host,
-                         num_cpus=args.workers if not args.address else None)
+    started = ensure_ray(
+        args.address, args.dashboard_host, num_cpus=args.workers if not args.address else None
+    )
     try:
         workers = args.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         out = Path(args.out)
         with progress_bar(not args.json, f"sweep {out.name}") as update:
             try:
-                outcome = run_sweep(plan, out, workers,
-                                    progress=lambda done, total: update(done / max(total, 1)))
+                outcome = run_sweep(
+                    plan, out, workers, progress=lambda done, total: update(done / max(total, 1))
+                )
             except SweepError as exc:
                 raise UsageError(str(exc)) from None
     finally:
         if started:
             ray.shutdown()
-    report = {"cells": outcome.total, "already_done": outcome.skipped, "ran": outcome.ran,
-              "missing": outcome.missing, "wall_s": round(outcome.wall_s, 3), "out": str(out)}
+    report = {
+        "cells": outcome.total,
+        "already_done": outcome.skipped,
+        "ran": outcome.ran,
+        "missing": outcome.missing,
+        "wall_s": round(outcome.wall_s, 3),
+        "out": str(out),
+    }
     if args.json:
         print(to_json(report))
     else:
         from tuners.sweep import read_results, summary_table
 
-        print(f"sweep {out}: {outcome.total} cells, {outcome.skipped} already done, "
-              f"{outcome.ran} run now in {outcome.wall_s:.1f} s")
+        print(
+            f"sweep {out}: {outcome.total} cells, {outcome.skipped} already done, "
+            f"{outcome.ran} run now in {outcome.wall_s:.1f} s"
+        )
         print(summary_table(read_results(out)))
         print(f"results: {out / 'runs'} (one Parquet file per cell)")
         if outcome.missing:
-            print(f"{len(outcome.missing)} cell(s) missing; re-run the same command to resume",
-                  file=sys.stderr)
+            print(
+                f"{len(outcome.missing)} cell(s) missing; re-run the same command to resume",
+                file=sys.stderr,
+            )
     return 0 if outcome.complete else 1

@@ -21,8 +21,12 @@ SCENARIOS = {
     "hetero-placement": ["stop.time_s=120", "stop.warmup_s=10"],
 }
 #: hetero-placement with impatient batch jobs: queue timeouts (the scheduler's timers).
-PATIENCE = ["stop.time_s=200", "stop.warmup_s=10", "workload.classes.1.timeout_s=3",
-            "workload.classes.1.arrival.rate_per_s=2.0"]
+PATIENCE = [
+    "stop.time_s=200",
+    "stop.warmup_s=10",
+    "workload.classes.1.timeout_s=3",
+    "workload.classes.1.arrival.rate_per_s=2.0",
+]
 
 
 @pytest.mark.parametrize("name", [*sorted(SCENARIOS), "hetero-placement+timeouts"])

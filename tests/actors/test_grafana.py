@@ -27,11 +27,23 @@ class StandInGrafana(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self.requests.append({"method": "POST", "path": self.path,
-                              "headers": {k.lower(): v for k, v in self.headers.items()},
-                              "body": json.loads(body)})
-        reply = json.dumps({"id": 7, "uid": "clusteremu", "url": "/d/clusteremu/clusteremu",
-                            "status": "success", "version": 1}).encode()
+        self.requests.append(
+            {
+                "method": "POST",
+                "path": self.path,
+                "headers": {k.lower(): v for k, v in self.headers.items()},
+                "body": json.loads(body),
+            }
+        )
+        reply = json.dumps(
+            {
+                "id": 7,
+                "uid": "clusteremu",
+                "url": "/d/clusteremu/clusteremu",
+                "status": "success",
+                "version": 1,
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
@@ -62,12 +74,12 @@ def test_dashboard_charts_every_metric() -> None:
     assert model["uid"] == "clusteremu"
     assert {v["name"] for v in model["templating"]["list"]} == {"datasource", "run"}
     assert model["templating"]["list"][0]["current"]["value"] == "Prom"
-    assert all(re.search(r"ray_clusteremu_\w+", p["targets"][0]["expr"])
-               for p in model["panels"])
+    assert all(re.search(r"ray_clusteremu_\w+", p["targets"][0]["expr"]) for p in model["panels"])
 
 
 def test_provision_against_stand_in_grafana_server(
-        stand_in_grafana: tuple[str, list[dict[str, Any]]]) -> None:
+    stand_in_grafana: tuple[str, list[dict[str, Any]]],
+) -> None:
     """The exact request grafana-client sends: POST /api/dashboards/db, bearer token,
     the dashboard by uid (no numeric id), overwrite, the folder by uid."""
     url, requests = stand_in_grafana
@@ -87,8 +99,11 @@ def test_provision_against_stand_in_grafana_server(
 
 
 def test_dashboard_command_uses_environment_and_writes_files(
-        stand_in_grafana: tuple[str, list[dict[str, Any]]], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    stand_in_grafana: tuple[str, list[dict[str, Any]]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     url, requests = stand_in_grafana
     monkeypatch.setenv("GRAFANA_URL", url)
     monkeypatch.setenv("GRAFANA_TOKEN", "tok")

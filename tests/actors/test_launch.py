@@ -28,17 +28,50 @@ def test_init_kwargs_bind_the_dashboard_to_loopback() -> None:
 
 
 @pytest.mark.usefixtures("ray_local")
-def test_run_with_ray_writes_the_same_files(tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "hetero-placement", "--set", "stop.time_s=60", "--set",
-                 "stop.warmup_s=5", "--out", str(tmp_path / "kernel"), "--json"]) == 0
+def test_run_with_ray_writes_the_same_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "run",
+                "hetero-placement",
+                "--set",
+                "stop.time_s=60",
+                "--set",
+                "stop.warmup_s=5",
+                "--out",
+                str(tmp_path / "kernel"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     kernel = json.loads(capsys.readouterr().out)
-    assert main(["run", "hetero-placement", "--set", "stop.time_s=60", "--set",
-                 "stop.warmup_s=5", "--ray", "--shards", "2", "--out", str(tmp_path / "ray"),
-                 "--json"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "hetero-placement",
+                "--set",
+                "stop.time_s=60",
+                "--set",
+                "stop.warmup_s=5",
+                "--ray",
+                "--shards",
+                "2",
+                "--out",
+                str(tmp_path / "ray"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     on_ray = json.loads(capsys.readouterr().out)
-    assert_same_jobs(pq.read_table(tmp_path / "kernel" / "jobs.parquet"),
-                     pq.read_table(tmp_path / "ray" / "jobs.parquet"))
+    assert_same_jobs(
+        pq.read_table(tmp_path / "kernel" / "jobs.parquet"),
+        pq.read_table(tmp_path / "ray" / "jobs.parquet"),
+    )
     assert on_ray["mean_response_time_s"] == kernel["mean_response_time_s"]
     assert on_ray["ray"]["mode"] == "exact"
     assert main(["run", "mm-c", *ARGS, "--ray", "--shards", "0"]) == 2
@@ -50,11 +83,28 @@ def test_local_ray_started_for_the_run_uses_token_auth_and_loopback(tmp_path: Pa
     left on) and reports its dashboard on 127.0.0.1."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
     done = subprocess.run(
-        [sys.executable, "-m", "clusteremu", "-v", "run", "mm-c", *ARGS, "--ray", "--window",
-         "5", "--json"], env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "clusteremu",
+            "-v",
+            "run",
+            "mm-c",
+            *ARGS,
+            "--ray",
+            "--window",
+            "5",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["jobs_completed"] == 380 and summary["ray"]["mode"] == "windowed"
-    dashboard = [line for line in done.stderr.splitlines() if "dashboard" in line.lower()
-                 and "http" in line]
+    dashboard = [
+        line for line in done.stderr.splitlines() if "dashboard" in line.lower() and "http" in line
+    ]
     assert dashboard and all("127.0.0.1" in line for line in dashboard), done.stderr

@@ -53,8 +53,9 @@ def live_run() -> Iterator[dict[str, object]]:
     state: dict[str, object] = {}
 
     def target() -> None:
-        state["result"] = run_on_ray(spec, RayRunOptions(window_s=1.0, realtime=12.0,
-                                                         run_name="metrics-test"))
+        state["result"] = run_on_ray(
+            spec, RayRunOptions(window_s=1.0, realtime=12.0, run_name="metrics-test")
+        )
 
     thread = threading.Thread(target=target)
     thread.start()
@@ -63,16 +64,17 @@ def live_run() -> Iterator[dict[str, object]]:
     thread.join(timeout=600)
 
 
-def test_ray_endpoint_serves_the_project_metrics_during_a_run(
-        live_run: dict[str, object]) -> None:
+def test_ray_endpoint_serves_the_project_metrics_during_a_run(live_run: dict[str, object]) -> None:
     url = metrics_url()
     deadline = time.monotonic() + 60
     found: dict[str, list[tuple[dict[str, str], float]]] = {}
     want = {f"ray_{n}" for n in METRIC_NAMES if "sweep" not in n}
     while time.monotonic() < deadline and not want <= set(found):
         time.sleep(1.0)
-        found = {k: [(lab, v) for lab, v in rows if lab.get("run") == "metrics-test"]
-                 for k, rows in scrape(url).items()}
+        found = {
+            k: [(lab, v) for lab, v in rows if lab.get("run") == "metrics-test"]
+            for k, rows in scrape(url).items()
+        }
         found = {k: v for k, v in found.items() if v}
     thread = live_run["thread"]
     assert thread.is_alive(), "the run ended before its metrics were seen"  # type: ignore[attr-defined]
@@ -95,10 +97,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.skipif(shutil.which("prometheus") is None,
-                    reason="Debian's prometheus package is not installed (.ci/run installs it)")
-def test_prometheus_scrapes_ray_and_answers_queries(live_run: dict[str, object],
-                                                    tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    shutil.which("prometheus") is None,
+    reason="Debian's prometheus package is not installed (.ci/run installs it)",
+)
+def test_prometheus_scrapes_ray_and_answers_queries(
+    live_run: dict[str, object], tmp_path: Path
+) -> None:
     """A real Prometheus on loopback scrapes Ray's endpoint; its HTTP API returns the
     project's gauge for this run."""
     target = metrics_url().split("//")[1].split("/")[0]
@@ -106,15 +111,23 @@ def test_prometheus_scrapes_ray_and_answers_queries(live_run: dict[str, object],
     config.write_text(
         "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
         "scrape_configs:\n"
-        f"  - job_name: ray\n    static_configs: [{{targets: ['{target}']}}]\n")
+        f"  - job_name: ray\n    static_configs: [{{targets: ['{target}']}}]\n"
+    )
     port = _free_port()
     proc = subprocess.Popen(
-        ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         query = urllib.parse.urlencode(
-            {"query": 'ray_clusteremu_simulated_time_s{run="metrics-test"}'})
+            {"query": 'ray_clusteremu_simulated_time_s{run="metrics-test"}'}
+        )
         api = f"http://127.0.0.1:{port}/api/v1/query?{query}"
         deadline = time.monotonic() + 90
         result: list[dict[str, object]] = []

@@ -17,8 +17,12 @@ ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 OVERRIDES = ["stop.time_s=150", "stop.warmup_s=10"]
-PINNED = RayRunOptions(shards=2, window_s=1.0, run_name="pinned",
-                       shard_resources=({"machine-a": 1.0}, {"machine-b": 1.0}))
+PINNED = RayRunOptions(
+    shards=2,
+    window_s=1.0,
+    run_name="pinned",
+    shard_resources=({"machine-a": 1.0}, {"machine-b": 1.0}),
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +40,7 @@ def one_node_tables() -> Iterator[dict[str, object]]:
     yield tables
 
 
-def test_pinned_shards_on_three_nodes_match_one_node(
-        one_node_tables: dict[str, object]) -> None:
+def test_pinned_shards_on_three_nodes_match_one_node(one_node_tables: dict[str, object]) -> None:
     from ray.cluster_utils import Cluster
     from ray.util.state import list_actors
 
@@ -64,8 +67,10 @@ def test_pinned_shards_on_three_nodes_match_one_node(
             assert seen["clusteremu/pinned/node-shard-0"] == node_a.node_id
             assert seen["clusteremu/pinned/node-shard-1"] == node_b.node_id
 
-            exact = run_on_ray(spec, RayRunOptions(
-                shards=2, shard_resources=({"machine-a": 1.0}, {"machine-b": 1.0})))
+            exact = run_on_ray(
+                spec,
+                RayRunOptions(shards=2, shard_resources=({"machine-a": 1.0}, {"machine-b": 1.0})),
+            )
             assert_same_jobs(run_spec(spec).jobs, exact.jobs)
         finally:
             ray.shutdown()

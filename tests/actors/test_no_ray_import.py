@@ -24,7 +24,6 @@ print("ok")
 
 
 def test_cluster_and_scenarios_import_without_ray() -> None:
-    done = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

@@ -20,8 +20,7 @@ pytest.importorskip("ray")
 def test_one_shard_fed_in_windows_equals_the_kernel(share: float) -> None:
     spec = load_scenario("hetero-placement", ["stop.time_s=600", "stop.warmup_s=10"])
     stream = ArrivalStream(spec, 0)
-    shard = NodeShard(spec, 0, 0, np.arange(len(spec.nodes)), stream.info(), "all",
-                      share=share)
+    shard = NodeShard(spec, 0, 0, np.arange(len(spec.nodes)), stream.info(), "all", share=share)
     first_capacity = shard.global_ids.size
     t = 0.0
     while not stream.exhausted():
@@ -34,6 +33,8 @@ def test_one_shard_fed_in_windows_equals_the_kernel(share: float) -> None:
     reference = run_spec(spec)
     assert_same_jobs(reference.jobs, result.jobs)
     assert result.summary["mean_jobs_in_system"] == pytest.approx(
-        reference.summary["mean_jobs_in_system"], rel=1e-9)
-    assert result.summary["utilization"] == pytest.approx(reference.summary["utilization"],
-                                                          rel=1e-9)
+        reference.summary["mean_jobs_in_system"], rel=1e-9
+    )
+    assert result.summary["utilization"] == pytest.approx(
+        reference.summary["utilization"], rel=1e-9
+    )

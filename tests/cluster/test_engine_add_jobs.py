@@ -9,10 +9,13 @@ from cluster.engine import Engine, Jobs, generate_jobs, replication_seeds
 from scenarios.loader import load_scenario
 
 
-@pytest.mark.parametrize("name, overrides", [
-    ("hetero-placement", ["stop.time_s=300", "stop.warmup_s=10"]),
-    ("ps-amdahl", ["stop.jobs=3000", "stop.warmup_jobs=10"]),
-])
+@pytest.mark.parametrize(
+    "name, overrides",
+    [
+        ("hetero-placement", ["stop.time_s=300", "stop.warmup_s=10"]),
+        ("ps-amdahl", ["stop.jobs=3000", "stop.warmup_jobs=10"]),
+    ],
+)
 def test_fed_in_windows_equals_one_run(name: str, overrides: list[str]) -> None:
     spec = load_scenario(name, overrides)
     whole = Engine(spec).run().jobs

@@ -26,8 +26,12 @@ from tuners.sweep import (
 )
 
 #: Cells of about 0.3 s each: M/M/c with 1,000 one-core nodes, 100,000 jobs.
-BASE = ["stop.jobs=100000", "stop.warmup_jobs=1000", "cluster.nodes.0.count=1000",
-        "workload.classes.0.arrival.rate_per_s=800"]
+BASE = [
+    "stop.jobs=100000",
+    "stop.warmup_jobs=1000",
+    "cluster.nodes.0.count=1000",
+    "workload.classes.0.arrival.rate_per_s=800",
+]
 GRID = "workload.classes.0.arrival.rate_per_s=700,800"
 
 
@@ -58,8 +62,16 @@ def test_parsing_and_plan_errors() -> None:
 
 
 def test_bad_grid_value_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code = main(["sweep", "mm-c", "--grid", "workload.classes.0.arrival.rate_per_s=7,oops",
-                 "--out", str(tmp_path / "s")])
+    code = main(
+        [
+            "sweep",
+            "mm-c",
+            "--grid",
+            "workload.classes.0.arrival.rate_per_s=7,oops",
+            "--out",
+            str(tmp_path / "s"),
+        ]
+    )
     assert code == 2
     assert "rate_per_s" in capsys.readouterr().err
     assert main(["sweep", "mm-c", "--seeds", "9-1", "--out", str(tmp_path / "s")]) == 2
@@ -96,7 +108,8 @@ class TestSweepOnRay:
         out = tmp_path / "killed"
         result: dict[str, object] = {}
         thread = threading.Thread(
-            target=lambda: result.update(outcome=run_sweep(plan, out, workers=2, name="kill")))
+            target=lambda: result.update(outcome=run_sweep(plan, out, workers=2, name="kill"))
+        )
         thread.start()
         deadline = time.monotonic() + 120
         while len(done_cells(out, plan)) < 2 and time.monotonic() < deadline:
@@ -121,8 +134,23 @@ class TestSweepOnRay:
         reference = run_sweep(plan, tmp_path / "ref", workers=2)
         out = tmp_path / "driver"
         address = ray.get_runtime_context().gcs_address
-        cmd = [sys.executable, "-m", "clusteremu", "sweep", "mm-c", "--grid", GRID,
-               "--seeds", "1-6", "--workers", "2", "--address", address, "--out", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "clusteremu",
+            "sweep",
+            "mm-c",
+            "--grid",
+            GRID,
+            "--seeds",
+            "1-6",
+            "--workers",
+            "2",
+            "--address",
+            address,
+            "--out",
+            str(out),
+        ]
         for item in BASE:
             cmd += ["--set", item]
         env = dict(os.environ, RAY_AUTH_MODE="disabled")  # the fixture's cluster: no token
@@ -134,8 +162,9 @@ class TestSweepOnRay:
         proc.wait(timeout=30)
         partial = len(done_cells(out, plan))
         assert 2 <= partial < len(plan.cells)
-        done = subprocess.run(cmd + ["--json"], env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(
+            cmd + ["--json"], env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr
         assert f'"already_done": {partial}' in done.stdout
         assert reference.complete

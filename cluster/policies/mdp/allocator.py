@@ -53,8 +53,11 @@ def shares_of(table: npt.ArrayLike) -> FloatArray:
         return np.stack([arr, 1.0 - arr], axis=-1)
     m = arr.ndim - 1
     if m < 2 or arr.shape[-1] != m or len(set(arr.shape[:-1])) != 1 or arr.shape[0] < 2:
-        raise MdpModelError("table", "expected a square (B+1) x (B+1) table a[x1][x2] or "
-                            f"shares of shape (B+1,)*m + (m,), got {arr.shape}")
+        raise MdpModelError(
+            "table",
+            "expected a square (B+1) x (B+1) table a[x1][x2] or "
+            f"shares of shape (B+1,)*m + (m,), got {arr.shape}",
+        )
     if not np.all(np.isfinite(arr)) or np.any(arr < 0.0) or np.any(arr.sum(-1) > 1 + 1e-9):
         raise MdpModelError("table", "expected non-negative shares summing to at most 1")
     return arr
@@ -86,16 +89,18 @@ class MdpAllocator(Allocator):
         if isinstance(actions, bool) or not isinstance(actions, int) or actions < 1:
             raise MdpModelError("actions", f"expected an integer M >= 1, got {actions!r}")
         if classes is not None and (len(classes) < 2 or len(set(classes)) != len(classes)):
-            raise MdpModelError("classes",
-                                f"expected two or more distinct class names, got {classes!r}")
+            raise MdpModelError(
+                "classes", f"expected two or more distinct class names, got {classes!r}"
+            )
         if isinstance(theta, list | tuple):
             check_theta(tuple(float(t) for t in theta), len(theta))
         elif isinstance(theta, dict):
             for name, t in theta.items():
                 check_theta((float(t),), 1, f"theta.{name}")
         elif theta is not None:
-            raise MdpModelError("theta",
-                                f"expected a list or a mapping class -> value, got {theta!r}")
+            raise MdpModelError(
+                "theta", f"expected a list or a mapping class -> value, got {theta!r}"
+            )
         self.policy, self.theta, self.truncation = policy, theta, truncation
         self.actions, self.refine, self.classes = actions, refine, classes
         self.learn = dict(learn or {})
@@ -118,8 +123,11 @@ class MdpAllocator(Allocator):
         try:
             self._setup(spec)
         except MdpModelError as exc:
-            raise PolicyError(self.name, 0.0, f"cannot build the policy table: {exc} (give "
-                              "params.table, or policy: equi)") from exc
+            raise PolicyError(
+                self.name,
+                0.0,
+                f"cannot build the policy table: {exc} (give params.table, or policy: equi)",
+            ) from exc
 
     def _setup(self, spec: SimulationSpec) -> None:
         names = [c.name for c in spec.classes]
@@ -134,8 +142,10 @@ class MdpAllocator(Allocator):
         if self._shares is None:
             self._shares = self.solve_shares(spec)
         elif self._shares.shape[-1] != m:
-            raise MdpModelError("table", f"the table covers {self._shares.shape[-1]} classes, "
-                                f"the policy {m} ({wanted})")
+            raise MdpModelError(
+                "table",
+                f"the table covers {self._shares.shape[-1]} classes, the policy {m} ({wanted})",
+            )
         self._params = self._build_params(self._shares)
 
     def believed_theta(self, spec: SimulationSpec) -> tuple[float, ...] | None:
@@ -165,8 +175,8 @@ class MdpAllocator(Allocator):
         m = len(self._slots)
         params = np.zeros(shares_offset(m) + shares.size)
         params[P_B], params[P_M] = shares.shape[0] - 1, m
-        params[P_CLASSES: P_CLASSES + m] = self._slots
-        params[shares_offset(m):] = shares.ravel()
+        params[P_CLASSES : P_CLASSES + m] = self._slots
+        params[shares_offset(m) :] = shares.ravel()
         return params
 
     def kernel_params(self) -> FloatArray:
@@ -196,7 +206,7 @@ class MdpAllocator(Allocator):
             expected = None if self._shares is None else self._shares.shape
             raise MdpModelError("table", f"expected shares of shape {expected}, got {sh.shape}")
         self._shares = sh.copy()
-        self._params[shares_offset(sh.shape[-1]):] = sh.ravel()
+        self._params[shares_offset(sh.shape[-1]) :] = sh.ravel()
 
     # -- Python decision path ---------------------------------------------------------------
 
@@ -214,5 +224,9 @@ class MdpAllocator(Allocator):
         return Allocation(cores)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "policy": self.policy, "truncation": self.truncation,
-                "actions": self.actions}
+        return {
+            "name": self.name,
+            "policy": self.policy,
+            "truncation": self.truncation,
+            "actions": self.actions,
+        }

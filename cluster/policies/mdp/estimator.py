@@ -96,10 +96,12 @@ class ClassExposure:
 
     def combine(self, other: ClassExposure) -> ClassExposure:
         """Pool two data sets (Algorithm 1b: all data since time 0)."""
-        return _aggregate(np.concatenate([self.alloc, other.alloc]),
-                          np.concatenate([self.departures, other.departures]),
-                          np.concatenate([self.exposure, other.exposure]),
-                          self.total_departures + other.total_departures)
+        return _aggregate(
+            np.concatenate([self.alloc, other.alloc]),
+            np.concatenate([self.departures, other.departures]),
+            np.concatenate([self.exposure, other.exposure]),
+            self.total_departures + other.total_departures,
+        )
 
 
 @dataclass(frozen=True)
@@ -153,13 +155,23 @@ def path_from_jobs(
     end = np.where(end_s < 0.0, math.inf, end_s)
     member = [class_index == c for c in classes]
     mine = np.logical_or.reduce(member)
-    x0 = np.array([np.count_nonzero(is_j & (arrival_s <= t0) & (end > t0)) for is_j in member],
-                  dtype=np.int64)
+    x0 = np.array(
+        [np.count_nonzero(is_j & (arrival_s <= t0) & (end > t0)) for is_j in member], dtype=np.int64
+    )
     arr = mine & (arrival_s > t0) & (arrival_s <= t1)
     dep = mine & (end > t0) & (end <= t1)
     times = np.concatenate([arrival_s[arr], end[dep]])
-    delta = np.stack([np.concatenate([is_j[arr], -is_j[dep].astype(np.int64)]).astype(np.int64)
-                      for is_j in member], axis=1) if times.size else np.zeros((0, m), np.int64)
+    delta = (
+        np.stack(
+            [
+                np.concatenate([is_j[arr], -is_j[dep].astype(np.int64)]).astype(np.int64)
+                for is_j in member
+            ],
+            axis=1,
+        )
+        if times.size
+        else np.zeros((0, m), np.int64)
+    )
     is_dep = np.concatenate([np.zeros(int(arr.sum()), bool), np.ones(int(dep.sum()), bool)])
     order = np.argsort(times, kind="stable")
     times, delta, is_dep = times[order], delta[order], is_dep[order]
@@ -168,10 +180,12 @@ def path_from_jobs(
     duration = np.diff(np.concatenate([start, [t1]]))
     shares = lookup_shares(tables, start, counts)
     events = np.flatnonzero(is_dep)
-    dep_class = np.argmin(delta[events], axis=1).astype(np.int64) if events.size \
-        else np.zeros(0, np.int64)
-    return StatePath(start, duration, counts, shares, events.astype(np.int64), dep_class,
-                     float(cores))
+    dep_class = (
+        np.argmin(delta[events], axis=1).astype(np.int64) if events.size else np.zeros(0, np.int64)
+    )
+    return StatePath(
+        start, duration, counts, shares, events.astype(np.int64), dep_class, float(cores)
+    )
 
 
 def lookup_shares(
@@ -218,8 +232,10 @@ def _derivatives(theta: float, data: ClassExposure, mu: float) -> tuple[float, f
     u = 1.0 - 1.0 / data.alloc
     denom = 1.0 - theta * u
     d1 = float(np.sum(data.departures * u / denom) - mu * np.sum(data.exposure * u / denom**2))
-    d2 = float(np.sum(data.departures * u**2 / denom**2)
-               - 2.0 * mu * np.sum(data.exposure * u**2 / denom**3))
+    d2 = float(
+        np.sum(data.departures * u**2 / denom**2)
+        - 2.0 * mu * np.sum(data.exposure * u**2 / denom**3)
+    )
     return d1, d2
 
 
@@ -241,8 +257,12 @@ def mle(data: ClassExposure, mu: float, fallback: float = math.nan) -> Estimate:
     values = log_likelihood(grid, data, mu)
     i = int(np.argmax(values))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
-    res = minimize_scalar(lambda t: -float(log_likelihood(t, data, mu)[0]), bounds=(lo, hi),
-                          method="bounded", options={"xatol": 1e-10})
+    res = minimize_scalar(
+        lambda t: -float(log_likelihood(t, data, mu)[0]),
+        bounds=(lo, hi),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
     theta, value = float(res.x), -float(res.fun)
     if values[i] > value:
         theta, value = float(grid[i]), float(values[i])

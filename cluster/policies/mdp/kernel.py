@@ -42,8 +42,15 @@ def _slot(params: np.ndarray, m: int, c: int) -> int:
 
 
 @kernel_function
-def allocate_mdp(params: np.ndarray, members: np.ndarray, n: int, pool_cores: float,
-                 now: float, jobs_f: np.ndarray, jobs_i: np.ndarray) -> None:
+def allocate_mdp(
+    params: np.ndarray,
+    members: np.ndarray,
+    n: int,
+    pool_cores: float,
+    now: float,
+    jobs_f: np.ndarray,
+    jobs_i: np.ndarray,
+) -> None:
     """Write cores per job (jobs_f[CORES]) for the first n entries of `members`."""
     b = int(params[P_B])
     m = int(params[P_M])

@@ -81,26 +81,34 @@ class LearnConfig:
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
-            raise MdpModelError("learn.algorithm",
-                                f"expected one of {ALGORITHMS}, got {self.algorithm!r}")
+            raise MdpModelError(
+                "learn.algorithm", f"expected one of {ALGORITHMS}, got {self.algorithm!r}"
+            )
         _check_int("learn.iterations", self.iterations, 1)
         _check_int("learn.departures.first", self.departures_first, 1)
         _check_int("learn.departures.step", self.departures_step, 0)
         if self.initial_theta is not None:
             check_theta(tuple(self.initial_theta), len(self.initial_theta), "learn.initial_theta")
         if not (0.0 < self.max_blocking < 1.0):
-            raise MdpModelError("learn.max_blocking",
-                                f"expected a probability in (0, 1), got {self.max_blocking}")
+            raise MdpModelError(
+                "learn.max_blocking", f"expected a probability in (0, 1), got {self.max_blocking}"
+            )
         last = -math.inf
         for i, cp in enumerate(self.change_points):
             where = f"learn.change_points.{i}"
             if not isinstance(cp, dict) or set(cp) != {"time_s", "theta"}:
                 raise MdpModelError(where, "expected a mapping with keys time_s and theta")
             t = cp["time_s"]
-            if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) \
-                    or t < 0 or t <= last:
-                raise MdpModelError(f"{where}.time_s",
-                                    f"expected increasing finite times >= 0, got {t!r}")
+            if (
+                isinstance(t, bool)
+                or not isinstance(t, int | float)
+                or not math.isfinite(t)
+                or t < 0
+                or t <= last
+            ):
+                raise MdpModelError(
+                    f"{where}.time_s", f"expected increasing finite times >= 0, got {t!r}"
+                )
             last = float(t)
             if not isinstance(cp["theta"], dict) or not cp["theta"]:
                 raise MdpModelError(f"{where}.theta", "expected a mapping class -> theta")
@@ -110,12 +118,19 @@ class LearnConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LearnConfig:
         """Build from the scenario's `learn:` block."""
-        known = {"algorithm", "iterations", "initial_theta", "departures", "change_points",
-                 "max_blocking"}
+        known = {
+            "algorithm",
+            "iterations",
+            "initial_theta",
+            "departures",
+            "change_points",
+            "max_blocking",
+        }
         unknown = sorted(set(data) - known)
         if unknown:
-            raise MdpModelError(f"learn.{unknown[0]}",
-                                f"unknown field; expected one of {sorted(known)}")
+            raise MdpModelError(
+                f"learn.{unknown[0]}", f"unknown field; expected one of {sorted(known)}"
+            )
         dep = data.get("departures", {})
         if not isinstance(dep, dict) or not set(dep) <= {"first", "step"}:
             raise MdpModelError("learn.departures", "expected a mapping with keys first and step")
@@ -123,8 +138,9 @@ class LearnConfig:
         default_first, default_step = (50, 1) if algorithm == "1a" else (100, 0)
         theta = data.get("initial_theta")
         if theta is not None and (not isinstance(theta, list | tuple) or len(theta) < 2):
-            raise MdpModelError("learn.initial_theta",
-                                f"expected one value per class, got {theta!r}")
+            raise MdpModelError(
+                "learn.initial_theta", f"expected one value per class, got {theta!r}"
+            )
         return cls(
             algorithm=algorithm,
             iterations=data.get("iterations", 100),
@@ -172,9 +188,7 @@ class LearnResult:
         return pa.Table.from_pylist(self.rows)
 
 
-def resolve_change_points(
-    config: LearnConfig, spec: SimulationSpec
-) -> list[ChangePoint]:
+def resolve_change_points(config: LearnConfig, spec: SimulationSpec) -> list[ChangePoint]:
     """Change points with class names resolved to class indices (0-based)."""
     names = [c.name for c in spec.classes]
     out = []
@@ -186,8 +200,9 @@ def resolve_change_points(
             elif key in names:
                 theta[names.index(key)] = float(value)
             else:
-                raise MdpModelError(f"learn.change_points.{i}.theta.{key}",
-                                    f"expected a class name among {names}")
+                raise MdpModelError(
+                    f"learn.change_points.{i}.theta.{key}", f"expected a class name among {names}"
+                )
         out.append(ChangePoint(float(cp["time_s"]), theta))
     return out
 
@@ -203,8 +218,10 @@ def learn(
     true_model = model_from_spec(spec, truncation)
     m = true_model.n_classes
     if config.initial_theta is not None and len(config.initial_theta) != m:
-        raise MdpModelError("learn.initial_theta",
-                            f"expected {m} values (one per class), got {len(config.initial_theta)}")
+        raise MdpModelError(
+            "learn.initial_theta",
+            f"expected {m} values (one per class), got {len(config.initial_theta)}",
+        )
     mu = true_model.service_rate_per_s
     changes = resolve_change_points(config, spec)
     optimal = solve(true_model, actions)
@@ -218,8 +235,7 @@ def learn(
 
     # Enough jobs for every epoch (the run must not end before the last departure).
     total = config.total_departures()
-    run_spec = replace(spec, stop=StopRule(jobs=total + 10 * truncation + 1000),
-                       replications=1)
+    run_spec = replace(spec, stop=StopRule(jobs=total + 10 * truncation + 1000), replications=1)
     theta_hat = tuple(float(t) for t in (config.initial_theta or (0.5,) * m))
     sol = solve(true_model.with_theta(theta_hat), actions)
     allocator = MdpAllocator(table=sol.table)
@@ -247,9 +263,15 @@ def learn(
             elif status == L.FINISHED:
                 raise RuntimeError("the engine ran out of jobs before the last epoch")
         t_now = engine.now
-        path = est.path_from_jobs(engine.jobs_f[L.ARRIVAL], engine.jobs_f[L.END],
-                                  engine.jobs_i[L.CLS], tuple(range(m)), cores, tables,
-                                  (t_prev, t_now))
+        path = est.path_from_jobs(
+            engine.jobs_f[L.ARRIVAL],
+            engine.jobs_f[L.END],
+            engine.jobs_i[L.CLS],
+            tuple(range(m)),
+            cores,
+            tables,
+            (t_prev, t_now),
+        )
         estimates = []
         for c in range(m):
             data = est.exposure(path, c)
@@ -259,7 +281,8 @@ def learn(
             estimates.append(est.mle(data, mu, fallback=theta_hat[c]))
         theta_hat = tuple(
             float(np.clip(e.theta, THETA_FLOOR, 1.0)) if e.informative else theta_hat[c]
-            for c, e in enumerate(estimates))
+            for c, e in enumerate(estimates)
+        )
         sol = solve(true_model.with_theta(theta_hat), actions, initial_values=values)
         values = sol.relative_values
         allocator.set_table(sol.table)
@@ -270,8 +293,11 @@ def learn(
         if key not in g_true:
             g_true[key] = solve(model_now, actions).average_cost
         row: dict[str, float] = {
-            "iteration": n, "departures": int(engine.istate[L.DONE_COUNT]),
-            "epoch_departures": config.departures(n), "time_s": t_now}
+            "iteration": n,
+            "departures": int(engine.istate[L.DONE_COUNT]),
+            "epoch_departures": config.departures(n),
+            "time_s": t_now,
+        }
         for c, e in enumerate(estimates):
             row[f"theta{c + 1}_hat"] = e.theta
             row[f"theta{c + 1}_se"] = e.std_error
@@ -287,8 +313,10 @@ def learn(
     area = engine.area_class.sum()
     measured = float(engine.fstate[L.MEASURED_TIME])
     return LearnResult(
-        class_names=tuple(c.name for c in spec.classes), rows=rows,
-        theta=tuple(float(t) for t in theta_hat), table=sol.table,
+        class_names=tuple(c.name for c in spec.classes),
+        rows=rows,
+        theta=tuple(float(t) for t in theta_hat),
+        table=sol.table,
         mean_jobs_learned=evaluate_policy(model_end, sol.table).mean_jobs,
         mean_jobs_optimal=g_true[tuple(current_true)],
         true_theta=tuple(current_true),
@@ -308,14 +336,26 @@ def apply_change(engine: Engine, cp: ChangePoint) -> None:
     p = 0
     if t > engine.now:
         kernel.advance_pool(p, t, engine.pools_f, engine.pools_i, engine.jobs_f, engine.jobs_i)
-        kernel.accumulate(t, engine.fstate, engine.istate, engine.n_class, engine.area_class,
-                          engine.pools_f)
+        kernel.accumulate(
+            t, engine.fstate, engine.istate, engine.n_class, engine.area_class, engine.pools_f
+        )
         engine.fstate[L.NOW] = t
     for c, value in cp.theta.items():
         engine.classes_f[L.SP_PARAM, c] = value
-    kernel.apply_allocation(p, engine.now, engine.jobs_f, engine.jobs_i, engine.pools_f,
-                            engine.pools_i, engine.classes_f, engine.classes_i, engine.class_tx,
-                            engine.class_ty, engine.fstate, engine.istate)
+    kernel.apply_allocation(
+        p,
+        engine.now,
+        engine.jobs_f,
+        engine.jobs_i,
+        engine.pools_f,
+        engine.pools_i,
+        engine.classes_f,
+        engine.classes_i,
+        engine.class_tx,
+        engine.class_ty,
+        engine.fstate,
+        engine.istate,
+    )
     log.info("t=%.6g s: true theta changed to %s", t, cp.theta)
 
 
@@ -336,13 +376,18 @@ def tracking_delays(result: LearnResult, tolerance: float = 0.1) -> list[int | N
             delays.append(None)
             continue
         m = len(result.class_names)
-        changed = [c for c in range(m) if n_c == 0 or rows[n_c][f"theta{c + 1}_true"]
-                   != rows[n_c - 1][f"theta{c + 1}_true"]]
+        changed = [
+            c
+            for c in range(m)
+            if n_c == 0 or rows[n_c][f"theta{c + 1}_true"] != rows[n_c - 1][f"theta{c + 1}_true"]
+        ]
         found: int | None = None
         for m in range(1, len(rows) - n_c):
             row = rows[n_c + m]
-            if all(abs(row[f"theta{c + 1}_hat"] - row[f"theta{c + 1}_true"]) <= tolerance
-                   for c in changed):
+            if all(
+                abs(row[f"theta{c + 1}_hat"] - row[f"theta{c + 1}_true"]) <= tolerance
+                for c in changed
+            ):
                 found = m
                 break
         delays.append(found)

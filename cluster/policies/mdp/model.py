@@ -80,8 +80,9 @@ class MdpModel:
     truncation: int = 20
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "class_probabilities",
-                           tuple(float(v) for v in self.class_probabilities))
+        object.__setattr__(
+            self, "class_probabilities", tuple(float(v) for v in self.class_probabilities)
+        )
         object.__setattr__(self, "theta", tuple(float(v) for v in self.theta))
         check_positive("cores", self.cores)
         check_positive("arrival_rate_per_s", self.arrival_rate_per_s)
@@ -91,17 +92,23 @@ class MdpModel:
             raise MdpModelError("class_probabilities", f"expected at least two classes, got {m}")
         for j, p in enumerate(self.class_probabilities):
             if not (math.isfinite(p) and 0.0 < p < 1.0):
-                raise MdpModelError(f"class_probabilities[{j}]",
-                                    f"expected a probability p in (0, 1), got {p}")
+                raise MdpModelError(
+                    f"class_probabilities[{j}]", f"expected a probability p in (0, 1), got {p}"
+                )
         if not math.isclose(sum(self.class_probabilities), 1.0, rel_tol=0.0, abs_tol=1e-9):
-            raise MdpModelError("class_probabilities",
-                                f"expected probabilities summing to 1, got "
-                                f"{sum(self.class_probabilities):.12g}")
+            raise MdpModelError(
+                "class_probabilities",
+                f"expected probabilities summing to 1, got {sum(self.class_probabilities):.12g}",
+            )
         check_theta(self.theta, m)
-        if isinstance(self.truncation, bool) or int(self.truncation) != self.truncation \
-                or self.truncation < 1:
-            raise MdpModelError("truncation",
-                                f"expected an integer B >= 1, got {self.truncation!r}")
+        if (
+            isinstance(self.truncation, bool)
+            or int(self.truncation) != self.truncation
+            or self.truncation < 1
+        ):
+            raise MdpModelError(
+                "truncation", f"expected an integer B >= 1, got {self.truncation!r}"
+            )
         object.__setattr__(self, "truncation", int(self.truncation))
         if self.load >= 1.0:
             raise MdpModelError(
@@ -109,12 +116,18 @@ class MdpModel:
                 f"unstable load lambda / (mu * k) = {self.arrival_rate_per_s:g} / "
                 f"({self.service_rate_per_s:g} * {self.cores:g}) = {self.load:.4g} >= 1: the "
                 f"truncation B = {self.truncation} would only hide a queue that grows without "
-                "bound; expected a load below 1")
+                "bound; expected a load below 1",
+            )
 
     @classmethod
     def two_class(
-        cls, cores: float, arrival_rate_per_s: float, p: float, service_rate_per_s: float,
-        theta: tuple[float, float], truncation: int = 20,
+        cls,
+        cores: float,
+        arrival_rate_per_s: float,
+        p: float,
+        service_rate_per_s: float,
+        theta: tuple[float, float],
+        truncation: int = 20,
     ) -> MdpModel:
         """The seed's two-class model: class 1 with probability p, class 2 with 1 - p."""
         if not (math.isfinite(p) and 0.0 < p < 1.0):
@@ -141,8 +154,14 @@ class MdpModel:
         return self.arrival_rate_per_s + self.service_rate_per_s * self.cores
 
     def with_theta(self, theta: tuple[float, ...]) -> MdpModel:
-        return MdpModel(self.cores, self.arrival_rate_per_s, self.class_probabilities,
-                        self.service_rate_per_s, tuple(theta), self.truncation)
+        return MdpModel(
+            self.cores,
+            self.arrival_rate_per_s,
+            self.class_probabilities,
+            self.service_rate_per_s,
+            tuple(theta),
+            self.truncation,
+        )
 
 
 def check_positive(name: str, value: float) -> None:
@@ -175,8 +194,9 @@ def model_from_spec(
         if jc.pool != pool.name:
             raise MdpModelError(f"{where}.pool", f"expected pool {pool.name!r}, got {jc.pool!r}")
         arrival = jc.arrival
-        if not (isinstance(arrival, RenewalArrivals)
-                and isinstance(arrival.interarrival, Exponential)):
+        if not (
+            isinstance(arrival, RenewalArrivals) and isinstance(arrival.interarrival, Exponential)
+        ):
             raise MdpModelError(f"{where}.arrival", "expected a poisson arrival process")
         if not isinstance(jc.size, Exponential):
             raise MdpModelError(f"{where}.size", "expected an exponential size distribution")
@@ -186,8 +206,10 @@ def model_from_spec(
         means.append(jc.size.mean / pool.speed)
         pf = jc.speedup.parallel_fraction
         if theta is None and not 0.0 < pf <= 1.0:
-            raise MdpModelError(f"{where}.speedup.parallel_fraction",
-                                f"expected a parallel fraction in (0, 1], got {pf}")
+            raise MdpModelError(
+                f"{where}.speedup.parallel_fraction",
+                f"expected a parallel fraction in (0, 1], got {pf}",
+            )
         thetas.append(jc.speedup.parallel_fraction)
     if len(rates) < 2:
         raise MdpModelError("workload.classes", f"expected at least two classes, got {len(rates)}")
@@ -195,5 +217,11 @@ def model_from_spec(
         raise MdpModelError("workload.classes", f"expected one common mean size, got {means}")
     lam = float(sum(rates))
     probs = tuple(r / lam for r in rates)
-    return MdpModel(pool.cores, lam, probs, 1.0 / means[0],
-                    tuple(thetas) if theta is None else tuple(theta), truncation)
+    return MdpModel(
+        pool.cores,
+        lam,
+        probs,
+        1.0 / means[0],
+        tuple(thetas) if theta is None else tuple(theta),
+        truncation,
+    )

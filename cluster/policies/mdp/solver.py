@@ -108,14 +108,26 @@ def _rate(x: int, cores: float, theta: float, mu: float) -> float:
 
 
 @njit(cache=True)
-def _departure_part(a: float, x1: int, x2: int, k: float, th1: float, th2: float, mu: float,
-                    d1: float, d2: float) -> float:
+def _departure_part(
+    a: float, x1: int, x2: int, k: float, th1: float, th2: float, mu: float, d1: float, d2: float
+) -> float:
     return _rate(x1, a * k, th1, mu) * d1 + _rate(x2, (1.0 - a) * k, th2, mu) * d2
 
 
 @njit(cache=True)
-def _golden(lo: float, hi: float, x1: int, x2: int, k: float, th1: float, th2: float, mu: float,
-            d1: float, d2: float, tol: float) -> tuple[float, float]:
+def _golden(
+    lo: float,
+    hi: float,
+    x1: int,
+    x2: int,
+    k: float,
+    th1: float,
+    th2: float,
+    mu: float,
+    d1: float,
+    d2: float,
+    tol: float,
+) -> tuple[float, float]:
     """Minimise the (convex) departure part over [lo, hi]; returns (argmin, min)."""
     c = hi - _INV_PHI * (hi - lo)
     d = lo + _INV_PHI * (hi - lo)
@@ -136,9 +148,22 @@ def _golden(lo: float, hi: float, x1: int, x2: int, k: float, th1: float, th2: f
 
 
 @njit(cache=True)
-def _bellman(h: np.ndarray, out: np.ndarray, act: np.ndarray, grid: np.ndarray,
-             r1: np.ndarray, r2: np.ndarray, lam1: float, lam2: float, big_lambda: float,
-             k: float, th1: float, th2: float, mu: float, refine: bool) -> None:
+def _bellman(
+    h: np.ndarray,
+    out: np.ndarray,
+    act: np.ndarray,
+    grid: np.ndarray,
+    r1: np.ndarray,
+    r2: np.ndarray,
+    lam1: float,
+    lam2: float,
+    big_lambda: float,
+    k: float,
+    th1: float,
+    th2: float,
+    mu: float,
+    refine: bool,
+) -> None:
     """out = T h (undiscounted, uniformised); act = the minimising action per state."""
     b = h.shape[0] - 1
     n_act = grid.shape[0]
@@ -172,9 +197,22 @@ def _bellman(h: np.ndarray, out: np.ndarray, act: np.ndarray, grid: np.ndarray,
 
 
 @njit(cache=True)
-def _relative_vi(h: np.ndarray, grid: np.ndarray, r1: np.ndarray, r2: np.ndarray, lam1: float,
-                 lam2: float, big_lambda: float, k: float, th1: float, th2: float, mu: float,
-                 refine: bool, tol: float, max_iter: int) -> tuple[int, float, float, np.ndarray]:
+def _relative_vi(
+    h: np.ndarray,
+    grid: np.ndarray,
+    r1: np.ndarray,
+    r2: np.ndarray,
+    lam1: float,
+    lam2: float,
+    big_lambda: float,
+    k: float,
+    th1: float,
+    th2: float,
+    mu: float,
+    refine: bool,
+    tol: float,
+    max_iter: int,
+) -> tuple[int, float, float, np.ndarray]:
     """Relative value iteration in place on h; returns (sweeps, span, g, table)."""
     b1 = h.shape[0]
     out = np.empty_like(h)
@@ -239,12 +277,27 @@ def solve(
     r2 = np.where(x > 0, mu * x * _amdahl_vec(np.outer(1.0 - grid, k / safe), th2), 0.0)
     lam1, lam2 = (float(v) for v in model.class_rates_per_s)
     h = _start_values(initial_values, (b + 1, b + 1))
-    it, span, g, act = _relative_vi(h, grid, r1, r2, lam1, lam2, model.uniformisation_rate, k,
-                                    th1, th2, mu, refine, tol, max_iter)
+    it, span, g, act = _relative_vi(
+        h,
+        grid,
+        r1,
+        r2,
+        lam1,
+        lam2,
+        model.uniformisation_rate,
+        k,
+        th1,
+        th2,
+        mu,
+        refine,
+        tol,
+        max_iter,
+    )
     converged = _report(it, span, tol)
     table = normalise_table(act)
-    return MdpSolution(table, float(g), h, int(it), float(span), converged,
-                       np.stack([table, 1.0 - table], axis=-1))
+    return MdpSolution(
+        table, float(g), h, int(it), float(span), converged, np.stack([table, 1.0 - table], axis=-1)
+    )
 
 
 def _start_values(initial: npt.ArrayLike | None, shape: tuple[int, ...]) -> FloatArray:
@@ -311,9 +364,17 @@ def _class_rates(model: MdpModel, states: IntArray, shares: FloatArray) -> Float
 
 
 @njit(cache=True)
-def _relative_vi_general(h: np.ndarray, states: np.ndarray, up: np.ndarray, down: np.ndarray,
-                         rates: np.ndarray, lam: np.ndarray, big_lambda: float, tol: float,
-                         max_iter: int) -> tuple[int, float, float, np.ndarray]:
+def _relative_vi_general(
+    h: np.ndarray,
+    states: np.ndarray,
+    up: np.ndarray,
+    down: np.ndarray,
+    rates: np.ndarray,
+    lam: np.ndarray,
+    big_lambda: float,
+    tol: float,
+    max_iter: int,
+) -> tuple[int, float, float, np.ndarray]:
     """Relative value iteration over flat states for m classes; rates[a, s, j]."""
     n_states, m = states.shape
     n_act = rates.shape[0]
@@ -361,8 +422,9 @@ def _relative_vi_general(h: np.ndarray, states: np.ndarray, up: np.ndarray, down
     return it, span, g, act
 
 
-def _solve_general(model: MdpModel, actions: int, tol: float, max_iter: int,
-                   initial_values: npt.ArrayLike | None) -> MdpSolution:
+def _solve_general(
+    model: MdpModel, actions: int, tol: float, max_iter: int, initial_values: npt.ArrayLike | None
+) -> MdpSolution:
     m, b = model.n_classes, model.truncation
     grid = share_grid(m, actions)
     states = state_space(m, b)
@@ -370,13 +432,20 @@ def _solve_general(model: MdpModel, actions: int, tol: float, max_iter: int,
     rates = _class_rates(model, states[None, :, :], grid[:, None, :])
     shape = (b + 1,) * m
     h = _start_values(initial_values, shape).ravel().copy()
-    it, span, g, act = _relative_vi_general(h, states, up, down, rates,
-                                            np.asarray(model.class_rates_per_s, dtype=np.float64),
-                                            model.uniformisation_rate, tol, max_iter)
+    it, span, g, act = _relative_vi_general(
+        h,
+        states,
+        up,
+        down,
+        rates,
+        np.asarray(model.class_rates_per_s, dtype=np.float64),
+        model.uniformisation_rate,
+        tol,
+        max_iter,
+    )
     converged = _report(it, span, tol)
     shares = normalise_shares(grid[act].reshape(shape + (m,)))
-    return MdpSolution(shares, float(g), h.reshape(shape), int(it), float(span), converged,
-                       shares)
+    return MdpSolution(shares, float(g), h.reshape(shape), int(it), float(span), converged, shares)
 
 
 def normalise_shares(shares: npt.ArrayLike) -> FloatArray:
@@ -390,8 +459,7 @@ def normalise_shares(shares: npt.ArrayLike) -> FloatArray:
     total = sh.sum(axis=-1, keepdims=True)
     n_present = present.sum(axis=-1, keepdims=True)
     equal = np.divide(present, n_present, out=np.zeros_like(sh), where=n_present > 0)
-    return np.where(total > 0, np.divide(sh, total, out=np.zeros_like(sh), where=total > 0),
-                    equal)
+    return np.where(total > 0, np.divide(sh, total, out=np.zeros_like(sh), where=total > 0), equal)
 
 
 def as_shares(model: MdpModel, table: npt.ArrayLike) -> FloatArray:
@@ -402,8 +470,11 @@ def as_shares(model: MdpModel, table: npt.ArrayLike) -> FloatArray:
     if m == 2 and t.shape == (b + 1, b + 1):
         t = np.stack([t, 1.0 - t], axis=-1)
     if t.shape != (b + 1,) * m + (m,):
-        raise MdpModelError("table", f"expected shape {(b + 1,) * m + (m,)} (or {(b + 1, b + 1)} "
-                            f"for two classes), got {t.shape}")
+        raise MdpModelError(
+            "table",
+            f"expected shape {(b + 1,) * m + (m,)} (or {(b + 1, b + 1)} "
+            f"for two classes), got {t.shape}",
+        )
     if not np.all(np.isfinite(t)) or np.any(t < -1e-12) or np.any(t.sum(axis=-1) > 1 + 1e-9):
         raise MdpModelError("table", "expected non-negative shares summing to at most 1")
     return t
@@ -426,8 +497,9 @@ def equi_table(truncation: int) -> FloatArray:
     """EQUI across classes: a(x1, x2) = x1 / (x1 + x2), every job the same share."""
     x = np.arange(truncation + 1, dtype=np.float64)
     total = x[:, None] + x[None, :]
-    return np.divide(x[:, None] * np.ones_like(total), total, out=np.zeros_like(total),
-                     where=total > 0)
+    return np.divide(
+        x[:, None] * np.ones_like(total), total, out=np.zeros_like(total), where=total > 0
+    )
 
 
 def equi_shares(n_classes: int, truncation: int) -> FloatArray:
@@ -459,8 +531,9 @@ def generator(model: MdpModel, table: npt.ArrayLike) -> sps.csr_matrix:
         cols.append(down[ok, j])
         vals.append(rates[ok, j])
     n = states.shape[0]
-    q = sps.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                       shape=(n, n)).tocsr()
+    q = sps.coo_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)
+    ).tocsr()
     out_rate = np.asarray(q.sum(axis=1)).ravel()
     return (q - sps.diags(out_rate)).tocsr()
 
@@ -481,8 +554,7 @@ def evaluate_policy(model: MdpModel, table: npt.ArrayLike) -> PolicyEvaluation:
     per_class = tuple(float(v) for v in pi @ states)
     probs = np.asarray(model.class_probabilities)
     blocking = float(sum(probs[j] * pi[states[:, j] == b].sum() for j in range(m)))
-    return PolicyEvaluation(float(sum(per_class)), per_class, blocking,
-                            pi.reshape((b + 1,) * m))
+    return PolicyEvaluation(float(sum(per_class)), per_class, blocking, pi.reshape((b + 1,) * m))
 
 
 def check_truncation(model: MdpModel, table: npt.ArrayLike, max_blocking: float = 1e-3) -> float:
@@ -497,5 +569,6 @@ def check_truncation(model: MdpModel, table: npt.ArrayLike, max_blocking: float 
         raise MdpModelError(
             "truncation",
             f"B = {model.truncation} blocks {blocking:.3g} of arrivals at load "
-            f"{model.load:.3g} (more than {max_blocking:g}); expected a larger truncation")
+            f"{model.load:.3g} (more than {max_blocking:g}); expected a larger truncation",
+        )
     return blocking

@@ -13,8 +13,19 @@ from clusteremu.cli import main
 
 def test_learn_json_and_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run"
-    code = main(["learn", "mdp-example-2", "--algorithm", "1b", "--iterations", "5",
-                 "--out", str(out), "--json"])
+    code = main(
+        [
+            "learn",
+            "mdp-example-2",
+            "--algorithm",
+            "1b",
+            "--iterations",
+            "5",
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
     assert code == 0
     printed = json.loads(capsys.readouterr().out)
     assert set(printed) == {"theta", "mean_jobs_in_system"}
@@ -30,9 +41,20 @@ def test_learn_json_and_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_learn_overrides_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["learn", "mdp-example-3", "--iterations", "3", "--seed", "4",
-                 "--set", "scheduler.allocator.params.learn.departures.first=60",
-                 "--out", str(tmp_path)])
+    code = main(
+        [
+            "learn",
+            "mdp-example-3",
+            "--iterations",
+            "3",
+            "--seed",
+            "4",
+            "--set",
+            "scheduler.allocator.params.learn.departures.first=60",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "Algorithm 1b, 3 iterations, 180 departures" in text
@@ -41,18 +63,30 @@ def test_learn_overrides_and_text(tmp_path: Path, capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--set", "workload.classes.0.speedup.parallel_fraction=0"],
-         "workload.classes.0.speedup.parallel_fraction: expected a parallel fraction in (0, 1]"),
-        (["--set", "scheduler.allocator.params.learn.initial_theta=[0.5, 2]"],
-         "learn.initial_theta[1]: expected a parallel fraction in (0, 1], got 2.0"),
+        (
+            ["--set", "workload.classes.0.speedup.parallel_fraction=0"],
+            "workload.classes.0.speedup.parallel_fraction: expected a parallel fraction in (0, 1]",
+        ),
+        (
+            ["--set", "scheduler.allocator.params.learn.initial_theta=[0.5, 2]"],
+            "learn.initial_theta[1]: expected a parallel fraction in (0, 1], got 2.0",
+        ),
         (["--set", "workload.classes.1.arrival.rate_per_s=40"], "unstable load"),
-        (["--set", "workload.classes.0.size.kind=deterministic",
-          "--set", "workload.classes.0.size.value_s=0.6"], "workload.classes.0.size"),
+        (
+            [
+                "--set",
+                "workload.classes.0.size.kind=deterministic",
+                "--set",
+                "workload.classes.0.size.value_s=0.6",
+            ],
+            "workload.classes.0.size",
+        ),
         (["--iterations", "0"], "--iterations"),
     ],
 )
-def test_bad_input_exits_2(args: list[str], needle: str, tmp_path: Path,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_exits_2(
+    args: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["learn", "mdp-example-2", "--out", str(tmp_path), *args])
     assert code == 2
     assert needle in capsys.readouterr().err

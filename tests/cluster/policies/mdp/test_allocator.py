@@ -118,12 +118,16 @@ def test_set_table_reaches_a_running_engine() -> None:
         ({"table": [[0.5, 2.0], [0.1, 0.2]]}, "table", "[0, 1]"),
         ({"learn": {"algorithm": "2"}}, "learn.algorithm", "1a"),
         ({"learn": {"initial_theta": [0.5, 1.1]}}, "learn.initial_theta[1]", "(0, 1]"),
-        ({"learn": {"change_points": [{"time_s": 5, "theta": {"class2": 0}}]}},
-         "learn.change_points.0.theta.class2", "(0, 1]"),
+        (
+            {"learn": {"change_points": [{"time_s": 5, "theta": {"class2": 0}}]}},
+            "learn.change_points.0.theta.class2",
+            "(0, 1]",
+        ),
     ],
 )
-def test_bad_parameters_are_scenario_errors(params: dict[str, Any], field: str,
-                                            expected: str) -> None:
+def test_bad_parameters_are_scenario_errors(
+    params: dict[str, Any], field: str, expected: str
+) -> None:
     with pytest.raises(ScenarioError) as info:
         spec_from_dict(mdp_scenario(2, **params))
     text = str(info.value)

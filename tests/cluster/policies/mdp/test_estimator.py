@@ -25,8 +25,15 @@ def simulate(example: int, jobs: int, seed: int, table: np.ndarray) -> tuple[Eng
     engine = Engine(spec, allocator=MdpAllocator(table=table))
     engine.run()
     k = EXAMPLES[example][0]
-    path = est.path_from_jobs(engine.jobs_f[L.ARRIVAL], engine.jobs_f[L.END],
-                              engine.jobs_i[L.CLS], (0, 1), k, [(0.0, table)], (0.0, engine.now))
+    path = est.path_from_jobs(
+        engine.jobs_f[L.ARRIVAL],
+        engine.jobs_f[L.END],
+        engine.jobs_i[L.CLS],
+        (0, 1),
+        k,
+        [(0.0, table)],
+        (0.0, engine.now),
+    )
     return engine, path
 
 
@@ -41,9 +48,15 @@ def test_state_path_matches_the_engine() -> None:
     assert path.departure_interval.size == int(engine.istate[L.DONE_COUNT])
     # The engine integrates N(t) over its measurement window (first to last arrival).
     window = (float(engine.fstate[L.WIN_START]), float(engine.fstate[L.WIN_END]))
-    inside = est.path_from_jobs(engine.jobs_f[L.ARRIVAL], engine.jobs_f[L.END],
-                                engine.jobs_i[L.CLS], (0, 1), 10.0, [(0.0, equi_table(20))],
-                                window)
+    inside = est.path_from_jobs(
+        engine.jobs_f[L.ARRIVAL],
+        engine.jobs_f[L.END],
+        engine.jobs_i[L.CLS],
+        (0, 1),
+        10.0,
+        [(0.0, equi_table(20))],
+        window,
+    )
     n_path = np.sum((inside.x1 + inside.x2) * inside.duration_s)
     assert n_path == pytest.approx(engine.area_class.sum(), rel=1e-9)
     assert path.duration_s.sum() == pytest.approx(engine.now)
@@ -65,14 +78,17 @@ def test_compact_likelihood_equals_eq_3_5_up_to_a_constant() -> None:
     mu = EXAMPLES[2][2]
     for cls in (0, 1):
         data = est.exposure(path, cls)
-        diffs = [est.direct_log_likelihood(path, cls, t, mu) - est.log_likelihood(t, data, mu)[0]
-                 for t in (0.1, 0.4, 0.7, 1.0)]
+        diffs = [
+            est.direct_log_likelihood(path, cls, t, mu) - est.log_likelihood(t, data, mu)[0]
+            for t in (0.1, 0.4, 0.7, 1.0)
+        ]
         np.testing.assert_allclose(diffs, diffs[0], rtol=0, atol=1e-7 * abs(diffs[0]))
 
 
 def test_score_and_information_are_the_derivatives() -> None:
-    data = est.ClassExposure(np.array([1.5, 3.0, 10.0]), np.array([40.0, 25.0, 9.0]),
-                             np.array([12.0, 6.0, 1.5]), 74)
+    data = est.ClassExposure(
+        np.array([1.5, 3.0, 10.0]), np.array([40.0, 25.0, 9.0]), np.array([12.0, 6.0, 1.5]), 74
+    )
     mu, t, h = 1.3, 0.45, 1e-5
     score, info = est.score_and_information(t, data, mu)
     ll = lambda v: float(est.log_likelihood(v, data, mu)[0])  # noqa: E731
@@ -125,9 +141,15 @@ def test_three_class_path_and_estimates() -> None:
     shares = equi_shares(3, 12)
     engine = Engine(spec, allocator=MdpAllocator(table=shares))
     engine.run()
-    path = est.path_from_jobs(engine.jobs_f[L.ARRIVAL], engine.jobs_f[L.END],
-                              engine.jobs_i[L.CLS], (0, 1, 2), 12.0, [(0.0, shares)],
-                              (0.0, engine.now))
+    path = est.path_from_jobs(
+        engine.jobs_f[L.ARRIVAL],
+        engine.jobs_f[L.END],
+        engine.jobs_i[L.CLS],
+        (0, 1, 2),
+        12.0,
+        [(0.0, shares)],
+        (0.0, engine.now),
+    )
     assert path.departure_interval.size == 20_000
     for cls, truth in enumerate((0.3, 0.6, 0.9)):
         core_s = np.sum(path.per_job_allocation(cls) * path.counts[:, cls] * path.duration_s)

@@ -39,8 +39,15 @@ def test_epoch_sizes() -> None:
         ({"iterations": 0}, "learn.iterations"),
         ({"departures": {"first": 0}}, "learn.departures.first"),
         ({"initial_theta": [0.5, 0.0]}, "learn.initial_theta[1]"),
-        ({"change_points": [{"time_s": 5.0, "theta": {"a": 0.5}},
-                            {"time_s": 4.0, "theta": {"a": 0.6}}]}, "learn.change_points.1.time_s"),
+        (
+            {
+                "change_points": [
+                    {"time_s": 5.0, "theta": {"a": 0.5}},
+                    {"time_s": 4.0, "theta": {"a": 0.6}},
+                ]
+            },
+            "learn.change_points.1.time_s",
+        ),
         ({"bogus": 1}, "learn.bogus"),
     ],
 )
@@ -62,8 +69,9 @@ def test_algorithm_1a_epochs_and_determinism() -> None:
 
 def test_algorithm_1b_converges_and_its_policy_is_near_optimal() -> None:
     spec = spec_from_dict(mdp_scenario(3, seed=12))
-    result = learn(spec, LearnConfig(algorithm="1b", iterations=40, departures_first=100,
-                                     departures_step=0))
+    result = learn(
+        spec, LearnConfig(algorithm="1b", iterations=40, departures_first=100, departures_step=0)
+    )
     last = result.rows[-1]
     assert abs(result.theta[0] - 0.4) < 4 * last["theta1_se"] + 1e-3
     assert abs(result.theta[1] - 0.7) < 4 * last["theta2_se"] + 1e-3
@@ -95,10 +103,14 @@ def test_change_is_applied_exactly_at_its_time() -> None:
 def test_algorithm_1a_tracks_change_points() -> None:
     data = mdp_scenario(1, seed=14)
     spec = spec_from_dict(data)
-    config = LearnConfig(algorithm="1a", iterations=130, change_points=(
-        {"time_s": 1200.0, "theta": {"class2": 0.5}},
-        {"time_s": 2400.0, "theta": {"class2": 0.9}},
-    ))
+    config = LearnConfig(
+        algorithm="1a",
+        iterations=130,
+        change_points=(
+            {"time_s": 1200.0, "theta": {"class2": 0.5}},
+            {"time_s": 2400.0, "theta": {"class2": 0.9}},
+        ),
+    )
     result = learn(spec, config)
     assert result.change_times == [1200.0, 2400.0]
     assert result.true_theta == (0.3, 0.9)
@@ -126,5 +138,4 @@ def test_three_classes_learn() -> None:
         assert abs(last[f"theta{c + 1}_hat"] - truth) < 4 * last[f"theta{c + 1}_se"] + 1e-3
     assert result.mean_jobs_learned == pytest.approx(result.mean_jobs_optimal, rel=0.02)
     with pytest.raises(MdpModelError, match="learn.initial_theta"):
-        learn(spec, LearnConfig(iterations=1, initial_theta=(0.5, 0.5)), truncation=8,
-              actions=8)
+        learn(spec, LearnConfig(iterations=1, initial_theta=(0.5, 0.5)), truncation=8, actions=8)

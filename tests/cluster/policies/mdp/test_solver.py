@@ -156,8 +156,9 @@ def test_three_classes() -> None:
     th1=st.floats(0.01, 1.0),
     th2=st.floats(0.01, 1.0),
 )
-def test_value_iteration_invariants(k: int, load: float, p: float, mu: float, th1: float,
-                                    th2: float) -> None:
+def test_value_iteration_invariants(
+    k: int, load: float, p: float, mu: float, th1: float, th2: float
+) -> None:
     # For any model: g is the exact stationary mean of the returned table, no policy on the
     # grid does better than the optimum (EQUI rounded to the grid and both static priorities
     # checked), and the table gives all cores to the only class present.
