@@ -29,9 +29,9 @@ from numba import njit
 
 from actors.arrivals import JobBatch
 from cluster import layout as L
-from cluster.engine import ALLOC_EPS, Engine, FloatArray, IntArray, Jobs
+from cluster.engine import Engine, FloatArray, IntArray, Jobs, check_placement
 from cluster.model import SimulationSpec
-from cluster.policies.base import Allocation, Placement, PlacementView, PolicyError, PoolView
+from cluster.policies.base import Allocation, PlacementView, PolicyError, PoolView
 from cluster.policies.compiled import FIT_EPS, PLACE_FIRST_FIT, PLACE_RANDOM_FIT, place
 
 log = logging.getLogger(__name__)
@@ -222,29 +222,10 @@ class Scheduler:
         nf, ni = self.cache.nodes_f, self.cache.nodes_i
         jobs, nodes, runs, setups = [], [], [], []
         for d in decisions:
-            if not isinstance(d, Placement):
-                raise PolicyError(name, now_s, "not a Placement", d)
-            j, k = int(d.job), int(d.node)
-            if j not in waiting:
-                raise PolicyError(name, now_s, f"job {j} is not waiting in the queue", d)
-            if not 0 <= k < nf.shape[1] or ni[L.ACTIVE, k] != 1:
-                raise PolicyError(name, now_s, f"node {k} does not exist or is not up", d)
+            j, k, run_s, setup_s = check_placement(
+                name, now_s, d, waiting, lambda j: tuple(self.requests[:, j]), nf, ni
+            )
             need = self.requests[:, j]
-            free = nf[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU], k]
-            if np.any(free < need - ALLOC_EPS) or nf[L.FREE_SLOTS, k] < 1.0:
-                raise PolicyError(
-                    name,
-                    now_s,
-                    f"job {j} (cpu, GB, gpu) = {tuple(need)} does not "
-                    f"fit node {k} with free {tuple(free)}",
-                    d,
-                )
-            run_s = -1.0 if d.run_s is None else float(d.run_s)
-            setup_s = float(d.setup_s)
-            if not (run_s == -1.0 or (np.isfinite(run_s) and run_s > 0)) or not (
-                np.isfinite(setup_s) and setup_s >= 0
-            ):
-                raise PolicyError(name, now_s, "run_s must be positive and setup_s non-negative", d)
             waiting.discard(j)
             nf[L.FREE_CPU, k] -= need[0]
             nf[L.FREE_MEM, k] -= need[1]

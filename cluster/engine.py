@@ -497,33 +497,16 @@ class Engine:
             raise PolicyError(name, now, "place() must return a list of Placement", decisions)
         waiting = set(view.queue.tolist())
         jf, nf = self.jobs_f, self.nodes_f
-        n_nodes = nf.shape[1]
         for d in decisions:
-            if not isinstance(d, Placement):
-                raise PolicyError(name, now, "not a Placement", d)
-            j, k = int(d.job), int(d.node)
-            if j not in waiting:
-                raise PolicyError(name, now, f"job {j} is not waiting in the queue", d)
-            if not 0 <= k < n_nodes or self.nodes_i[L.ACTIVE, k] != 1:
-                raise PolicyError(name, now, f"node {k} does not exist or is not up", d)
-            need = (jf[L.REQ_CPU, j], jf[L.REQ_MEM, j], jf[L.REQ_GPU, j])
-            free = (nf[L.FREE_CPU, k], nf[L.FREE_MEM, k], nf[L.FREE_GPU, k])
-            if any(f < n - ALLOC_EPS for f, n in zip(free, need, strict=True)) or (
-                nf[L.FREE_SLOTS, k] < 1.0
-            ):
-                raise PolicyError(
-                    name,
-                    now,
-                    f"job {j} (cpu, GB, gpu) = {tuple(map(float, need))} does not fit node {k} "
-                    f"with free {tuple(map(float, free))} and {nf[L.FREE_SLOTS, k]:g} slots",
-                    d,
-                )
-            run_s = -1.0 if d.run_s is None else float(d.run_s)
-            setup_s = float(d.setup_s)
-            if not (run_s == -1.0 or (math.isfinite(run_s) and run_s > 0)) or not (
-                math.isfinite(setup_s) and setup_s >= 0
-            ):
-                raise PolicyError(name, now, "run_s must be positive and setup_s non-negative", d)
+            j, k, run_s, setup_s = check_placement(
+                name,
+                now,
+                d,
+                waiting,
+                lambda j: (jf[L.REQ_CPU, j], jf[L.REQ_MEM, j], jf[L.REQ_GPU, j]),
+                nf,
+                self.nodes_i,
+            )
             waiting.discard(j)
             kernel.start_job(
                 j,
@@ -586,6 +569,48 @@ class Engine:
             self.fstate,
             self.istate,
         )
+
+
+def check_placement(
+    policy: str,
+    now: float,
+    decision: object,
+    waiting: set[int],
+    request_of: Callable[[int], tuple[float, float, float]],
+    nodes_f: FloatArray,
+    nodes_i: IntArray,
+) -> tuple[int, int, float, float]:
+    """Validate one placement against the waiting jobs and the nodes' free resources.
+
+    Returns (job, node, run_s, setup_s) with run_s = -1 for "size / rate"; raises
+    PolicyError naming the policy, the time and the decision otherwise. Shared by the engine
+    and the Ray scheduler actor, which checks decisions on its cached view of the shards.
+    """
+    if not isinstance(decision, Placement):
+        raise PolicyError(policy, now, "not a Placement", decision)
+    j, k = int(decision.job), int(decision.node)
+    if j not in waiting:
+        raise PolicyError(policy, now, f"job {j} is not waiting in the queue", decision)
+    if not 0 <= k < nodes_f.shape[1] or nodes_i[L.ACTIVE, k] != 1:
+        raise PolicyError(policy, now, f"node {k} does not exist or is not up", decision)
+    need = request_of(j)
+    free = (nodes_f[L.FREE_CPU, k], nodes_f[L.FREE_MEM, k], nodes_f[L.FREE_GPU, k])
+    slots = nodes_f[L.FREE_SLOTS, k]
+    if any(f < n - ALLOC_EPS for f, n in zip(free, need, strict=True)) or slots < 1.0:
+        raise PolicyError(
+            policy,
+            now,
+            f"job {j} (cpu, GB, gpu) = {tuple(map(float, need))} does not fit node {k} "
+            f"with free {tuple(map(float, free))} and {slots:g} slots",
+            decision,
+        )
+    run_s = -1.0 if decision.run_s is None else float(decision.run_s)
+    setup_s = float(decision.setup_s)
+    if not (run_s == -1.0 or (math.isfinite(run_s) and run_s > 0)) or not (
+        math.isfinite(setup_s) and setup_s >= 0
+    ):
+        raise PolicyError(policy, now, "run_s must be positive and setup_s non-negative", decision)
+    return j, k, run_s, setup_s
 
 
 def check_allocation(policy: str, view: PoolView, decision: Allocation) -> FloatArray:
