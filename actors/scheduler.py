@@ -29,7 +29,14 @@ from numba import njit
 
 from actors.arrivals import JobBatch
 from cluster import layout as L
-from cluster.engine import Engine, FloatArray, IntArray, Jobs, check_placement
+from cluster.engine import (
+    Engine,
+    FloatArray,
+    IntArray,
+    Jobs,
+    check_placement,
+    make_placement_view,
+)
 from cluster.model import SimulationSpec
 from cluster.policies.base import Allocation, PlacementView, PolicyError, PoolView
 from cluster.policies.compiled import FIT_EPS, PLACE_FIRST_FIT, PLACE_RANDOM_FIT, place
@@ -190,24 +197,9 @@ class Scheduler:
 
     def view(self, now_s: float) -> PlacementView:
         q = np.asarray(self.queue, dtype=np.int64)
-        nf, ni = self.cache.nodes_f, self.cache.nodes_i
-        return PlacementView(
-            time_s=now_s,
-            queue=q,
-            class_index=self.cls[q].copy(),
-            request_cpu=self.requests[0, q].copy(),
-            request_memory_gb=self.requests[1, q].copy(),
-            request_gpu=self.requests[2, q].copy(),
-            free_cpu=nf[L.FREE_CPU].copy(),
-            free_memory_gb=nf[L.FREE_MEM].copy(),
-            free_gpu=nf[L.FREE_GPU].copy(),
-            capacity_cpu=nf[L.CAP_CPU].copy(),
-            capacity_memory_gb=nf[L.CAP_MEM].copy(),
-            capacity_gpu=nf[L.CAP_GPU].copy(),
-            speed=nf[L.SPEED].copy(),
-            node_type=ni[L.NODE_TYPE].copy(),
-            active=ni[L.ACTIVE] == 1,
-            free_slots=nf[L.FREE_SLOTS].copy(),
+        requests = (self.requests[0, q], self.requests[1, q], self.requests[2, q])
+        return make_placement_view(
+            now_s, q, self.cls[q], requests, self.cache.nodes_f, self.cache.nodes_i
         )
 
     def _place(self, now_s: float) -> Decisions:
@@ -351,23 +343,13 @@ class Scheduler:
         out: IntArray,
     ) -> int:
         nf, ni = self.cache.nodes_f, self.cache.nodes_i
-        view = PlacementView(
-            time_s=float(batch.arrival_s[0]) if batch.count else 0.0,
-            queue=np.arange(batch.count, dtype=np.int64),
-            class_index=batch.class_index.copy(),
-            request_cpu=cpu,
-            request_memory_gb=mem,
-            request_gpu=gpu,
-            free_cpu=nf[L.FREE_CPU].copy(),
-            free_memory_gb=nf[L.FREE_MEM].copy(),
-            free_gpu=nf[L.FREE_GPU].copy(),
-            capacity_cpu=nf[L.CAP_CPU].copy(),
-            capacity_memory_gb=nf[L.CAP_MEM].copy(),
-            capacity_gpu=nf[L.CAP_GPU].copy(),
-            speed=nf[L.SPEED].copy(),
-            node_type=ni[L.NODE_TYPE].copy(),
-            active=ni[L.ACTIVE] == 1,
-            free_slots=nf[L.FREE_SLOTS].copy(),
+        view = make_placement_view(
+            float(batch.arrival_s[0]) if batch.count else 0.0,
+            np.arange(batch.count, dtype=np.int64),
+            batch.class_index.copy(),
+            (cpu, mem, gpu),
+            nf,
+            ni,
         )
         decided = np.full(batch.count, -1, dtype=np.int64)
         for d in self.placer.place(view) if batch.count else []:

@@ -454,39 +454,20 @@ class Engine:
 
     # -- Python policies --------------------------------------------------------------
 
-    def _static_node_view(self) -> dict[str, npt.NDArray[Any]]:
-        """Node arrays that never change during a run, shared read-only by every view."""
-        if not hasattr(self, "_node_static"):
-            nf = self.nodes_f
-            arrays = {
-                "capacity_cpu": nf[L.CAP_CPU].copy(),
-                "capacity_memory_gb": nf[L.CAP_MEM].copy(),
-                "capacity_gpu": nf[L.CAP_GPU].copy(),
-                "speed": nf[L.SPEED].copy(),
-                "node_type": self.nodes_i[L.NODE_TYPE].copy(),
-            }
-            for array in arrays.values():
-                array.flags.writeable = False
-            self._node_static = arrays
-        return self._node_static
-
     def placement_view(self) -> PlacementView:
         q = self.queue[self.istate[L.Q_HEAD] : self.istate[L.Q_TAIL]]
         q = q[self.jobs_i[L.STATE, q] == L.QUEUED]  # fancy indexing copies
-        nf = self.nodes_f
-        return PlacementView(
-            time_s=self.now,
-            queue=q,
-            class_index=self.jobs_i[L.CLS, q],
-            request_cpu=self.jobs_f[L.REQ_CPU, q],
-            request_memory_gb=self.jobs_f[L.REQ_MEM, q],
-            request_gpu=self.jobs_f[L.REQ_GPU, q],
-            free_cpu=nf[L.FREE_CPU].copy(),
-            free_memory_gb=nf[L.FREE_MEM].copy(),
-            free_gpu=nf[L.FREE_GPU].copy(),
-            active=self.nodes_i[L.ACTIVE] == 1,
-            free_slots=nf[L.FREE_SLOTS].copy(),
-            **self._static_node_view(),
+        if not hasattr(self, "_node_static"):
+            self._node_static = static_node_arrays(self.nodes_f, self.nodes_i)
+        jf = self.jobs_f
+        return make_placement_view(
+            self.now,
+            q,
+            self.jobs_i[L.CLS, q],
+            (jf[L.REQ_CPU, q], jf[L.REQ_MEM, q], jf[L.REQ_GPU, q]),
+            self.nodes_f,
+            self.nodes_i,
+            self._node_static,
         )
 
     def _python_place(self) -> None:
@@ -569,6 +550,49 @@ class Engine:
             self.fstate,
             self.istate,
         )
+
+
+def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:
+    """Node arrays that never change during a run, as read-only copies views can share."""
+    arrays: dict[str, npt.NDArray[Any]] = {
+        "capacity_cpu": nodes_f[L.CAP_CPU].copy(),
+        "capacity_memory_gb": nodes_f[L.CAP_MEM].copy(),
+        "capacity_gpu": nodes_f[L.CAP_GPU].copy(),
+        "speed": nodes_f[L.SPEED].copy(),
+        "node_type": nodes_i[L.NODE_TYPE].copy(),
+    }
+    for array in arrays.values():
+        array.flags.writeable = False
+    return arrays
+
+
+def make_placement_view(
+    time_s: float,
+    queue: IntArray,
+    class_index: IntArray,
+    requests: tuple[FloatArray, FloatArray, FloatArray],
+    nodes_f: FloatArray,
+    nodes_i: IntArray,
+    static: dict[str, npt.NDArray[Any]] | None = None,
+) -> PlacementView:
+    """A PlacementView of queued jobs (their (cpu, GB, gpu) requests) on the given nodes.
+
+    Free resources are copied; `static` (from `static_node_arrays`) is shared if given.
+    """
+    return PlacementView(
+        time_s=time_s,
+        queue=queue,
+        class_index=class_index,
+        request_cpu=requests[0],
+        request_memory_gb=requests[1],
+        request_gpu=requests[2],
+        free_cpu=nodes_f[L.FREE_CPU].copy(),
+        free_memory_gb=nodes_f[L.FREE_MEM].copy(),
+        free_gpu=nodes_f[L.FREE_GPU].copy(),
+        active=nodes_i[L.ACTIVE] == 1,
+        free_slots=nodes_f[L.FREE_SLOTS].copy(),
+        **(static if static is not None else static_node_arrays(nodes_f, nodes_i)),
+    )
 
 
 def check_placement(
