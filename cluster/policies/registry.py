@@ -41,18 +41,32 @@ class UnknownPolicyError(KeyError):
         return str(self.args[0])
 
 
+T = TypeVar("T", bound=type)
+
+
+def registrar(table: dict[str, Any], label: str) -> Callable[[str], Callable[[T], T]]:
+    """A class-decorator factory that records classes in `table` by name.
+
+    The decorated class gets `name`; a second, different class under the same name is
+    refused. Used for policies here and for the scoring scheduler's plugins.
+    """
+
+    def register_as(name: str) -> Callable[[T], T]:
+        def wrap(cls: T) -> T:
+            if name in table and table[name] is not cls:
+                raise ValueError(f"{label} {name!r} is already registered by {table[name]!r}")
+            cls.name = name  # type: ignore[attr-defined]
+            table[name] = cls
+            return cls
+
+        return wrap
+
+    return register_as
+
+
 def register(kind: Kind, name: str) -> Callable[[P], P]:
     """Class decorator: register a policy class under `name`."""
-
-    def wrap(cls: P) -> P:
-        table = _REGISTRY[kind]
-        if name in table and table[name] is not cls:
-            raise ValueError(f"{kind} {name!r} is already registered by {table[name]!r}")
-        cls.name = name
-        table[name] = cls
-        return cls
-
-    return wrap
+    return registrar(_REGISTRY[kind], kind)(name)
 
 
 def _load() -> None:

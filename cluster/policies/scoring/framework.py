@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cluster.model import NodeType
+from cluster.policies.registry import registrar
 from cluster.policies.scoring import kernels
 
 FloatArray = npt.NDArray[np.float64]
@@ -356,28 +357,12 @@ SCORERS: dict[str, type[ScorePlugin]] = {}
 
 def register_filter(name: str) -> Callable[[F], F]:
     """Class decorator: register a filter plugin under `name` (duplicates refused)."""
-
-    def wrap(cls: F) -> F:
-        if name in FILTERS and FILTERS[name] is not cls:
-            raise ValueError(f"filter plugin {name!r} is already registered by {FILTERS[name]!r}")
-        cls.name = name
-        FILTERS[name] = cls
-        return cls
-
-    return wrap
+    return registrar(FILTERS, "filter plugin")(name)
 
 
 def register_scorer(name: str) -> Callable[[S], S]:
     """Class decorator: register a score plugin under `name` (duplicates refused)."""
-
-    def wrap(cls: S) -> S:
-        if name in SCORERS and SCORERS[name] is not cls:
-            raise ValueError(f"score plugin {name!r} is already registered by {SCORERS[name]!r}")
-        cls.name = name
-        SCORERS[name] = cls
-        return cls
-
-    return wrap
+    return registrar(SCORERS, "score plugin")(name)
 
 
 def make_filter(name: str, **params: Any) -> FilterPlugin:

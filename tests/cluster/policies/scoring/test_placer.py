@@ -15,7 +15,7 @@ from cluster.policies.base import Placer
 from cluster.policies.scoring.framework import Cycle
 from cluster.policies.scoring.placer import ScoringPlacer
 from cluster.policies.scoring.score import Bounds, norm, per_function, seed_score
-from cluster.policies.scoring.scorers import ALL_SCORERS
+from cluster.policies.scoring.scorers import ALL_SCORERS, SEED_SCORERS
 from scenarios import faas
 from scenarios.errors import ScenarioError
 from scenarios.loader import spec_from_dict
@@ -189,21 +189,7 @@ def test_eq2_score_by_hand() -> None:
             "weights.MostAllocated: expected a finite, non-negative",
         ),
         (
-            {
-                "weights": dict.fromkeys(
-                    [
-                        "BalancedResource",
-                        "LatencyAwareImageLocality",
-                        "LocalityType",
-                        "DataLocality",
-                        "Capability",
-                        "LeastAllocated",
-                        "MostAllocated",
-                        "RequestedToCapacityRatio",
-                    ],
-                    0.0,
-                )
-            },
+            {"weights": dict.fromkeys(SEED_SCORERS, 0.0)},
             "all weights are zero",
         ),
         ({"scorers": ["LeastAllocated", "Bogus"]}, "unknown score plugin 'Bogus'"),
