@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import ray
@@ -67,6 +68,11 @@ class ArrivalStream:
         self.jobs = replication_jobs(spec, replication)
         self.window = measurement_window(spec, self.jobs)
         self.next = 0
+
+    def reset(self, *args: Any, **kwargs: Any) -> None:
+        """Start over with new arguments (as `__init__` takes them), keeping the actor
+        process and its loaded code: how an `ActorSet` reuses actors across replications."""
+        self.__init__(*args, **kwargs)  # type: ignore[misc]
 
     def info(self) -> tuple[int, float, float]:
         """(number of jobs, measurement window start s, end s)."""

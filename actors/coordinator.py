@@ -28,11 +28,13 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors.arrivals import ArrivalActor, JobBatch
+from actors.actor_set import ActorSet
+from actors.arrivals import JobBatch
 from actors.metrics import RunMetrics
-from actors.node_shard import NodeShardActor, ShardState
+from actors.node_shard import ShardState
+from actors.options import RayRunOptions
 from actors.results import merge_result
-from actors.scheduler import Decisions, SchedulerActor
+from actors.scheduler import Decisions
 from cluster import layout as L
 from cluster.engine import Engine, Jobs
 from cluster.metrics import RunResult
@@ -44,78 +46,6 @@ log = logging.getLogger(__name__)
 BATCH_JOBS = 4096
 #: Wall-clock seconds between metric updates in exact mode.
 METRICS_EVERY_S = 0.5
-
-
-@dataclass(frozen=True)
-class RayRunOptions:
-    """How to spread one run over actors.
-
-    `shards`: node shard actors (nodes are split into contiguous slices); `window_s`: 0 for
-    exact mode, else the windowed mode's window in simulated seconds; `realtime`: pace
-    windows to the wall clock times this factor (windowed; default window 1 s);
-    `shard_resources`: Ray custom resources per node shard (cycled), e.g. to pin shards
-    to particular machines (without it, a shard whose nodes are all of type T goes to a
-    machine offering the resource `node-type-T` when the cluster has one); `shard_cpus`:
-    CPUs each shard actor reserves.
-    """
-
-    shards: int = 1
-    window_s: float = 0.0
-    realtime: float = 0.0
-    run_name: str = ""
-    shard_resources: tuple[dict[str, float], ...] = ()
-    shard_cpus: float = 0.0
-    metrics: bool = True
-
-    def __post_init__(self) -> None:
-        if self.shards < 1:
-            raise ValueError(f"shards must be at least 1, got {self.shards}")
-        if not (self.window_s >= 0 and math.isfinite(self.window_s)):
-            raise ValueError(f"window must be a finite number of seconds >= 0, got {self.window_s}")
-        if not (self.realtime >= 0 and math.isfinite(self.realtime)):
-            raise ValueError(f"realtime must be a finite factor >= 0, got {self.realtime}")
-
-    @property
-    def mode(self) -> str:
-        return (
-            "exact"
-            if self.window_s == 0 and self.realtime == 0
-            else ("realtime" if self.realtime > 0 else "windowed")
-        )
-
-    @property
-    def effective_window_s(self) -> float:
-        return self.window_s if self.window_s > 0 else 1.0
-
-
-def node_slices(n_nodes: int, shards: int) -> list[np.ndarray]:
-    """Contiguous node slices, one per shard (no empty slice)."""
-    return [s for s in np.array_split(np.arange(n_nodes, dtype=np.int64), shards) if s.size]
-
-
-def type_mix(spec: SimulationSpec, nodes: np.ndarray) -> str:
-    """`small x8, large x4`: the node types of a slice, for actor labels."""
-    names = [spec.nodes[int(k)] for k in nodes]
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    return ", ".join(f"{t} x{c}" for t, c in counts.items())
-
-
-#: Prefix of the Ray resources that mark machines standing in for a node type.
-TYPE_RESOURCE_PREFIX = "node-type-"
-#: How much of such a resource a shard takes (many shards fit on one machine).
-TYPE_RESOURCE_SHARE = 0.001
-
-
-def type_resource(spec: SimulationSpec, nodes: np.ndarray, available: set[str]) -> str | None:
-    """`node-type-<name>` when every node of the slice has type <name> and the Ray
-    cluster offers that resource (see monitoring/fake-multinode.yaml), else None."""
-    names = {spec.nodes[int(k)] for k in nodes}
-    if len(names) != 1:
-        return None
-    resource = TYPE_RESOURCE_PREFIX + names.pop()
-    return resource if resource in available else None
 
 
 @dataclass
@@ -130,101 +60,49 @@ class Coordinator:
     """Runs one replication of `spec` on actors and returns the engine-shaped result."""
 
     def __init__(
-        self, spec: SimulationSpec, replication: int, options: RayRunOptions, run_name: str
+        self,
+        spec: SimulationSpec,
+        replication: int,
+        options: RayRunOptions,
+        run_name: str,
+        actors: ActorSet | None = None,
     ) -> None:
+        """`actors`: the run's actor set, reused across replications (the caller closes
+        it); without it the coordinator starts its own and kills it after the run."""
         self.spec, self.replication, self.options = spec, replication, options
         self.run = run_name
         self.template = Engine(
             spec, replication, jobs=Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
         )
-        self.class_pool = np.array(
-            [spec.pool_index(c.pool) if c.pool else -1 for c in spec.classes], dtype=np.int64
-        )
+        self.own_actors = actors is None
+        self.actors = ActorSet(spec, options, run_name) if actors is None else actors
+        self.class_pool = self.actors.class_pool
+        self.slices, self.shard_of_node = self.actors.slices, self.actors.shard_of_node
+        self.offset = self.actors.offset
         self.metrics = RunMetrics(run_name) if options.metrics else None
         self.live = _Live()
         self.timings: dict[str, float] = {}
-
-    # -- actors ----------------------------------------------------------------------------
-
-    def _start_actors(self, exact: bool) -> None:
-        spec, r, run = self.spec, self.replication, self.run
-        self.arrivals: Any = ArrivalActor.options(name=f"clusteremu/{run}/arrivals").remote(spec, r)
-        arrivals: Any = self.arrivals
-        # Passed as an object reference: the other actors start while the stream is drawn.
-        info = arrivals.info.remote()
-        self.scheduler: Any = SchedulerActor.options(name=f"clusteremu/{run}/scheduler").remote(
-            spec, r, f"{run}/scheduler"
-        )
-        self.slices = node_slices(len(spec.nodes), self.options.shards)
-        self.shards: list[Any] = []
-        res = self.options.shard_resources
-        available = set(ray.cluster_resources()) if not res else set()
-        for i, nodes in enumerate(self.slices):
-            label = f"{run}/node-shard-{i}: {type_mix(spec, nodes)}"
-            opts: dict[str, Any] = {
-                "name": f"clusteremu/{run}/node-shard-{i}",
-                "num_cpus": self.options.shard_cpus,
-            }
-            if res:
-                opts["resources"] = dict(res[i % len(res)])
-            elif (pin := type_resource(spec, nodes, available)) is not None:
-                opts["resources"] = {pin: TYPE_RESOURCE_SHARE}
-            self.shards.append(
-                NodeShardActor.options(**opts).remote(
-                    spec,
-                    r,
-                    i,
-                    nodes,
-                    info,
-                    label,
-                    exact,
-                    None,
-                    None,
-                    1.0 if exact else min(1.0, 1.5 * nodes.size / max(len(spec.nodes), 1)),
-                )
-            )
-        self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
-        self.offset = np.zeros(len(self.slices), dtype=np.int64)
-        for i, nodes in enumerate(self.slices):
-            self.shard_of_node[nodes] = i
-            self.offset[i] = nodes[0]
-        self.pool_shards: dict[int, Any] = {}
-        for p, pool in enumerate(spec.pools):
-            if not np.any(self.class_pool == p):
-                continue
-            self.pool_shards[p] = NodeShardActor.options(
-                name=f"clusteremu/{run}/pool-shard-{pool.name}", num_cpus=self.options.shard_cpus
-            ).remote(
-                spec,
-                r,
-                len(self.slices) + p,
-                np.zeros(0, np.int64),
-                info,
-                f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores",
-                False,
-                self.scheduler if exact else None,
-                p,
-            )
         self.batches: list[JobBatch] = []
-        _n, lo, hi = ray.get(info)
-        self.window = (lo, hi)
-
-    def _stop_actors(self) -> None:
-        for actor in [self.arrivals, self.scheduler, *self.shards, *self.pool_shards.values()]:
-            ray.kill(actor)
 
     # -- running ---------------------------------------------------------------------------
 
     def run_replication(self) -> RunResult:
-        """Start the actors, run, merge; wall seconds of each phase go to `timings`."""
+        """Start (or reset) the actors, run, merge; wall seconds of each phase go to
+        `timings` (`start_s`, `run_s`, `merge_s`)."""
         exact = self.options.mode == "exact"
         t0 = time.monotonic()
-        self._start_actors(exact)
+        failed = True
         try:
+            info = self.actors.start(self.replication, exact)
+            a = self.actors
+            self.arrivals, self.scheduler = a.arrivals, a.scheduler
+            self.shards, self.pool_shards = a.shards, a.pool_shards
             ray.get(
                 [s.state.remote() for s in [*self.shards, *self.pool_shards.values()]]
-                + [self.scheduler.ready.remote()]
+                + ([] if self.scheduler is None else [self.scheduler.ready.remote()])
             )
+            _n, lo, hi = ray.get(info)
+            self.window = (lo, hi)
             t1 = time.monotonic()
             parts, unplaced, extra = self._run_exact() if exact else self._run_windowed()
             t2 = time.monotonic()
@@ -238,9 +116,11 @@ class Coordinator:
                 self.run,
                 *self.timings.values(),
             )
+            failed = False
             return result
         finally:
-            self._stop_actors()
+            if self.own_actors or failed:  # a failed run may leave actors mid-window
+                self.actors.close()
 
     def _split_pools(self, batch: JobBatch) -> tuple[JobBatch, dict[int, JobBatch]]:
         pools = self.class_pool[batch.class_index]
@@ -433,14 +313,14 @@ class Coordinator:
     ) -> None:
         assert self.metrics is not None
         spec, nf = self.spec, self.template.nodes_f
-        free = np.concatenate([s.free_cpu for s in states]) if states else np.zeros(0)
-        cap = nf[L.CAP_CPU]
         types = self.template.nodes_i[L.NODE_TYPE]
-        util: dict[str, float] = {}
-        for ti, nt in enumerate(spec.node_types):
-            sel = types == ti
-            if sel.any() and free.size == cap.size:
-                util[nt.name] = float((cap[sel] - free[sel]).sum() / max(cap[sel].sum(), 1e-12))
+        cap = np.bincount(types, weights=nf[L.CAP_CPU], minlength=len(spec.node_types))
+        busy = sum((s.busy_cpu_by_type for s in states), np.zeros(len(spec.node_types)))
+        util: dict[str, float] = {
+            nt.name: float(busy[ti] / max(cap[ti], 1e-12))
+            for ti, nt in enumerate(spec.node_types)
+            if (types == ti).any() and len(states) == len(self.shards)
+        }
         for p, st in pool_states.items():
             util[f"pool:{spec.pools[p].name}"] = st.busy_cpu / max(spec.pools[p].cores, 1e-12)
         done = sum(s.done for s in [*states, *pool_states.values()])
@@ -476,7 +356,12 @@ def _concat(batches: list[JobBatch]) -> Jobs:
 
 
 def run_replication(
-    spec: SimulationSpec, replication: int, options: RayRunOptions, run_name: str
+    spec: SimulationSpec,
+    replication: int,
+    options: RayRunOptions,
+    run_name: str,
+    actors: ActorSet | None = None,
 ) -> RunResult:
-    """Run one replication of `spec` on actors (Ray must be initialised)."""
-    return Coordinator(spec, replication, options, run_name).run_replication()
+    """Run one replication of `spec` on actors (Ray must be initialised); `actors`: the
+    run's `ActorSet`, to reuse across replications."""
+    return Coordinator(spec, replication, options, run_name, actors).run_replication()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import uuid
 from typing import Any
@@ -20,12 +21,35 @@ from typing import Any
 import pyarrow as pa
 import ray
 
+from actors.actor_set import ActorSet
 from actors.coordinator import RayRunOptions, run_replication
 from cluster.metrics import combine
 from cluster.model import SimulationSpec
 from cluster.runner import ScenarioResult
 
 log = logging.getLogger(__name__)
+
+
+def parse_shard_resources(values: list[str] | None) -> tuple[dict[str, float], ...]:
+    """`["machine-a=1", "machine-b=1,ssd=0.5"]` -> one resource mapping per shard (the CLI's
+    repeated `--shard-resources`). Raises ValueError naming the bad entry."""
+    out: list[dict[str, float]] = []
+    for value in values or []:
+        resources: dict[str, float] = {}
+        for item in value.split(","):
+            name, sep, amount = item.strip().partition("=")
+            try:
+                number = float(amount)
+            except ValueError:
+                number = math.nan
+            if not sep or not name.strip() or not (number > 0 and math.isfinite(number)):
+                raise ValueError(
+                    f"--shard-resources {value!r}: expected NAME=AMOUNT[,NAME=AMOUNT] with "
+                    f"AMOUNT a positive number, got {item.strip()!r}"
+                )
+            resources[name.strip()] = number
+        out.append(resources)
+    return tuple(out)
 
 
 def options_from_args(args: argparse.Namespace | RayRunOptions | None) -> RayRunOptions:
@@ -38,15 +62,20 @@ def options_from_args(args: argparse.Namespace | RayRunOptions | None) -> RayRun
         shards = getattr(args, "shards", None)
         window = getattr(args, "window", None)
         realtime = getattr(args, "realtime", None)
+        shard_cpus = getattr(args, "shard_cpus", None)
+        if shard_cpus is not None and not (shard_cpus >= 0 and math.isfinite(shard_cpus)):
+            raise ValueError(f"--shard-cpus must be a number >= 0, got {shard_cpus}")
         return RayRunOptions(
             shards=1 if shards is None else int(shards),
             window_s=0.0 if window is None else float(window),
             realtime=0.0 if realtime is None else float(realtime),
+            shard_resources=parse_shard_resources(getattr(args, "shard_resources", None)),
+            shard_cpus=0.0 if shard_cpus is None else float(shard_cpus),
         )
     except ValueError as exc:
         from clusteremu.cli import UsageError
 
-        raise UsageError(f"--shards/--window/--realtime: {exc}") from None
+        raise UsageError(f"--shards/--window/--realtime/--shard-*: {exc}") from None
 
 
 def init_kwargs(
@@ -103,12 +132,12 @@ def run_on_ray(
     log.info(
         "run %s: mode %s, %d shard(s), pid %d", name, options.mode, options.shards, os.getpid()
     )
+    actors = ActorSet(spec, options, name)
     try:
         tables, summaries = [], []
         for r in range(spec.replications):
-            result = run_replication(
-                spec, r, options, f"{name}/r{r}" if spec.replications > 1 else name
-            )
+            # The replications share the run's actors (named after the run) and its gauges.
+            result = run_replication(spec, r, options, name, actors)
             tables.append(result.jobs)
             summaries.append(result.summary)
         summary = combine(summaries)
@@ -120,5 +149,6 @@ def run_on_ray(
         }
         return ScenarioResult(pa.concat_tables(tables), summary, summaries)
     finally:
+        actors.close()
         if started:
             ray.shutdown()

@@ -37,19 +37,28 @@ from cluster.policies.base import Allocation, Allocator, PoolView
 log = logging.getLogger(__name__)
 
 
+#: Rows of `ShardState.free`: free cores, memory (GB), GPUs and worker slots per node.
+FREE_ROWS = (L.FREE_CPU, L.FREE_MEM, L.FREE_GPU, L.FREE_SLOTS)
+#: The job rows a shard hands back in `finish` (what the kernel writes and the per-job
+#: table and summary read; arrival, class and size come from the arrival stream).
+RESULT_F_ROWS = (L.START, L.END, L.CORE_SECONDS, L.REQ_CPU, L.COST, L.SETUP_S)
+RESULT_I_ROWS = (L.NODE, L.STATE, L.RETRIES)
+
+
 @dataclass(frozen=True)
 class ShardState:
-    """What a shard reports after a window: its nodes' free resources and its load.
+    """What a shard reports after a window: its load and, for routing, its free resources.
 
-    Arrays are in the shard's node order (global node ids in `node_ids`).
+    `free` is (4, nodes) in the shard's node order (rows `FREE_ROWS`, global node ids in
+    `NodeShard.node_ids`), or None for a shard built with `snapshot=False` (nobody routes
+    on it: a state then stays small enough for Ray to pass inline). `busy_cpu_by_type`
+    is busy cores (of placed jobs) per global node type, for the utilisation gauges.
     """
 
     shard: int
     now_s: float
-    free_cpu: FloatArray
-    free_memory_gb: FloatArray
-    free_gpu: FloatArray
-    free_slots: FloatArray
+    free: FloatArray | None
+    busy_cpu_by_type: FloatArray
     queued: int
     in_system_per_class: IntArray
     busy_cpu: float
@@ -93,18 +102,22 @@ class NodeShard:
         scheduler: Any = None,
         pool: int | None = None,
         share: float = 1.0,
+        snapshot: bool = True,
     ) -> None:
         """`node_ids`: global indices of the nodes of this shard (empty for a pool shard);
         `stream`: `ArrivalStream.info()`, i.e. the replication's job count (the most jobs
         this shard can receive) and its statistics window (start, end) in seconds;
         `scheduler`: the SchedulerActor handle a pool shard asks in exact mode; `share`:
-        the expected fraction of the jobs this shard receives (it grows when it gets more)."""
+        the expected fraction of the jobs this shard receives (it grows when it gets more);
+        `snapshot`: whether states carry the free resources of every node (for routing)."""
         window = (stream[1], stream[2])
         capacity = min(stream[0], int(math.ceil(stream[0] * share)) + 1024)
         self.shard = shard
         self.label = label
         self.node_ids = np.asarray(node_ids, dtype=np.int64)
         self.exact_nodes = exact_nodes
+        self.snapshot = snapshot
+        self.n_types = len(spec.node_types)
         sub = replace(spec, nodes=tuple(spec.nodes[int(k)] for k in self.node_ids))
         # The engine is built for `capacity` jobs that never arrive (arrival = inf) and
         # the columns are filled in place as jobs come: feeding a window costs its own
@@ -124,6 +137,11 @@ class NodeShard:
         self.used = 0
         self.global_ids = np.zeros(capacity, dtype=np.int64)
         self.type_index = self.engine.nodes_i[L.NODE_TYPE].copy()
+
+    def reset(self, *args: Any, **kwargs: Any) -> None:
+        """Start over with new arguments (as `__init__` takes them), keeping the actor
+        process and its loaded code: how an `ActorSet` reuses actors across replications."""
+        self.__init__(*args, **kwargs)  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"NodeShard({self.label})" if self.label else f"NodeShard({self.shard})"
@@ -253,10 +271,8 @@ class NodeShard:
         return ShardState(
             shard=self.shard,
             now_s=e.now,
-            free_cpu=nf[L.FREE_CPU].copy(),
-            free_memory_gb=nf[L.FREE_MEM].copy(),
-            free_gpu=nf[L.FREE_GPU].copy(),
-            free_slots=nf[L.FREE_SLOTS].copy(),
+            free=nf[list(FREE_ROWS)] if self.snapshot else None,
+            busy_cpu_by_type=self.busy_cpu_per_type(),
             queued=queued,
             in_system_per_class=e.n_class.copy(),
             busy_cpu=float(e.fstate[L.BUSY_CPU]),
@@ -269,35 +285,39 @@ class NodeShard:
             failed=int(e.istate[L.FAILED_COUNT]),
         )
 
-    def busy_cpu_per_type(self, n_types: int) -> FloatArray:
+    def busy_cpu_per_type(self) -> FloatArray:
         """Busy cores per node type (global type index), for the utilisation gauges."""
         nf = self.engine.nodes_f
         busy = np.bincount(
-            self.type_index, weights=nf[L.CAP_CPU] - nf[L.FREE_CPU], minlength=n_types
+            self.type_index, weights=nf[L.CAP_CPU] - nf[L.FREE_CPU], minlength=self.n_types
         )
         return busy.astype(np.float64)
 
     def finish(self) -> dict[str, Any]:
         """Close the statistics window and hand back this shard's jobs and integrals.
 
-        Job columns are keyed by global job id; NODE holds global node indices.
+        Only the job rows the result needs travel (`RESULT_F_ROWS` as float64,
+        `RESULT_I_ROWS` as int32), keyed by global job id; NODE holds global node indices.
         """
         e = self.engine
         kernel.accumulate(
             float(e.fstate[L.WIN_END]), e.fstate, e.istate, e.n_class, e.area_class, e.pools_f
         )
         used = self.used
-        jobs_i = e.jobs_i[:, :used].copy()
-        state = jobs_i[L.STATE]
-        placed = (e.classes_i[L.CLASS_POOL][jobs_i[L.CLS]] < 0) & (
+        jobs_i = e.jobs_i[list(RESULT_I_ROWS), :used]  # fancy indexing: a copy
+        node, state = jobs_i[0], jobs_i[1]
+        placed = (e.classes_i[L.CLASS_POOL][e.jobs_i[L.CLS, :used]] < 0) & (
             (state == L.RUNNING) | (state == L.DONE)
         )
-        jobs_i[L.NODE, placed] = self.node_ids[jobs_i[L.NODE, placed]]
-        keep = placed if self.exact_nodes else np.ones(used, dtype=bool)
+        node[placed] = self.node_ids[node[placed]]
+        jobs_f = e.jobs_f[list(RESULT_F_ROWS), :used]
+        ids = self.global_ids[:used]
+        if self.exact_nodes:
+            ids, jobs_f, jobs_i = ids[placed], jobs_f[:, placed], jobs_i[:, placed]
         return {
-            "ids": self.global_ids[:used][keep],
-            "jobs_f": e.jobs_f[:, :used][:, keep].copy(),
-            "jobs_i": jobs_i[:, keep],
+            "ids": ids.copy(),
+            "jobs_f": jobs_f,
+            "jobs_i": jobs_i.astype(np.int32),
             "pool_busy_area": e.pools_f[L.P_BUSY_AREA].copy(),
             "now_s": e.now,
             "events": e.events,

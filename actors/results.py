@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from actors.node_shard import RESULT_F_ROWS, RESULT_I_ROWS
 from cluster import layout as L
 from cluster.engine import Engine, FloatArray, Jobs
 from cluster.metrics import RunResult
@@ -25,6 +26,14 @@ from cluster.model import SimulationSpec
 
 def _overlap(lo: FloatArray, hi: FloatArray, a: float, b: float) -> FloatArray:
     return np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0.0, None)
+
+
+def _contiguous(ids: np.ndarray) -> bool:
+    return (
+        bool(ids.size)
+        and int(ids[-1]) - int(ids[0]) + 1 == ids.size
+        and (ids.size < 2 or bool(np.all(ids[1:] > ids[:-1])))
+    )
 
 
 def merge_result(
@@ -51,8 +60,12 @@ def merge_result(
     events, decisions = extra_events, extra_decisions
     for part in parts:
         ids = part["ids"]
-        jf[:, ids] = part["jobs_f"]
-        ji[:, ids] = part["jobs_i"]
+        # A contiguous run of ids (a one-shard run) is written as a slice, not scattered.
+        at = slice(int(ids[0]), int(ids[-1]) + 1) if _contiguous(ids) else ids
+        for i, row in enumerate(RESULT_F_ROWS):
+            jf[row, at] = part["jobs_f"][i]
+        for i, row in enumerate(RESULT_I_ROWS):
+            ji[row, at] = part["jobs_i"][i]
         pools_f[L.P_BUSY_AREA] += part["pool_busy_area"]
         now = max(now, float(part["now_s"]))
         events += int(part["events"])

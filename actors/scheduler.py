@@ -140,6 +140,11 @@ class Scheduler:
         self.decisions = 0
         self.failed = 0
 
+    def reset(self, *args: Any, **kwargs: Any) -> None:
+        """Start over with new arguments (as `__init__` takes them), keeping the actor
+        process and its loaded code: how an `ActorSet` reuses actors across replications."""
+        self.__init__(*args, **kwargs)  # type: ignore[misc]
+
     def __repr__(self) -> str:
         return f"Scheduler({self.label})"
 
@@ -269,12 +274,7 @@ class Scheduler:
         in shard order, so in node order)."""
         if batch.count == 0:
             return np.zeros(0, dtype=np.int64)
-        free = np.vstack(
-            [
-                np.concatenate([getattr(st, f) for st in states])
-                for f in ("free_cpu", "free_memory_gb", "free_gpu", "free_slots")
-            ]
-        )
+        free = np.concatenate([st.free for st in states], axis=1)
         queued = np.array([float(st.queued) for st in states])
         return self.route(batch, free, shard_of_node, queued, shard_cpu)[0]
 

@@ -7,6 +7,10 @@ window >= 50% of the kernel's jobs/s; the 2-worker sweep >= 1.7x faster than 1 w
 
     .venv/bin/python benchmarks/actors.py [--jobs 1000000] [--exact-jobs 1500] [--cpus 2]
 
+Windowed mode runs three replications on one `ActorSet`: the first starts the actors
+(a process each, its imports, the compiled kernel loaded from numba's cache), the next
+ones reuse them, as `clusteremu run --ray` does for a scenario's replications.
+
 Exact mode synchronises every event across actors, so it runs on the first
 `--exact-jobs` jobs of the same scenario. Timings are wall-clock on a shared machine:
 run it on an idle one for figures to quote.
@@ -28,6 +32,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only i
 
 import ray  # noqa: E402
 
+from actors.actor_set import ActorSet  # noqa: E402
 from actors.coordinator import Coordinator, RayRunOptions  # noqa: E402
 from actors.launch import run_on_ray  # noqa: E402
 from cluster.runner import run_spec  # noqa: E402
@@ -35,6 +40,8 @@ from scenarios.loader import load_scenario  # noqa: E402
 from tuners.sweep import parse_grid, parse_seeds, plan_sweep, run_sweep  # noqa: E402
 
 NODES = 10_000
+#: Replications timed after the first one, on the same (reused) actors.
+REUSED = 2
 
 
 def scenario(jobs: int) -> list[str]:
@@ -69,31 +76,38 @@ def main() -> None:
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     run_on_ray(small, RayRunOptions(shards=2, window_s=1.0, metrics=False))  # warm workers
     print(f"M/M/c, {NODES:,d} one-core nodes, load 0.8, first-fit; {args.cpus} Ray CPUs")
-    kernel = timed("kernel (run_spec)", args.jobs, lambda: run_spec(spec))
+    # The best of two, as the reused-actor figure is the best of its replications.
+    kernel = max(timed("kernel (run_spec)", args.jobs, lambda: run_spec(spec)) for _ in range(2))
     timed(
         "exact mode, 2 shards",
         args.exact_jobs,
         lambda: run_on_ray(small, RayRunOptions(shards=2, metrics=False)),
     )
-    rates, steady = {}, {}
     for shards in (1, 2):
-        coordinator = Coordinator(
-            spec, 0, RayRunOptions(shards=shards, window_s=1.0, metrics=False), f"bench-{shards}"
-        )
-        rates[shards] = timed(
-            f"windowed 1 s, {shards} shard(s)", args.jobs, coordinator.run_replication
-        )
-        t = coordinator.timings
-        steady[shards] = args.jobs / t["run_s"]
+        options = RayRunOptions(shards=shards, window_s=1.0, metrics=False)
+        actors = ActorSet(spec, options, f"bench-{shards}")
+        fresh = reused = 0.0
+        for r in range(1 + REUSED):
+            coordinator = Coordinator(spec, r, options, f"bench-{shards}", actors)
+            label = "fresh actors" if r == 0 else f"actors reused, replication {r + 1}"
+            rate = timed(
+                f"windowed 1 s, {shards} shard(s), {label}", args.jobs, coordinator.run_replication
+            )
+            t = coordinator.timings
+            print(
+                f"  actors up {t['start_s']:.2f} s, windows {t['run_s']:.2f} s, "
+                f"merge {t['merge_s']:.2f} s",
+                flush=True,
+            )
+            if r == 0:
+                fresh = rate
+            else:
+                reused = max(reused, rate)
+        actors.close()
         print(
-            f"  actors up {t['start_s']:.2f} s, windows {t['run_s']:.2f} s "
-            f"({steady[shards]:,.0f} jobs/s), merge {t['merge_s']:.2f} s",
+            f"windowed/kernel, {shards} shard(s): {fresh / kernel:.2f} with fresh actors, "
+            f"{reused / kernel:.2f} with the run's actors reused (target >= 0.50)",
             flush=True,
-        )
-    for shards in (1, 2):
-        print(
-            f"windowed/kernel, {shards} shard(s): {rates[shards] / kernel:.2f} end to end, "
-            f"{steady[shards] / kernel:.2f} once the actors are up (target >= 0.50)"
         )
 
     axes = [parse_grid(f"cluster.nodes.0.count={NODES}")]

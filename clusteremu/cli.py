@@ -236,6 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
     ray.add_argument("--window", type=float, default=0.0, help="windowed mode: window, seconds")
     ray.add_argument("--realtime", type=float, default=0.0, help="pace to wall clock times X")
     ray.add_argument("--dashboard-host", default="127.0.0.1", help="Ray dashboard bind address")
+    ray.add_argument(
+        "--shard-resources",
+        action="append",
+        metavar="NAME=AMOUNT[,NAME=AMOUNT]",
+        help="Ray custom resources node shard i requires (the i-th flag, cycled), to pin "
+        "shards to machines started with `ray start --resources`",
+    )
+    ray.add_argument("--shard-cpus", type=float, default=0.0, help="CPUs each shard actor reserves")
     run.set_defaults(func=cmd_run)
 
     cmp_ = sub.add_parser("compare", help="run several policies on the same seeds")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actors.coordinator import RayRunOptions
+from actors.actor_set import ActorSet
+from actors.coordinator import Coordinator, RayRunOptions, run_replication
 from actors.launch import run_on_ray
 from cluster.runner import run_spec
 from scenarios.loader import load_scenario
@@ -94,3 +95,31 @@ def test_replications_and_option_errors() -> None:
         RayRunOptions(shards=0)
     with pytest.raises(ValueError, match="window"):
         RayRunOptions(window_s=-1.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "options"),
+    [
+        ("hetero-placement", SCENARIOS["hetero-placement"], RayRunOptions(shards=2, window_s=1.0)),
+        ("ps-amdahl", ["stop.jobs=300", "stop.warmup_jobs=10"], RayRunOptions(shards=2)),
+    ],
+    ids=["windowed", "exact"],
+)
+def test_replications_reuse_the_run_actors(
+    name: str, overrides: list[str], options: RayRunOptions
+) -> None:
+    """Replication 2 on the actors of replication 1 (reset, not restarted) gives the table
+    of replication 2 on fresh actors."""
+    spec = load_scenario(name, overrides)
+    actors = ActorSet(spec, options, "reuse")
+    try:
+        Coordinator(spec, 0, options, "reuse", actors).run_replication()
+        started = [a._actor_id for a in actors.all]
+        second = Coordinator(spec, 1, options, "reuse", actors).run_replication()
+        assert [a._actor_id for a in actors.all] == started  # the same actors, reset
+    finally:
+        actors.close()
+    assert actors.all == []
+    fresh = run_replication(spec, 1, options, "fresh")
+    assert_same_jobs(fresh.jobs, second.jobs)
+    assert second.summary["mean_jobs_in_system"] == fresh.summary["mean_jobs_in_system"]

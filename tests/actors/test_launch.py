@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from actors.launch import init_kwargs
-from clusteremu.cli import main
+from actors.launch import init_kwargs, options_from_args, parse_shard_resources
+from clusteremu.cli import build_parser, main
 from tests.actors.helpers import assert_same_jobs
 
 pytestmark = pytest.mark.ray
@@ -76,6 +76,25 @@ def test_run_with_ray_writes_the_same_files(
     assert on_ray["ray"]["mode"] == "exact"
     assert main(["run", "mm-c", *ARGS, "--ray", "--shards", "0"]) == 2
     assert main(["run", "mm-c", *ARGS, "--ray", "--window", "-1"]) == 2
+    bad = ["--ray", "--shards", "2", "--shard-resources", "machine-a"]
+    assert main(["run", "mm-c", *ARGS, *bad]) == 2
+    assert "--shard-resources 'machine-a': expected NAME=AMOUNT" in capsys.readouterr().err
+
+
+def test_shard_resources_from_the_command_line() -> None:
+    """`--shard-resources` (repeated, cycled over shards) and `--shard-cpus` reach the run
+    options; the multi-node test pins shards with the same options."""
+    args = build_parser().parse_args(
+        ["run", "mm-c", "--ray", "--shards", "3", "--shard-resources", "machine-a=1"]
+        + ["--shard-resources", "machine-b=1, ssd=0.5", "--shard-cpus", "0.5"]
+    )
+    options = options_from_args(args)
+    assert options.shard_resources == ({"machine-a": 1.0}, {"machine-b": 1.0, "ssd": 0.5})
+    assert options.shard_cpus == 0.5
+    assert options_from_args(build_parser().parse_args(["run", "mm-c"])).shard_resources == ()
+    for bad in ("machine-a=0", "=1", "machine-a=x", "machine-a=inf"):
+        with pytest.raises(ValueError, match="NAME=AMOUNT"):
+            parse_shard_resources([bad])
 
 
 def test_local_ray_started_for_the_run_uses_token_auth_and_loopback(tmp_path: Path) -> None:

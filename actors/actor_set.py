@@ -1,0 +1,162 @@
+"""`ActorSet`: the named actors of one run, started once and reused by its replications.
+
+A run's actors are an `ArrivalActor` (`clusteremu/<run>/arrivals`), a `SchedulerActor`
+(`.../scheduler`, started only when something asks it: exact mode, or routing between
+several node shards), node shards (`.../node-shard-<i>`, contiguous slices of the nodes)
+and one shard per malleable pool (`.../pool-shard-<pool>`). Starting an actor costs a
+process, its imports and the compiled kernel loaded from numba's cache (about a second on
+a laptop core), so the replications of a run reuse them: before each replication every
+actor is `reset` to it, as Ray Tune's `reuse_actors` does for trials. A reset actor is the
+freshly built one (`reset` re-runs `__init__`): results do not depend on reuse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import ray
+
+from actors.arrivals import ArrivalActor
+from actors.node_shard import NodeShardActor
+from actors.options import RayRunOptions
+from actors.scheduler import SchedulerActor
+from cluster.model import SimulationSpec
+
+
+def node_slices(n_nodes: int, shards: int) -> list[np.ndarray]:
+    """Contiguous node slices, one per shard (no empty slice)."""
+    return [s for s in np.array_split(np.arange(n_nodes, dtype=np.int64), shards) if s.size]
+
+
+def type_mix(spec: SimulationSpec, nodes: np.ndarray) -> str:
+    """`small x8, large x4`: the node types of a slice, for actor labels."""
+    names = [spec.nodes[int(k)] for k in nodes]
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{t} x{c}" for t, c in counts.items())
+
+
+#: Prefix of the Ray resources that mark machines standing in for a node type.
+TYPE_RESOURCE_PREFIX = "node-type-"
+#: How much of such a resource a shard takes (many shards fit on one machine).
+TYPE_RESOURCE_SHARE = 0.001
+
+
+def type_resource(spec: SimulationSpec, nodes: np.ndarray, available: set[str]) -> str | None:
+    """`node-type-<name>` when every node of the slice has type <name> and the Ray
+    cluster offers that resource (see monitoring/fake-multinode.yaml), else None."""
+    names = {spec.nodes[int(k)] for k in nodes}
+    if len(names) != 1:
+        return None
+    resource = TYPE_RESOURCE_PREFIX + names.pop()
+    return resource if resource in available else None
+
+
+class ActorSet:
+    """The actors of run `run` (Ray must be initialised); `start` them for a replication,
+    `close` them when the run is over."""
+
+    def __init__(self, spec: SimulationSpec, options: RayRunOptions, run: str) -> None:
+        self.spec, self.options, self.run = spec, options, run
+        self.slices = node_slices(len(spec.nodes), options.shards)
+        self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
+        self.offset = np.zeros(len(self.slices), dtype=np.int64)
+        for i, nodes in enumerate(self.slices):
+            self.shard_of_node[nodes] = i
+            self.offset[i] = nodes[0]
+        self.class_pool = np.array(
+            [spec.pool_index(c.pool) if c.pool else -1 for c in spec.classes], dtype=np.int64
+        )
+        self.arrivals: Any = None
+        self.scheduler: Any = None
+        self.shards: list[Any] = []
+        self.pool_shards: dict[int, Any] = {}
+        self.mode: str | None = None
+        self.replications = 0
+
+    @property
+    def all(self) -> list[Any]:
+        """Every live actor of the set."""
+        return [
+            a
+            for a in [self.arrivals, self.scheduler, *self.shards, *self.pool_shards.values()]
+            if a is not None
+        ]
+
+    def start(self, replication: int, exact: bool) -> Any:
+        """Start (or reset) every actor for `replication`; return the object reference of
+        the stream's `info()`: (jobs, statistics window start s, end s)."""
+        mode = "exact" if exact else "windowed"
+        if self.mode not in (None, mode):
+            self.close()  # the actors of another mode are not the ones this mode needs
+        reuse = self.arrivals is not None
+        self.mode = mode
+        spec, run = self.spec, self.run
+        if reuse:
+            self.arrivals.reset.remote(spec, replication)
+        else:
+            self.arrivals = ArrivalActor.options(name=f"clusteremu/{run}/arrivals").remote(
+                spec, replication
+            )
+        # Passed as an object reference: the other actors start while the stream is drawn.
+        info = self.arrivals.info.remote()
+        # Windowed mode asks the scheduler only to route between node shards.
+        routed = not exact and len(self.slices) > 1
+        if exact or routed:
+            scheduler_args = (spec, replication, f"{run}/scheduler")
+            if reuse:
+                self.scheduler.reset.remote(*scheduler_args)
+            else:
+                self.scheduler = SchedulerActor.options(name=f"clusteremu/{run}/scheduler").remote(
+                    *scheduler_args
+                )
+        res = self.options.shard_resources
+        available = set(ray.cluster_resources()) if not (res or reuse) else set()
+        for i, nodes in enumerate(self.slices):
+            label = f"{run}/node-shard-{i}: {type_mix(spec, nodes)}"
+            share = 1.0 if exact else min(1.0, 1.5 * nodes.size / max(len(spec.nodes), 1))
+            args = (spec, replication, i, nodes, info, label, exact, None, None, share, routed)
+            if reuse:
+                self.shards[i].reset.remote(*args)
+                continue
+            opts: dict[str, Any] = {
+                "name": f"clusteremu/{run}/node-shard-{i}",
+                "num_cpus": self.options.shard_cpus,
+            }
+            if res:
+                opts["resources"] = dict(res[i % len(res)])
+            elif (pin := type_resource(spec, nodes, available)) is not None:
+                opts["resources"] = {pin: TYPE_RESOURCE_SHARE}
+            self.shards.append(NodeShardActor.options(**opts).remote(*args))
+        for p, pool in enumerate(spec.pools):
+            if not np.any(self.class_pool == p):
+                continue
+            pool_args = (
+                spec,
+                replication,
+                len(self.slices) + p,
+                np.zeros(0, np.int64),
+                info,
+                f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores",
+                False,
+                self.scheduler if exact else None,
+                p,
+            )
+            if reuse:
+                self.pool_shards[p].reset.remote(*pool_args)
+            else:
+                self.pool_shards[p] = NodeShardActor.options(
+                    name=f"clusteremu/{run}/pool-shard-{pool.name}",
+                    num_cpus=self.options.shard_cpus,
+                ).remote(*pool_args)
+        self.replications += 1
+        return info
+
+    def close(self) -> None:
+        """Kill every actor (a later `start` starts new ones)."""
+        for actor in self.all:
+            ray.kill(actor)
+        self.arrivals, self.scheduler, self.shards, self.pool_shards = None, None, [], {}
+        self.mode = None
