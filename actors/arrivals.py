@@ -112,17 +112,6 @@ class ArrivalStream:
         group = class_group[batch.class_index]
         return tuple(batch.take(group == g) for g in range(groups))
 
-    def all_batch(self) -> JobBatch:
-        """Every job of the replication as one batch."""
-        j = self.jobs
-        return JobBatch(
-            np.arange(j.arrival_s.size, dtype=np.int64),
-            j.arrival_s,
-            j.class_index,
-            j.size,
-            j.runtime_u,
-        )
-
     def peek_last_s(self) -> float:
         """Arrival time of the last job (-inf when there is none)."""
         return float(self.jobs.arrival_s[-1]) if self.jobs.arrival_s.size else -math.inf

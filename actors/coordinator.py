@@ -29,7 +29,7 @@ import numpy as np
 import ray
 
 from actors.actor_set import ActorSet
-from actors.arrivals import JobBatch
+from actors.arrivals import JobBatch, measurement_window, replication_jobs
 from actors.metrics import RunMetrics
 from actors.node_shard import ShardState
 from actors.options import RayRunOptions
@@ -82,7 +82,6 @@ class Coordinator:
         self.metrics = RunMetrics(run_name) if options.metrics else None
         self.live = _Live()
         self.timings: dict[str, float] = {}
-        self.batches: list[JobBatch] = []
 
     # -- running ---------------------------------------------------------------------------
 
@@ -93,22 +92,32 @@ class Coordinator:
         t0 = time.monotonic()
         failed = True
         try:
-            info = self.actors.start(self.replication, exact)
+            self.actors.start(self.replication, exact)
             a = self.actors
             self.arrivals, self.scheduler = a.arrivals, a.scheduler
             self.shards, self.pool_shards = a.shards, a.pool_shards
-            ray.get(
-                [s.state.remote() for s in [*self.shards, *self.pool_shards.values()]]
-                + ([] if self.scheduler is None else [self.scheduler.ready.remote()])
+            ready = [s.state.remote() for s in [*self.shards, *self.pool_shards.values()]] + (
+                [] if self.scheduler is None else [self.scheduler.ready.remote()]
             )
-            _n, lo, hi = ray.get(info)
-            self.window = (lo, hi)
+            self.skeleton: Engine | None = None
+            if exact:  # the driver is busy during exact mode: prepare the merge now
+                self._prepare_merge()
+            ray.get(ready)
             t1 = time.monotonic()
             parts, unplaced, extra = self._run_exact() if exact else self._run_windowed()
             t2 = time.monotonic()
-            jobs = _concat(self.batches)
+            if self.skeleton is None:
+                self._prepare_merge()
+            assert self.skeleton is not None
             result = merge_result(
-                self.spec, self.replication, jobs, self.window, parts, unplaced, extra_events=extra
+                self.spec,
+                self.replication,
+                self.jobs,
+                self.window,
+                parts,
+                unplaced,
+                extra_events=extra,
+                skeleton=self.skeleton,
             )
             self.timings = {"start_s": t1 - t0, "run_s": t2 - t1, "merge_s": time.monotonic() - t2}
             log.info(
@@ -121,6 +130,14 @@ class Coordinator:
         finally:
             if self.own_actors or failed:  # a failed run may leave actors mid-window
                 self.actors.close()
+
+    def _prepare_merge(self) -> None:
+        """Draw the replication's stream in the driver (the ArrivalActor's own jobs, by
+        common random numbers: cheaper than shipping them back) and build the engine the
+        merged result is written into."""
+        self.jobs = replication_jobs(self.spec, self.replication)
+        self.window = measurement_window(self.spec, self.jobs)
+        self.skeleton = Engine(self.spec, self.replication, jobs=self.jobs)
 
     def _split_pools(self, batch: JobBatch) -> tuple[JobBatch, dict[int, JobBatch]]:
         pools = self.class_pool[batch.class_index]
@@ -143,7 +160,6 @@ class Coordinator:
                 batch = ray.get(self.arrivals.next_batch.remote(math.inf, BATCH_JOBS))
                 exhausted = batch.count == 0
                 if not exhausted:
-                    self.batches.append(batch)
                     self.scheduler.add_jobs.remote(batch)
                     for shard in self.shards:
                         shard.add.remote(batch)
@@ -271,10 +287,10 @@ class Coordinator:
                     break
             if final or t >= horizon:
                 break
+        self._prepare_merge()  # while the shards run the last windows
         ray.wait([*states, *pool_states], num_returns=len(states) + len(pool_states))
         if self.metrics is not None:
             self._record_ready(pending_metrics[-1:])
-        self.batches = [ray.get(self.arrivals.all_batch.remote())]
         parts_out = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
         return parts_out, None, 0
 
@@ -337,22 +353,6 @@ class Coordinator:
             slo_violations=failed,
             completed=max(done, self.live.completed),
         )
-
-
-def _concat(batches: list[JobBatch]) -> Jobs:
-    if not batches:
-        return Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
-    u = (
-        None
-        if batches[0].runtime_u is None
-        else np.concatenate([b.runtime_u for b in batches if b.runtime_u is not None])
-    )
-    return Jobs(
-        np.concatenate([b.arrival_s for b in batches]),
-        np.concatenate([b.class_index for b in batches]),
-        np.concatenate([b.size for b in batches]),
-        u,
-    )
 
 
 def run_replication(

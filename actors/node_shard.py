@@ -144,7 +144,9 @@ class NodeShard:
         self.__init__(*args, **kwargs)  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        return f"NodeShard({self.label})" if self.label else f"NodeShard({self.shard})"
+        # Ray asks for the repr even when the constructor failed half-way.
+        label = getattr(self, "label", "") or getattr(self, "shard", "")
+        return f"NodeShard({label})"
 
     # -- feeding and advancing ------------------------------------------------------------
 

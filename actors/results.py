@@ -45,15 +45,17 @@ def merge_result(
     unplaced: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
     extra_events: int = 0,
     extra_decisions: int = 0,
+    skeleton: Engine | None = None,
 ) -> RunResult:
     """Merge shard parts (from `NodeShard.finish`) into one replication's result.
 
     `unplaced` is the scheduler's (ids, state, end) of jobs that never reached a node
     (exact mode). The result is built by an engine on the full scenario whose state
     arrays are replaced by the merged ones, so it has every column and summary key of a
-    single-process run.
+    single-process run. `skeleton`: that engine, built beforehand (`Engine(spec,
+    replication, jobs=jobs)`, not run), e.g. while the actors start; it is overwritten.
     """
-    merged = Engine(spec, replication, jobs=jobs)
+    merged = Engine(spec, replication, jobs=jobs) if skeleton is None else skeleton
     jf, ji = merged.jobs_f, merged.jobs_i
     pools_f = merged.pools_f
     now = 0.0

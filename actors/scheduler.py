@@ -146,7 +146,7 @@ class Scheduler:
         self.__init__(*args, **kwargs)  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        return f"Scheduler({self.label})"
+        return f"Scheduler({getattr(self, 'label', '')})"  # even if __init__ failed
 
     def ready(self) -> bool:
         """Answers once the actor is up (the coordinator waits for it before timing)."""
