@@ -117,7 +117,9 @@ class ActorSet:
         for i, nodes in enumerate(self.slices):
             label = f"{run}/node-shard-{i}: {type_mix(spec, nodes)}"
             share = 1.0 if exact else min(1.0, 1.5 * nodes.size / max(len(spec.nodes), 1))
-            args = (spec, replication, i, nodes, info, label, exact, None, None, share, routed)
+            # Windowed shards draw the stream themselves: they need not wait for `info`.
+            stream = info if exact else None
+            args = (spec, replication, i, nodes, stream, label, exact, None, None, share, routed)
             if reuse:
                 self.shards[i].reset.remote(*args)
                 continue
@@ -138,7 +140,7 @@ class ActorSet:
                 replication,
                 len(self.slices) + p,
                 np.zeros(0, np.int64),
-                info,
+                info if exact else None,
                 f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores",
                 False,
                 self.scheduler if exact else None,

@@ -44,6 +44,43 @@ class JobBatch:
         return int(self.ids.size)
 
 
+@dataclass(frozen=True)
+class ArrivalIds:
+    """Which jobs of the stream arrive in a window, without their data (windowed mode).
+
+    Ids `lo` .. `hi - 1`, or `lo + offsets` when only some of them go to one destination.
+    Every actor that needs the jobs' data draws the replication's stream itself (common
+    random numbers: the same jobs everywhere, for about 0.05 s per million jobs), so a
+    window's message stays small enough for Ray to pass it inline rather than through
+    the object store.
+    """
+
+    lo: int
+    hi: int
+    offsets: np.ndarray | None = None  # uint32, ascending
+
+    @property
+    def count(self) -> int:
+        return self.hi - self.lo if self.offsets is None else int(self.offsets.size)
+
+    def ids(self) -> IntArray:
+        if self.offsets is None:
+            return np.arange(self.lo, self.hi, dtype=np.int64)
+        return self.lo + self.offsets.astype(np.int64)
+
+    def batch(self, jobs: Jobs) -> JobBatch:
+        """These jobs' data, from the replication's `jobs`."""
+        at: slice | IntArray = slice(self.lo, self.hi) if self.offsets is None else self.ids()
+        u = jobs.runtime_u
+        return JobBatch(
+            self.ids(),
+            jobs.arrival_s[at],
+            jobs.class_index[at],
+            jobs.size[at],
+            None if u is None else u[at],
+        )
+
+
 def replication_jobs(spec: SimulationSpec, replication: int) -> Jobs:
     """The jobs `cluster.engine.Engine(spec, replication)` would draw."""
     seq = replication_seeds(spec.seed, max(spec.replications, replication + 1))[replication]
@@ -78,12 +115,10 @@ class ArrivalStream:
         """(number of jobs, measurement window start s, end s)."""
         return int(self.jobs.arrival_s.size), self.window[0], self.window[1]
 
-    def next_batch(self, until_s: float = math.inf, max_jobs: int = 1 << 62) -> JobBatch:
-        """The next jobs arriving at or before `until_s`, at most about `max_jobs`.
-
-        A batch cut by `max_jobs` is extended to every job sharing its last arrival time,
-        so a batch always ends between two distinct arrival instants.
-        """
+    def _advance(self, until_s: float, max_jobs: int = 1 << 62) -> tuple[int, int]:
+        """Ids [lo, hi) of the next jobs arriving at or before `until_s`, at most about
+        `max_jobs` (a cut batch is extended to every job sharing its last arrival time,
+        so a batch always ends between two distinct arrival instants)."""
         arr = self.jobs.arrival_s
         lo = self.next
         hi = int(np.searchsorted(arr, until_s, side="right"))
@@ -91,37 +126,28 @@ class ArrivalStream:
             hi = int(np.searchsorted(arr, arr[lo + max_jobs - 1], side="right"))
         hi = max(hi, lo)
         self.next = hi
-        u = self.jobs.runtime_u
-        return JobBatch(
-            np.arange(lo, hi, dtype=np.int64),
-            arr[lo:hi],
-            self.jobs.class_index[lo:hi],
-            self.jobs.size[lo:hi],
-            None if u is None else u[lo:hi],
-        )
+        return lo, hi
 
-    def split_batch(
+    def next_batch(self, until_s: float = math.inf, max_jobs: int = 1 << 62) -> JobBatch:
+        """The next jobs arriving at or before `until_s`, at most about `max_jobs`."""
+        return ArrivalIds(*self._advance(until_s, max_jobs)).batch(self.jobs)
+
+    def split_ids(
         self, until_s: float, class_group: IntArray, groups: int
-    ) -> JobBatch | tuple[JobBatch, ...]:
-        """`next_batch(until_s)` split by `class_group[class]` into `groups` batches (Ray
-        returns them as separate objects, so each goes to its shard without the driver);
-        one group is returned as a plain batch."""
-        batch = self.next_batch(until_s)
+    ) -> ArrivalIds | tuple[ArrivalIds, ...]:
+        """The ids of the jobs arriving up to `until_s`, split by `class_group[class]`
+        into `groups` destinations (Ray returns them as separate objects, so each goes to
+        its shard without the driver); one group is returned as is."""
+        lo, hi = self._advance(until_s)
         if groups == 1:
-            return batch
-        group = class_group[batch.class_index]
-        return tuple(batch.take(group == g) for g in range(groups))
-
-    def peek_last_s(self) -> float:
-        """Arrival time of the last job (-inf when there is none)."""
-        return float(self.jobs.arrival_s[-1]) if self.jobs.arrival_s.size else -math.inf
+            return ArrivalIds(lo, hi)
+        group = class_group[self.jobs.class_index[lo:hi]]
+        return tuple(
+            ArrivalIds(lo, hi, np.flatnonzero(group == g).astype(np.uint32)) for g in range(groups)
+        )
 
     def exhausted(self) -> bool:
         return self.next >= self.jobs.arrival_s.size
-
-    def peek_s(self) -> float:
-        """Arrival time of the next job not yet handed out (inf when none)."""
-        return float(self.jobs.arrival_s[self.next]) if not self.exhausted() else math.inf
 
 
 #: The Ray actor; named `clusteremu/<run>/arrivals` by the launcher.

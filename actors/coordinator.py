@@ -99,15 +99,21 @@ class Coordinator:
             ready = [s.state.remote() for s in [*self.shards, *self.pool_shards.values()]] + (
                 [] if self.scheduler is None else [self.scheduler.ready.remote()]
             )
+            # The driver draws the stream too (the ArrivalActor's own jobs, by common random
+            # numbers: cheaper than shipping them back) and writes the result into an
+            # engine built on it: now in exact mode (the driver is busy later), while the
+            # shards run the last windows in windowed mode.
+            self.jobs = replication_jobs(self.spec, self.replication)
+            self.window = measurement_window(self.spec, self.jobs)
             self.skeleton: Engine | None = None
-            if exact:  # the driver is busy during exact mode: prepare the merge now
-                self._prepare_merge()
+            if exact:
+                self._build_skeleton()
             ray.get(ready)
             t1 = time.monotonic()
             parts, unplaced, extra = self._run_exact() if exact else self._run_windowed()
             t2 = time.monotonic()
             if self.skeleton is None:
-                self._prepare_merge()
+                self._build_skeleton()
             assert self.skeleton is not None
             result = merge_result(
                 self.spec,
@@ -131,12 +137,8 @@ class Coordinator:
             if self.own_actors or failed:  # a failed run may leave actors mid-window
                 self.actors.close()
 
-    def _prepare_merge(self) -> None:
-        """Draw the replication's stream in the driver (the ArrivalActor's own jobs, by
-        common random numbers: cheaper than shipping them back) and build the engine the
-        merged result is written into."""
-        self.jobs = replication_jobs(self.spec, self.replication)
-        self.window = measurement_window(self.spec, self.jobs)
+    def _build_skeleton(self) -> None:
+        """The engine the merged result is written into (built on the stream, not run)."""
         self.skeleton = Engine(self.spec, self.replication, jobs=self.jobs)
 
     def _split_pools(self, batch: JobBatch) -> tuple[JobBatch, dict[int, JobBatch]]:
@@ -242,7 +244,8 @@ class Coordinator:
         w = self.options.effective_window_s
         horizon = self.spec.stop.horizon_s
         realtime = self.options.realtime > 0
-        last_arrival = float(ray.get(self.arrivals.peek_last_s.remote()))
+        arrival = self.jobs.arrival_s
+        last_arrival = float(arrival[-1]) if arrival.size else -math.inf
         shard_cpu = np.array([self.template.nodes_f[L.CAP_CPU, s].sum() for s in self.slices])
         pools = sorted(self.pool_shards)
         group = np.array(
@@ -256,7 +259,7 @@ class Coordinator:
         while True:
             final = not realtime and (t + w >= last_arrival or t + w >= horizon)
             until = horizon if final else min(t + w, horizon)
-            parts = self.arrivals.split_batch.options(num_returns=1 + len(pools)).remote(
+            parts = self.arrivals.split_ids.options(num_returns=1 + len(pools)).remote(
                 until, group, 1 + len(pools)
             )
             placed = parts[0] if pools else parts
@@ -287,7 +290,7 @@ class Coordinator:
                     break
             if final or t >= horizon:
                 break
-        self._prepare_merge()  # while the shards run the last windows
+        self._build_skeleton()  # while the shards run the last windows
         ray.wait([*states, *pool_states], num_returns=len(states) + len(pool_states))
         if self.metrics is not None:
             self._record_ready(pending_metrics[-1:])

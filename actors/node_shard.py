@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors.arrivals import JobBatch
+from actors.arrivals import ArrivalIds, JobBatch, measurement_window, replication_jobs
 from cluster import kernel
 from cluster import layout as L
 from cluster.engine import Engine, FloatArray, IntArray, Jobs, job_state, runtime_table
@@ -96,7 +96,7 @@ class NodeShard:
         replication: int,
         shard: int,
         node_ids: IntArray,
-        stream: tuple[int, float, float],
+        stream: tuple[int, float, float] | None,
         label: str = "",
         exact_nodes: bool = False,
         scheduler: Any = None,
@@ -106,17 +106,29 @@ class NodeShard:
     ) -> None:
         """`node_ids`: global indices of the nodes of this shard (empty for a pool shard);
         `stream`: `ArrivalStream.info()`, i.e. the replication's job count (the most jobs
-        this shard can receive) and its statistics window (start, end) in seconds;
-        `scheduler`: the SchedulerActor handle a pool shard asks in exact mode; `share`:
-        the expected fraction of the jobs this shard receives (it grows when it gets more);
-        `snapshot`: whether states carry the free resources of every node (for routing)."""
-        window = (stream[1], stream[2])
-        capacity = min(stream[0], int(math.ceil(stream[0] * share)) + 1024)
+        this shard can receive) and its statistics window (start, end) in seconds, or None
+        for a windowed shard, which draws the stream itself (and so starts without waiting
+        for the ArrivalActor); `scheduler`: the SchedulerActor handle a pool shard asks in
+        exact mode; `share`: the expected fraction of the jobs this shard receives (it
+        grows when it gets more); `snapshot`: whether states carry the free resources of
+        every node (for routing)."""
         self.shard = shard
         self.label = label
         self.node_ids = np.asarray(node_ids, dtype=np.int64)
         self.exact_nodes = exact_nodes
         self.snapshot = snapshot
+        self.spec, self.replication = spec, replication
+        # Windowed shards are sent job ids only: they draw the stream's data themselves.
+        self.stream: Jobs | None = (
+            replication_jobs(spec, replication) if not exact_nodes and scheduler is None else None
+        )
+        if stream is None:
+            if self.stream is None:
+                raise ValueError(f"shard {shard}: exact mode needs the stream's info")
+            n_jobs = int(self.stream.arrival_s.size)
+            stream = (n_jobs, *measurement_window(spec, self.stream))
+        window = (stream[1], stream[2])
+        capacity = min(stream[0], int(math.ceil(stream[0] * share)) + 1024)
         self.n_types = len(spec.node_types)
         sub = replace(spec, nodes=tuple(spec.nodes[int(k)] for k in self.node_ids))
         # The engine is built for `capacity` jobs that never arrive (arrival = inf) and
@@ -189,14 +201,24 @@ class NodeShard:
             e.run_by_type[:, self.global_ids.size :] = -1.0
         self.global_ids = np.concatenate([self.global_ids, np.zeros(extra, dtype=np.int64)])
 
-    def window_routed(self, until_s: float, batch: JobBatch, target: IntArray) -> ShardState:
-        """Windowed mode: take this shard's share of the routed arrivals, run the window."""
-        return self.window(until_s, batch.take(target == self.shard))
+    def _batch(self, arrivals: JobBatch | ArrivalIds) -> JobBatch:
+        """The jobs' data: given, or (ids only) from this actor's copy of the stream."""
+        if isinstance(arrivals, JobBatch):
+            return arrivals
+        if self.stream is None:
+            self.stream = replication_jobs(self.spec, self.replication)
+        return arrivals.batch(self.stream)
 
-    def window(self, until_s: float, batch: JobBatch | None = None) -> ShardState:
-        """Add the routed arrivals and run the kernel up to `until_s` (inclusive)."""
-        if batch is not None:
-            self.add(batch)
+    def window_routed(
+        self, until_s: float, arrivals: JobBatch | ArrivalIds, target: IntArray
+    ) -> ShardState:
+        """Windowed mode: take this shard's share of the routed arrivals, run the window."""
+        return self.window(until_s, self._batch(arrivals).take(target == self.shard))
+
+    def window(self, until_s: float, arrivals: JobBatch | ArrivalIds | None = None) -> ShardState:
+        """Add the arrivals routed here and run the kernel up to `until_s` (inclusive)."""
+        if arrivals is not None:
+            self.add(self._batch(arrivals))
         self.engine.step(until_s=until_s)
         return self.state()
 

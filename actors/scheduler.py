@@ -27,7 +27,7 @@ import numpy as np
 import ray
 from numba import njit
 
-from actors.arrivals import JobBatch
+from actors.arrivals import ArrivalIds, JobBatch, replication_jobs
 from cluster import layout as L
 from cluster.engine import (
     Engine,
@@ -122,6 +122,8 @@ class Scheduler:
     def __init__(self, spec: SimulationSpec, replication: int, label: str = "") -> None:
         self.spec = spec
         self.label = label
+        self.replication = replication
+        self.stream: Jobs | None = None  # drawn when first asked to route ids
         empty = Jobs(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
         # An engine without jobs builds the node arrays and the policies exactly as the
         # single-process run does (same registry objects, same seeds, same set-up).
@@ -268,15 +270,26 @@ class Scheduler:
     # -- windowed mode ---------------------------------------------------------------------
 
     def route_states(
-        self, batch: JobBatch, shard_of_node: IntArray, shard_cpu: FloatArray, *states: Any
+        self,
+        arrivals: JobBatch | ArrivalIds,
+        shard_of_node: IntArray,
+        shard_cpu: FloatArray,
+        *states: Any,
     ) -> IntArray:
         """`route` on the node shards' states at the start of the window (ShardState,
-        in shard order, so in node order)."""
-        if batch.count == 0:
-            return np.zeros(0, dtype=np.int64)
+        in shard order, so in node order); the target shard of each job, as int32.
+        Given only ids, the jobs' data come from this actor's copy of the stream."""
+        if arrivals.count == 0:
+            return np.zeros(0, dtype=np.int32)
+        if isinstance(arrivals, ArrivalIds):
+            if self.stream is None:
+                self.stream = replication_jobs(self.spec, self.replication)
+            batch = arrivals.batch(self.stream)
+        else:
+            batch = arrivals
         free = np.concatenate([st.free for st in states], axis=1)
         queued = np.array([float(st.queued) for st in states])
-        return self.route(batch, free, shard_of_node, queued, shard_cpu)[0]
+        return self.route(batch, free, shard_of_node, queued, shard_cpu)[0].astype(np.int32)
 
     def route(
         self,
