@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import ray
 
+from actors.reusable import Reusable
 from cluster.engine import FloatArray, IntArray, Jobs, generate_jobs, replication_seeds
 from cluster.model import SimulationSpec
 
@@ -98,18 +98,31 @@ def measurement_window(spec: SimulationSpec, jobs: Jobs) -> tuple[float, float]:
     return (float(jobs.arrival_s[warm]) if n else 0.0, float(jobs.arrival_s[-1]) if n else 0.0)
 
 
-class ArrivalStream:
+class StreamCopy:
+    """An actor's own copy of the replication's stream (drawn now, or on first use): turns
+    a window's job ids into the jobs' data."""
+
+    def __init__(self, spec: SimulationSpec, replication: int, draw_now: bool = False) -> None:
+        self.spec, self.replication = spec, replication
+        self.jobs = replication_jobs(spec, replication) if draw_now else None
+
+    def drawn(self) -> Jobs:
+        if self.jobs is None:
+            self.jobs = replication_jobs(self.spec, self.replication)
+        return self.jobs
+
+    def batch(self, arrivals: JobBatch | ArrivalIds) -> JobBatch:
+        """The jobs' data: given (a batch), or looked up by id in this copy."""
+        return arrivals if isinstance(arrivals, JobBatch) else arrivals.batch(self.drawn())
+
+
+class ArrivalStream(Reusable):
     """The arrival stream of one replication, handed out in batches."""
 
     def __init__(self, spec: SimulationSpec, replication: int) -> None:
         self.jobs = replication_jobs(spec, replication)
         self.window = measurement_window(spec, self.jobs)
         self.next = 0
-
-    def reset(self, *args: Any, **kwargs: Any) -> None:
-        """Start over with new arguments (as `__init__` takes them), keeping the actor
-        process and its loaded code: how an `ActorSet` reuses actors across replications."""
-        self.__init__(*args, **kwargs)  # type: ignore[misc]
 
     def info(self) -> tuple[int, float, float]:
         """(number of jobs, measurement window start s, end s)."""

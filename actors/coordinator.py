@@ -74,6 +74,8 @@ class Coordinator:
         self.template = Engine(
             spec, replication, jobs=Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
         )
+        if actors is not None and actors.options != options:
+            raise ValueError(f"run {run_name}: the actor set was started with other options")
         self.own_actors = actors is None
         self.actors = ActorSet(spec, options, run_name) if actors is None else actors
         self.class_pool = self.actors.class_pool

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import ray
 
-from actors.arrivals import ArrivalIds, JobBatch, measurement_window, replication_jobs
+from actors.arrivals import ArrivalIds, JobBatch, StreamCopy, measurement_window
+from actors.reusable import Reusable
 from cluster import kernel
 from cluster import layout as L
 from cluster.engine import Engine, FloatArray, IntArray, Jobs, job_state, runtime_table
@@ -87,7 +88,7 @@ class SchedulerAllocator(Allocator):
         return result
 
 
-class NodeShard:
+class NodeShard(Reusable):
     """One shard: an engine on a node slice (or on one pool) plus the global id mapping."""
 
     def __init__(
@@ -117,16 +118,14 @@ class NodeShard:
         self.node_ids = np.asarray(node_ids, dtype=np.int64)
         self.exact_nodes = exact_nodes
         self.snapshot = snapshot
-        self.spec, self.replication = spec, replication
         # Windowed shards are sent job ids only: they draw the stream's data themselves.
-        self.stream: Jobs | None = (
-            replication_jobs(spec, replication) if not exact_nodes and scheduler is None else None
-        )
+        windowed = not exact_nodes and scheduler is None
+        self.stream = StreamCopy(spec, replication, draw_now=windowed)
         if stream is None:
-            if self.stream is None:
+            if not windowed:
                 raise ValueError(f"shard {shard}: exact mode needs the stream's info")
-            n_jobs = int(self.stream.arrival_s.size)
-            stream = (n_jobs, *measurement_window(spec, self.stream))
+            jobs = self.stream.drawn()
+            stream = (int(jobs.arrival_s.size), *measurement_window(spec, jobs))
         window = (stream[1], stream[2])
         capacity = min(stream[0], int(math.ceil(stream[0] * share)) + 1024)
         self.n_types = len(spec.node_types)
@@ -149,11 +148,6 @@ class NodeShard:
         self.used = 0
         self.global_ids = np.zeros(capacity, dtype=np.int64)
         self.type_index = self.engine.nodes_i[L.NODE_TYPE].copy()
-
-    def reset(self, *args: Any, **kwargs: Any) -> None:
-        """Start over with new arguments (as `__init__` takes them), keeping the actor
-        process and its loaded code: how an `ActorSet` reuses actors across replications."""
-        self.__init__(*args, **kwargs)  # type: ignore[misc]
 
     def __repr__(self) -> str:
         # Ray asks for the repr even when the constructor failed half-way.
@@ -201,24 +195,16 @@ class NodeShard:
             e.run_by_type[:, self.global_ids.size :] = -1.0
         self.global_ids = np.concatenate([self.global_ids, np.zeros(extra, dtype=np.int64)])
 
-    def _batch(self, arrivals: JobBatch | ArrivalIds) -> JobBatch:
-        """The jobs' data: given, or (ids only) from this actor's copy of the stream."""
-        if isinstance(arrivals, JobBatch):
-            return arrivals
-        if self.stream is None:
-            self.stream = replication_jobs(self.spec, self.replication)
-        return arrivals.batch(self.stream)
-
     def window_routed(
         self, until_s: float, arrivals: JobBatch | ArrivalIds, target: IntArray
     ) -> ShardState:
         """Windowed mode: take this shard's share of the routed arrivals, run the window."""
-        return self.window(until_s, self._batch(arrivals).take(target == self.shard))
+        return self.window(until_s, self.stream.batch(arrivals).take(target == self.shard))
 
     def window(self, until_s: float, arrivals: JobBatch | ArrivalIds | None = None) -> ShardState:
         """Add the arrivals routed here and run the kernel up to `until_s` (inclusive)."""
         if arrivals is not None:
-            self.add(self._batch(arrivals))
+            self.add(self.stream.batch(arrivals))
         self.engine.step(until_s=until_s)
         return self.state()
 

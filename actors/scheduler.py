@@ -27,7 +27,8 @@ import numpy as np
 import ray
 from numba import njit
 
-from actors.arrivals import ArrivalIds, JobBatch, replication_jobs
+from actors.arrivals import ArrivalIds, JobBatch, StreamCopy
+from actors.reusable import Reusable
 from cluster import layout as L
 from cluster.engine import (
     Engine,
@@ -116,14 +117,13 @@ def route_batch(
     return placed
 
 
-class Scheduler:
+class Scheduler(Reusable):
     """The scheduler's cache of the cluster plus the scenario's policy objects."""
 
     def __init__(self, spec: SimulationSpec, replication: int, label: str = "") -> None:
         self.spec = spec
         self.label = label
-        self.replication = replication
-        self.stream: Jobs | None = None  # drawn when first asked to route ids
+        self.stream = StreamCopy(spec, replication)  # drawn when first asked to route ids
         empty = Jobs(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
         # An engine without jobs builds the node arrays and the policies exactly as the
         # single-process run does (same registry objects, same seeds, same set-up).
@@ -141,11 +141,6 @@ class Scheduler:
         self.patience = np.array([c.timeout_s for c in spec.classes], dtype=np.float64)
         self.decisions = 0
         self.failed = 0
-
-    def reset(self, *args: Any, **kwargs: Any) -> None:
-        """Start over with new arguments (as `__init__` takes them), keeping the actor
-        process and its loaded code: how an `ActorSet` reuses actors across replications."""
-        self.__init__(*args, **kwargs)  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"Scheduler({getattr(self, 'label', '')})"  # even if __init__ failed
@@ -281,12 +276,7 @@ class Scheduler:
         Given only ids, the jobs' data come from this actor's copy of the stream."""
         if arrivals.count == 0:
             return np.zeros(0, dtype=np.int32)
-        if isinstance(arrivals, ArrivalIds):
-            if self.stream is None:
-                self.stream = replication_jobs(self.spec, self.replication)
-            batch = arrivals.batch(self.stream)
-        else:
-            batch = arrivals
+        batch = self.stream.batch(arrivals)
         free = np.concatenate([st.free for st in states], axis=1)
         queued = np.array([float(st.queued) for st in states])
         return self.route(batch, free, shard_of_node, queued, shard_cpu)[0].astype(np.int32)
