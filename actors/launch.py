@@ -63,8 +63,6 @@ def options_from_args(args: argparse.Namespace | RayRunOptions | None) -> RayRun
         window = getattr(args, "window", None)
         realtime = getattr(args, "realtime", None)
         shard_cpus = getattr(args, "shard_cpus", None)
-        if shard_cpus is not None and not (shard_cpus >= 0 and math.isfinite(shard_cpus)):
-            raise ValueError(f"--shard-cpus must be a number >= 0, got {shard_cpus}")
         return RayRunOptions(
             shards=1 if shards is None else int(shards),
             window_s=0.0 if window is None else float(window),

@@ -34,6 +34,8 @@ class RayRunOptions:
             raise ValueError(f"window must be a finite number of seconds >= 0, got {self.window_s}")
         if not (self.realtime >= 0 and math.isfinite(self.realtime)):
             raise ValueError(f"realtime must be a finite factor >= 0, got {self.realtime}")
+        if not (self.shard_cpus >= 0 and math.isfinite(self.shard_cpus)):
+            raise ValueError(f"shard CPUs must be a finite number >= 0, got {self.shard_cpus}")
 
     @property
     def mode(self) -> str:

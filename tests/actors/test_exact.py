@@ -95,6 +95,8 @@ def test_replications_and_option_errors() -> None:
         RayRunOptions(shards=0)
     with pytest.raises(ValueError, match="window"):
         RayRunOptions(window_s=-1.0)
+    with pytest.raises(ValueError, match="shard CPUs"):
+        RayRunOptions(shard_cpus=-1.0)
 
 
 @pytest.mark.parametrize(

@@ -79,6 +79,8 @@ def test_run_with_ray_writes_the_same_files(
     bad = ["--ray", "--shards", "2", "--shard-resources", "machine-a"]
     assert main(["run", "mm-c", *ARGS, *bad]) == 2
     assert "--shard-resources 'machine-a': expected NAME=AMOUNT" in capsys.readouterr().err
+    assert main(["run", "mm-c", *ARGS, "--ray", "--shard-cpus", "-1"]) == 2
+    assert "shard CPUs must be a finite number >= 0" in capsys.readouterr().err
 
 
 def test_shard_resources_from_the_command_line() -> None:
