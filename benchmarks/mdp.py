@@ -26,7 +26,7 @@ from cluster import layout as L
 from cluster.engine import Engine
 from cluster.policies.mdp import estimator as est
 from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.learner import LearnConfig, learn, tracking_delays
+from cluster.experiments.mdp_learner import LearnConfig, learn, tracking_delays
 from cluster.policies.mdp.model import MdpModel
 from cluster.policies.mdp.solver import solve
 from scenarios.loader import load_scenario
@@ -90,9 +90,9 @@ def bench_mle() -> dict[str, Any]:
 
     def rebuild() -> list[est.ClassExposure]:
         path = est.path_from_jobs(
-            engine.jobs_f[L.ARRIVAL],
-            engine.jobs_f[L.END],
-            engine.jobs_i[L.CLS],
+            engine.jobs_f[L.JF.ARRIVAL],
+            engine.jobs_f[L.JF.END],
+            engine.jobs_i[L.JI.CLS],
             (0, 1),
             30.0,
             [(0.0, table)],
@@ -103,7 +103,7 @@ def bench_mle() -> dict[str, Any]:
     t_path, data = best_of(rebuild, 5)
     t_mle, estimates = best_of(lambda: [est.mle(d, 2.5) for d in data], 5)
     return {
-        "departures": int(engine.istate[L.DONE_COUNT]),
+        "departures": int(engine.state.istate[L.IS.DONE_COUNT]),
         "seconds_mle_both_classes": t_mle,
         "seconds_mle_per_class": t_mle / 2,
         "seconds_path_and_exposure": t_path,

@@ -1,10 +1,19 @@
-"""The event engine: builds the struct-of-arrays state for one replication of a scenario
-and drives the compiled loop (`cluster.kernel`), calling Python policies when asked.
+"""The event engine: the one owner of simulated time and state.
 
-Random streams (common random numbers): the scenario seed spawns one `SeedSequence` per
-replication, and each replication spawns one stream per (class, purpose): arrivals of
-class i, sizes of class i, and the placer's stream. Two policies run on the same seed see
-the same jobs, whatever else differs.
+An `Engine` holds one replication's `EngineState` (typed groups of arrays,
+`cluster.state`) and drives the compiled loop (`cluster.kernel`). Only the engine moves
+time and writes state; policies, actors, learners and tuners use its API (SimPy's rule):
+
+- `peek()` the time of the next event, `step(until_s)` advance, `run()` to the end;
+- `start(job, node, gpus=...)` a queued job on a node, `kill(job, ...)` a running one
+  (work lost, re-queued with a new request or failed);
+- `rent(node_type)` a node (ready after the type's start-up delay), `release(node)`;
+- `set_speedup(class, params)`, `advance(t)`, `set_window(...)`, `add_jobs(jobs)`;
+- `snapshot()` a frozen, read-only `RunState` that metrics and results read.
+
+Arrays read through the engine's properties (`engine.jobs_f`, ...) are read-only views:
+writing them raises. Policies are called back through four extension points (scaler,
+placer, allocator, provisioner) when they have no compiled path.
 
 >>> from cluster.model import *
 >>> from cluster.distributions import Exponential
@@ -23,18 +32,27 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from cluster import kernel
-from cluster import layout as L
+from cluster.jobs import (
+    Jobs,
+    Purpose,
+    concat_jobs,
+    generate_jobs,
+    replication_seed,
+    replication_seeds,
+    runtime_table,
+    stream,
+)
+from cluster.layout import CF, FS, IS, JF, JI, NF, NI, PF, PI, JobState, NodeStatus, Status
 from cluster.metrics import RunResult, build_result
 from cluster.model import SimulationSpec
-from cluster.policies import registry
+from cluster.policies import compiled, registry
 from cluster.policies.base import (
     Allocation,
     Allocator,
@@ -44,8 +62,24 @@ from cluster.policies.base import (
     PolicyError,
     PoolView,
     Provisioner,
+    Release,
+    Rent,
+    Scaler,
+    ScaleView,
 )
-from cluster.speedup import MAX_TABLE_POINTS
+from cluster.policies.codes import check_code
+from cluster.state import (
+    EngineState,
+    RunState,
+    check_gpu_request,
+    class_arrays,
+    empty_nodes,
+    fill_node,
+    grown,
+    max_gpus,
+    pool_arrays,
+    read_only,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,150 +91,56 @@ EVENTS_PER_CALL = 1 << 18
 #: Tolerance on over-allocation of a pool (cores).
 ALLOC_EPS = 1e-9
 
-
-@dataclass(frozen=True)
-class Jobs:
-    """The jobs of one replication, sorted by arrival (ties: class order, then draw order)."""
-
-    arrival_s: FloatArray
-    class_index: IntArray
-    size: FloatArray
-    #: One uniform draw per job, mapped to a run time on each node type that has one.
-    runtime_u: FloatArray | None = None
-
-
-def replication_seeds(seed: int, replications: int) -> list[np.random.SeedSequence]:
-    """One SeedSequence per replication, spawned from the scenario seed."""
-    return np.random.SeedSequence(seed).spawn(replications)
-
-
-def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
-    """Draw the arrival times and sizes of every job of one replication.
-
-    With `stop.jobs`, exactly that many jobs (the earliest arrivals across classes); with
-    `stop.time_s`, every arrival up to the horizon. Each class draws from its own streams,
-    so the jobs of one class do not depend on the other classes.
-    """
-    n_classes = len(spec.classes)
-    streams = seq.spawn(3 * n_classes)
-    if spec.stop.time_s is not None:
-        counts = [np.iinfo(np.int64).max] * n_classes
-        times = _draw_arrivals(spec, streams, spec.stop.time_s, counts)
-        limit = sum(t.size for t in times)
-    else:
-        limit = int(spec.stop.jobs or 0)
-        times = _arrivals_for_count(spec, streams, limit)
-    sizes = [
-        c.size.sample(np.random.default_rng(streams[2 * i + 1]), t.size)
-        for i, (c, t) in enumerate(zip(spec.classes, times, strict=True))
-    ]
-    if n_classes == 1:
-        # One stream is already in arrival order: no merge, no copies.
-        cls: IntArray = np.zeros(times[0].size, dtype=np.int64)
-        arrival = times[0]
-        order: slice | IntArray = slice(0, limit)
-    else:
-        cls = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(times)])
-        arrival = np.concatenate(times)
-        # Stable: equal times keep class order, then each class's draw order.
-        order = np.argsort(arrival, kind="stable")[:limit]
-    runtime_u = None
-    if any(c.runtime_by_node_type for c in spec.classes):
-        runtime_u = np.concatenate(
-            [
-                np.random.default_rng(streams[2 * n_classes + i]).random(t.size)
-                for i, t in enumerate(times)
-            ]
-        )[order]
-    size = sizes[0] if n_classes == 1 else np.concatenate(sizes)
-    return Jobs(arrival[order], cls[order], size[order].astype(np.float64, copy=False), runtime_u)
-
-
-def _draw_arrivals(
-    spec: SimulationSpec, streams: list[np.random.SeedSequence], until_s: float, counts: list[int]
-) -> list[FloatArray]:
-    return [
-        c.arrival.generate(np.random.default_rng(streams[2 * i]), until_s, counts[i])
-        for i, c in enumerate(spec.classes)
-    ]
-
-
-def _arrivals_for_count(
-    spec: SimulationSpec, streams: list[np.random.SeedSequence], count: int
-) -> list[FloatArray]:
-    """Arrivals per class that cover the first `count` jobs of the merged stream.
-
-    Open classes draw in proportion to their rate (with head-room); if the merged stream is
-    not covered, every class redraws from its seed with twice the head-room.
-    """
-    if len(spec.classes) == 1:
-        return _draw_arrivals(spec, streams, math.inf, [count])
-    rates = [c.arrival.rate_per_s or 0.0 for c in spec.classes]
-    total_rate = sum(rates)
-    headroom = 1.1
-    while True:
-        counts = [
-            count if r == 0.0 else min(count, int(headroom * count * r / total_rate) + 64)
-            for r in rates
-        ]
-        times = _draw_arrivals(spec, streams, math.inf, counts)
-        merged = np.sort(np.concatenate(times))[:count] if count else np.zeros(0)
-        # Only classes cut short by their count bound the covered horizon.
-        covered = min(
-            (
-                float(t[-1])
-                for t, n, r in zip(times, counts, rates, strict=True)
-                if r > 0.0 and t.size == n and n < count
-            ),
-            default=math.inf,
-        )
-        if merged.size < count and covered == math.inf:
-            return times  # finite classes only: fewer jobs than asked for
-        if merged.size == count and (count == 0 or merged[-1] <= covered):
-            return times
-        headroom *= 2.0
-
-
-def runtime_table(spec: SimulationSpec, jobs: Jobs) -> FloatArray:
-    """Run time in seconds of every job on every node type (-1 = size / (speed * s(cpu))).
-
-    Shape (node types, jobs), or (0, 0) when no class sets `runtime_by_node_type`.
-    """
-    if jobs.runtime_u is None or not any(c.runtime_by_node_type for c in spec.classes):
-        return np.zeros((0, 0))
-    table = np.full((len(spec.node_types), jobs.arrival_s.size), -1.0)
-    for c, jc in enumerate(spec.classes):
-        mine = jobs.class_index == c
-        for t, nt in enumerate(spec.node_types):
-            dist = jc.runtime_by_node_type.get(nt.name)
-            if dist is not None and mine.any():
-                table[t, mine] = dist.quantile(jobs.runtime_u[mine])
-    return table
+__all__ = [
+    "ALLOC_EPS",
+    "Engine",
+    "Jobs",
+    "check_allocation",
+    "generate_jobs",
+    "replication_seeds",
+    "runtime_table",
+]
 
 
 def job_state(
     spec: SimulationSpec, provisioner: Provisioner, jobs: Jobs
 ) -> tuple[FloatArray, IntArray]:
-    """Fresh per-job state arrays (rows in cluster.layout) for the given jobs.
+    """Fresh per-job state arrays for the given jobs (requests from the provisioner).
 
     Only the rows the loop reads before writing are filled; the others stay zero pages
     that the operating system maps lazily (a row a run never writes costs no memory).
     """
     n = jobs.arrival_s.size
-    jobs_f = np.zeros((L.JF_ROWS, n))
-    jobs_i = np.zeros((L.JI_ROWS, n), dtype=np.int64)
-    jobs_f[L.ARRIVAL] = jobs.arrival_s
-    jobs_f[L.SIZE] = jobs.size
-    jobs_i[L.CLS] = jobs.class_index
+    jobs_f = np.zeros((len(JF), n))
+    jobs_i = np.zeros((len(JI), n), dtype=np.int64)
+    jobs_f[JF.ARRIVAL] = jobs.arrival_s
+    jobs_f[JF.SIZE] = jobs.size
+    jobs_i[JI.CLS] = jobs.class_index
     cpu, mem, gpu = provisioner.requests(spec, jobs.class_index)
-    for row, values in ((L.REQ_CPU, cpu), (L.REQ_MEM, mem), (L.REQ_GPU, gpu)):
+    for row, values in ((JF.REQ_CPU, cpu), (JF.REQ_MEM, mem), (JF.REQ_GPU, gpu)):
         if np.any(values):
             jobs_f[row] = values
     return jobs_f, jobs_i
 
 
+def _policy(spec: SimulationSpec, kind: registry.Kind, given: Any, base: type) -> Any:
+    ref = getattr(spec.scheduler, kind)
+    policy = given if given is not None else registry.create(kind, ref.name, **ref.params)
+    if not isinstance(policy, base):
+        raise TypeError(f"{policy!r} is not a {base.__name__}")
+    code = int(policy.kernel_code)
+    if not check_code(kind, code):
+        raise PolicyError(
+            policy.name,
+            0.0,
+            f"kernel_code {code} is not a compiled {kind} code "
+            "(see cluster.policies.codes; 0 = decide in Python)",
+        )
+    return policy
+
+
 class Engine:
-    """One replication of a scenario: state arrays, policies and the driving loop."""
+    """One replication of a scenario: its state, its policies and the loop that drives it."""
 
     def __init__(
         self,
@@ -211,6 +151,7 @@ class Engine:
         provisioner: Provisioner | None = None,
         force_python_policies: bool = False,
         jobs: Jobs | None = None,
+        scaler: Scaler | None = None,
     ) -> None:
         """Build the state of one replication.
 
@@ -220,159 +161,175 @@ class Engine:
         """
         self.spec = spec
         self.replication = replication
-        seq = replication_seeds(spec.seed, max(spec.replications, replication + 1))[replication]
-        job_seq, policy_seq = seq.spawn(2)
-        self.placer = placer or _make(
-            registry.create("placer", spec.scheduler.placer.name, **spec.scheduler.placer.params),
-            Placer,
-        )
-        self.allocator = allocator or _make(
-            registry.create(
-                "allocator", spec.scheduler.allocator.name, **spec.scheduler.allocator.params
-            ),
-            Allocator,
-        )
-        self.provisioner = provisioner or _make(
-            registry.create(
-                "provisioner", spec.scheduler.provisioner.name, **spec.scheduler.provisioner.params
-            ),
-            Provisioner,
-        )
-        place_seq, alloc_seq = policy_seq.spawn(2)
-        self.placer.setup(spec, np.random.default_rng(place_seq))
-        self.allocator.setup(spec, np.random.default_rng(alloc_seq))
-        self.provisioner.setup(spec, np.random.default_rng(0))
-        self.jobs = jobs if jobs is not None else generate_jobs(spec, job_seq)
-        self._build_state(np.random.default_rng(place_seq), force_python_policies)
+        seq = replication_seed(spec, replication)
+        self.placer: Placer = _policy(spec, "placer", placer, Placer)
+        self.allocator: Allocator = _policy(spec, "allocator", allocator, Allocator)
+        self.provisioner: Provisioner = _policy(spec, "provisioner", provisioner, Provisioner)
+        self.scaler: Scaler = _policy(spec, "scaler", scaler, Scaler)
+        placer_rng = stream(seq, Purpose.PLACER)
+        self.placer.setup(spec, stream(seq, Purpose.PLACER))
+        self.allocator.setup(spec, stream(seq, Purpose.ALLOCATOR))
+        self.provisioner.setup(spec, stream(seq, Purpose.PROVISIONER))
+        self.scaler.setup(spec, stream(seq, Purpose.SCALER))
+        for c in spec.classes:
+            check_gpu_request(f"workload class {c.name!r}: request.gpu", c.request.gpu)
+        self.jobs = jobs if jobs is not None else generate_jobs(spec, seq)
+        self._type_index = {t.name: i for i, t in enumerate(spec.node_types)}
+        self._s = self._build_state(placer_rng, force_python_policies)
+        self._ro: EngineState | None = None
+        self._view_cache: dict[str, Any] = {}
         self.status = -1
 
     # -- state ------------------------------------------------------------------------
 
-    def _build_state(self, placer_rng: np.random.Generator, force_python: bool) -> None:
+    def _build_state(self, placer_rng: np.random.Generator, force_python: bool) -> EngineState:
         spec, jobs = self.spec, self.jobs
         n = jobs.arrival_s.size
-        self.jobs_f, self.jobs_i = job_state(spec, self.provisioner, jobs)
-
-        types = {t.name: i for i, t in enumerate(spec.node_types)}
+        jobs_f, jobs_i = job_state(spec, self.provisioner, jobs)
         m = len(spec.nodes)
-        self.nodes_f = np.zeros((L.NF_ROWS, m))
-        self.nodes_i = np.zeros((L.NI_ROWS, m), dtype=np.int64)
+        nodes_f, nodes_i, gpu_free = empty_nodes(max(m, 1), max_gpus(spec))
         for k, type_name in enumerate(spec.nodes):
-            t = spec.node_types[types[type_name]]
-            self.nodes_f[[L.CAP_CPU, L.CAP_MEM, L.CAP_GPU], k] = (t.cpu, t.memory_gb, t.gpu)
-            self.nodes_f[L.SPEED, k] = t.speed
-            self.nodes_f[L.PRICE_PER_S, k] = t.price_per_hour / 3600.0
-            self.nodes_i[L.NODE_TYPE, k] = types[type_name]
-            self.nodes_i[L.ACTIVE, k] = 1
-            self.nodes_f[L.CAP_SLOTS, k] = t.max_jobs
-        self.nodes_f[[L.FREE_CPU, L.FREE_MEM, L.FREE_GPU, L.FREE_SLOTS]] = self.nodes_f[
-            [L.CAP_CPU, L.CAP_MEM, L.CAP_GPU, L.CAP_SLOTS]
-        ]
-
-        n_pools = len(spec.pools)
-        self.pools_f = np.zeros((L.PF_ROWS, n_pools))
-        self.pools_i = np.full((L.PI_ROWS, n_pools), -1, dtype=np.int64)
-        for p, pool in enumerate(spec.pools):
-            self.pools_f[L.P_CORES, p] = pool.cores
-            self.pools_f[L.P_SPEED, p] = pool.speed
-            self.pools_f[L.P_PRICE_PER_S, p] = pool.price_per_hour / 3600.0
-        self.pools_i[L.P_COUNT] = 0
-        self.pools_i[L.P_NEED_ALLOC] = 0
-
-        n_classes = len(spec.classes)
-        self.classes_f = np.zeros((L.CF_ROWS, n_classes))
-        self.classes_i = np.zeros((L.CI_ROWS, n_classes), dtype=np.int64)
-        self.class_tx = np.zeros((n_classes, MAX_TABLE_POINTS))
-        self.class_ty = np.zeros((n_classes, MAX_TABLE_POINTS))
-        for c, jc in enumerate(spec.classes):
-            self.classes_f[L.HOLDING_COST, c] = jc.holding_cost
-            sp_params = jc.speedup.kernel_params()
-            self.classes_f[L.SP_PARAM, c] = sp_params[0]
-            self.classes_f[L.SP_PARAM2, c] = sp_params[1] if sp_params.size > 1 else 0.0
-            self.classes_f[L.TIMEOUT_S, c] = jc.timeout_s
-            self.classes_i[L.SP_KIND, c] = jc.speedup.kernel_code
-            self.classes_i[L.CLASS_POOL, c] = spec.pool_index(jc.pool) if jc.pool else -1
-            xs, ys = jc.speedup.table_points()
-            self.classes_i[L.SP_NPTS, c] = xs.size
-            self.class_tx[c, : xs.size], self.class_ty[c, : ys.size] = xs, ys
-
-        # A completion and a patience timer per job at most.
-        self.run_by_type = runtime_table(spec, jobs)
-        self.heap_t = np.zeros(2 * n + 1)
-        self.heap_j = np.zeros(2 * n + 1, dtype=np.int64)
-        self.heap_k = np.zeros(2 * n + 1, dtype=np.int64)
-        self.queue = np.zeros(max(n, 1), dtype=np.int64)
-        self.members = np.zeros(max(n, 1), dtype=np.int64)
-        self.n_class = np.zeros(n_classes, dtype=np.int64)
-        self.area_class = np.zeros(n_classes)
-        self.istate = np.zeros(L.IS_ROWS, dtype=np.int64)
-        self.fstate = np.zeros(L.FS_ROWS)
-        self.istate[L.PLACER_CODE] = 0 if force_python else self.placer.kernel_code
-        self.istate[L.ALLOC_CODE] = 0 if force_python else self.allocator.kernel_code
-        self.rng = np.array([placer_rng.integers(0, 2**63)], dtype=np.uint64)
-        self.placer_params = np.asarray(self.placer.kernel_params(), dtype=np.float64)
-        self.alloc_params = np.asarray(self.allocator.kernel_params(), dtype=np.float64)
-
+            t = self._type_index[type_name]
+            fill_node(nodes_f, nodes_i, gpu_free, k, spec.node_types[t], t, 0.0, NodeStatus.UP)
+        pools_f, pools_i = pool_arrays(spec)
+        classes_f, classes_i, tx, ty = class_arrays(spec)
+        istate = np.zeros(len(IS), dtype=np.int64)
+        fstate = np.zeros(len(FS))
+        istate[IS.NODES_USED] = m
+        istate[IS.PLACER_CODE] = 0 if force_python else self.placer.kernel_code
+        istate[IS.ALLOC_CODE] = 0 if force_python else self.allocator.kernel_code
+        istate[IS.SCALER_CODE] = self.scaler.kernel_code
         stop = spec.stop
         if stop.time_s is not None:
-            self.fstate[L.WIN_START] = stop.warmup_s
-            self.fstate[L.WIN_END] = stop.time_s
-            self.fstate[L.HORIZON] = stop.time_s
+            fstate[FS.WIN_START] = stop.warmup_s
+            fstate[FS.WIN_END] = fstate[FS.HORIZON] = stop.time_s
         else:
             warm = min(stop.warmup_jobs, max(n - 1, 0))
-            self.fstate[L.WIN_START] = jobs.arrival_s[warm] if n else 0.0
-            self.fstate[L.WIN_END] = jobs.arrival_s[-1] if n else 0.0
-            self.fstate[L.HORIZON] = math.inf
+            fstate[FS.WIN_START] = jobs.arrival_s[warm] if n else 0.0
+            fstate[FS.WIN_END] = jobs.arrival_s[-1] if n else 0.0
+            fstate[FS.HORIZON] = math.inf
+        n_classes = len(spec.classes)
+        # A completion and a patience timer per job at most, plus node-ready events.
+        heap = 2 * n + m + 1
+        return EngineState(
+            jobs_f=jobs_f,
+            jobs_i=jobs_i,
+            nodes_f=nodes_f,
+            nodes_i=nodes_i,
+            gpu_free=gpu_free,
+            pools_f=pools_f,
+            pools_i=pools_i,
+            classes_f=classes_f,
+            classes_i=classes_i,
+            class_tx=tx,
+            class_ty=ty,
+            heap_t=np.zeros(heap),
+            heap_j=np.zeros(heap, dtype=np.int64),
+            heap_k=np.zeros(heap, dtype=np.int64),
+            run_by_type=runtime_table(spec, jobs),
+            queue=np.zeros(max(n, 1), dtype=np.int64),
+            members=np.zeros(max(n, 1), dtype=np.int64),
+            n_class=np.zeros(n_classes, dtype=np.int64),
+            area_class=np.zeros(n_classes),
+            istate=istate,
+            fstate=fstate,
+            rng=np.array([placer_rng.integers(0, 2**63)], dtype=np.uint64),
+            placer_params=np.asarray(self.placer.kernel_params(), dtype=np.float64),
+            alloc_params=np.asarray(self.allocator.kernel_params(), dtype=np.float64),
+        )
 
-    # -- driving ----------------------------------------------------------------------
+    def _replace(self, **arrays: Any) -> None:
+        """Swap in grown arrays (the state is immutable as a tuple; its arrays are not)."""
+        self._s = self._s._replace(**arrays)
+        self._ro = None
+        self._view_cache.clear()
+
+    @property
+    def state(self) -> EngineState:
+        """Read-only views of every state array."""
+        if self._ro is None:
+            self._ro = read_only(self._s)
+        return self._ro
+
+    # Read-only views of the arrays most readers want (writing them raises ValueError).
+    @property
+    def jobs_f(self) -> FloatArray:
+        return self.state.jobs_f
+
+    @property
+    def jobs_i(self) -> IntArray:
+        return self.state.jobs_i
+
+    @property
+    def nodes_f(self) -> FloatArray:
+        return self.state.nodes_f
+
+    @property
+    def nodes_i(self) -> IntArray:
+        return self.state.nodes_i
+
+    @property
+    def pools_f(self) -> FloatArray:
+        return self.state.pools_f
+
+    @property
+    def pools_i(self) -> IntArray:
+        return self.state.pools_i
 
     @property
     def now(self) -> float:
         """Simulated time, seconds."""
-        return float(self.fstate[L.NOW])
+        return float(self._s.fstate[FS.NOW])
 
     @property
     def events(self) -> int:
-        return int(self.istate[L.EVENTS])
+        return int(self._s.istate[IS.EVENTS])
+
+    @property
+    def jobs_done(self) -> int:
+        """Jobs that have left the system (completed or failed)."""
+        return int(self._s.istate[IS.DONE_COUNT])
+
+    @property
+    def jobs_in_system(self) -> int:
+        return int(self._s.istate[IS.N_SYSTEM])
+
+    @property
+    def nodes_used(self) -> int:
+        """Node rows handed out so far (the static nodes, then rented ones)."""
+        return int(self._s.istate[IS.NODES_USED])
 
     @property
     def finished(self) -> bool:
-        return self.status == L.FINISHED
+        return self.status == Status.FINISHED
+
+    def snapshot(self, copy: bool = False) -> RunState:
+        """A frozen view of the state now (read-only arrays; `copy` for an independent one)."""
+        state = EngineState(*(a.copy() for a in self._s)) if copy else self.state
+        if copy:
+            state = read_only(state)
+        return RunState(self.spec, self.replication, state, self.now)
+
+    # -- driving ----------------------------------------------------------------------
+
+    def peek(self) -> float:
+        """Time of the next event, seconds (+inf if none)."""
+        return float(kernel.next_event_time(self._s))
 
     def step(self, until_s: float = math.inf, max_events: int = EVENTS_PER_CALL) -> int:
-        """Advance until `until_s`, `max_events` events or the end; answer policy calls."""
+        """Advance until `until_s`, `max_events` events or the end; answer policy calls.
+
+        Returns a `cluster.layout.Status`: FINISHED, PAUSED (next event after `until_s`)
+        or YIELDED (`max_events` events done).
+        """
         while True:
-            status = kernel.run_kernel(
-                self.jobs_f,
-                self.jobs_i,
-                self.nodes_f,
-                self.nodes_i,
-                self.pools_f,
-                self.pools_i,
-                self.classes_f,
-                self.classes_i,
-                self.class_tx,
-                self.class_ty,
-                self.heap_t,
-                self.heap_j,
-                self.heap_k,
-                self.run_by_type,
-                self.queue,
-                self.members,
-                self.n_class,
-                self.area_class,
-                self.istate,
-                self.fstate,
-                self.rng,
-                self.placer_params,
-                self.alloc_params,
-                until_s,
-                max_events,
-            )
-            if status == L.NEED_PLACE_DECISION:
+            status = kernel.run_kernel(self._s, until_s, max_events)
+            if status == Status.NEED_SCALE_DECISION:
+                self._python_scale()
+            elif status == Status.NEED_PLACE_DECISION:
                 self._python_place()
-            elif status == L.NEED_ALLOC_DECISION:
-                self._python_allocate(int(self.istate[L.STATUS_POOL]))
+            elif status == Status.NEED_ALLOC_DECISION:
+                self._python_allocate(int(self._s.istate[IS.STATUS_POOL]))
             else:
                 self.status = status
                 return status
@@ -384,16 +341,66 @@ class Engine:
         """
         total = max(self.jobs.arrival_s.size, 1)
         horizon = self.spec.stop.time_s
-        while self.step() != L.FINISHED:
+        while self.step() != Status.FINISHED:
             if progress is not None:
-                done = self.now / horizon if horizon else self.istate[L.DONE_COUNT] / total
+                done = self.now / horizon if horizon else self.jobs_done / total
                 progress(min(float(done), 1.0))
         if progress is not None:
             progress(1.0)
         return self.result()
 
     def result(self) -> RunResult:
-        return build_result(self)
+        return build_result(self.snapshot(), (self.placer, self.allocator, self.provisioner))
+
+    def advance(self, t: float) -> None:
+        """Move the clock to `t` with no event (pools' work and integrals brought up to t).
+
+        `t` must not lie beyond the next event: call `step(until_s=t)` first.
+        """
+        if t < self.now:
+            raise ValueError(f"advance: {t} s is before now ({self.now} s)")
+        if t > self.peek():
+            raise ValueError(f"advance: {t} s is after the next event ({self.peek()} s)")
+        for p in range(self._s.pools_f.shape[1]):
+            kernel.advance_pool(self._s, p, t)
+        kernel.advance_to(self._s, t)
+
+    def set_window(
+        self,
+        start_s: float | None = None,
+        end_s: float | None = None,
+        horizon_s: float | None = None,
+    ) -> None:
+        """Set the measurement window [start_s, end_s] and the horizon (seconds)."""
+        f = self._s.fstate
+        if start_s is not None:
+            f[FS.WIN_START] = start_s
+        if end_s is not None:
+            f[FS.WIN_END] = end_s
+        if horizon_s is not None:
+            f[FS.HORIZON] = horizon_s
+
+    def close_window(self, t: float) -> None:
+        """Account time integrals up to `t` (end of a shard's run) without moving jobs."""
+        kernel.accumulate(self._s, t)
+
+    def set_speedup(self, cls: int, params: Sequence[float]) -> None:
+        """Change class `cls`'s speed-up parameters now; running pool jobs' rates follow.
+
+        Pools are brought up to now first, so the change takes effect exactly at `now`.
+        """
+        s = self._s
+        values = [float(v) for v in params]
+        s.classes_f[CF.SP_PARAM, cls] = values[0]
+        if len(values) > 1:
+            s.classes_f[CF.SP_PARAM2, cls] = values[1]
+        for p in range(s.pools_f.shape[1]):
+            kernel.advance_pool(s, p, self.now)
+            kernel.apply_allocation(s, p, self.now)
+
+    def request_allocation(self, pool: int) -> None:
+        """Ask the allocator to decide pool `pool` again before the next event."""
+        self._s.pools_i[PI.NEED_ALLOC, pool] = 1
 
     def add_jobs(self, jobs: Jobs) -> IntArray:
         """Append jobs to a paused engine; return their row indices.
@@ -401,73 +408,191 @@ class Engine:
         For feeding an engine window by window (the Ray shards of `actors/`): the new jobs
         must be sorted by arrival and arrive no earlier than `now` and than every job
         already known. The arrays grow; the heap, the queue and every running job are
-        kept, so an engine fed this way between `step(until_s=...)` calls runs exactly as
-        one given all its jobs up front. Requests come from the provisioner.
+        kept, so an engine fed this way runs exactly as one given all its jobs up front.
         """
         m = jobs.arrival_s.size
-        n = self.jobs_f.shape[1]
+        s = self._s
+        n = s.jobs_f.shape[1]
         if m == 0:
             return np.zeros(0, dtype=np.int64)
-        last = self.jobs_f[L.ARRIVAL, n - 1] if n else -math.inf
+        last = s.jobs_f[JF.ARRIVAL, n - 1] if n else -math.inf
         if np.any(np.diff(jobs.arrival_s) < 0) or jobs.arrival_s[0] < max(last, self.now):
             raise ValueError(
                 "add_jobs: jobs must be sorted and arrive at or after now and "
                 "after every job already known"
             )
         new_f, new_i = job_state(self.spec, self.provisioner, jobs)
-        self.jobs_f = np.concatenate([self.jobs_f, new_f], axis=1)
-        self.jobs_i = np.concatenate([self.jobs_i, new_i], axis=1)
+        arrays: dict[str, Any] = {
+            "jobs_f": np.concatenate([s.jobs_f, new_f], axis=1),
+            "jobs_i": np.concatenate([s.jobs_i, new_i], axis=1),
+        }
         table = runtime_table(self.spec, jobs)
-        if table.shape[0] or self.run_by_type.shape[0]:
-            old = (
-                self.run_by_type
-                if self.run_by_type.shape[0]
-                else np.full((len(self.spec.node_types), n), -1.0)
-            )
-            table = table if table.shape[0] else np.full((len(self.spec.node_types), m), -1.0)
-            self.run_by_type = np.concatenate([old, table], axis=1)
-        runtime_u = None
-        if jobs.runtime_u is not None or self.jobs.runtime_u is not None:
-            runtime_u = np.concatenate(
-                [
-                    self.jobs.runtime_u if self.jobs.runtime_u is not None else np.zeros(n),
-                    jobs.runtime_u if jobs.runtime_u is not None else np.zeros(m),
-                ]
-            )
-        self.jobs = Jobs(
-            np.concatenate([self.jobs.arrival_s, jobs.arrival_s]),
-            np.concatenate([self.jobs.class_index, jobs.class_index]),
-            np.concatenate([self.jobs.size, jobs.size]),
-            runtime_u,
-        )
+        if table.shape[0] or s.run_by_type.shape[0]:
+            types = len(self.spec.node_types)
+            old = s.run_by_type if s.run_by_type.shape[0] else np.full((types, n), -1.0)
+            table = table if table.shape[0] else np.full((types, m), -1.0)
+            arrays["run_by_type"] = np.concatenate([old, table], axis=1)
+        self.jobs = concat_jobs(self.jobs, jobs)
         total = n + m
-        if self.heap_t.size < 2 * total + 1:
-            grow = max(2 * total + 1, 2 * self.heap_t.size) - self.heap_t.size
-            self.heap_t = np.concatenate([self.heap_t, np.zeros(grow)])
-            self.heap_j = np.concatenate([self.heap_j, np.zeros(grow, dtype=np.int64)])
-            self.heap_k = np.concatenate([self.heap_k, np.zeros(grow, dtype=np.int64)])
-        if self.queue.size < total:
-            grow = max(total, 2 * self.queue.size) - self.queue.size
-            self.queue = np.concatenate([self.queue, np.zeros(grow, np.int64)])
-            self.members = np.concatenate([self.members, np.zeros(grow, np.int64)])
+        arrays.update(self._room(2 * total + self.nodes_used + 1, total))
+        self._replace(**arrays)
         return np.arange(n, total, dtype=np.int64)
+
+    def _room(self, heap: int, queue: int) -> dict[str, Any]:
+        s = self._s
+        return {
+            "heap_t": grown(s.heap_t, heap),
+            "heap_j": grown(s.heap_j, heap),
+            "heap_k": grown(s.heap_k, heap),
+            "queue": grown(s.queue, queue),
+            "members": grown(s.members, queue),
+        }
+
+    # -- operations ---------------------------------------------------------------------
+
+    def start(
+        self,
+        job: int,
+        node: int,
+        gpus: Sequence[int] | None = None,
+        setup_s: float = 0.0,
+        policy: str = "engine",
+    ) -> None:
+        """Start queued `job` on `node` now (checked: it must be waiting and fit).
+
+        `gpus` names the node's GPUs the job gets (default: the first with room); `setup_s`
+        is a delay before execution while the job holds its request.
+        """
+        s = self._s
+        j, k = int(job), int(node)
+        decision = Placement(j, k, gpus=None if gpus is None else tuple(gpus), setup_s=setup_s)
+        if not 0 <= j < s.jobs_f.shape[1] or s.jobs_i[JI.STATE, j] != JobState.QUEUED:
+            raise PolicyError(policy, self.now, f"job {j} is not waiting in the queue", decision)
+        mask = check_placement(policy, self.now, decision, s)
+        kernel.start_job(s, j, k, self.now, -1.0, float(setup_s), mask)
+        s.istate[IS.NEED_SCALE] = 1
+
+    def kill(
+        self,
+        job: int,
+        requeue: bool = True,
+        request: tuple[float, float, float] | None = None,
+    ) -> None:
+        """Kill running placed `job` now: its work is lost and counted as waste.
+
+        With `requeue` it waits in the queue again, with `request` (cores, GB, GPUs) if
+        given, and its `retries` grows; otherwise it fails.
+        """
+        s = self._s
+        j = int(job)
+        if not 0 <= j < s.jobs_f.shape[1] or s.jobs_i[JI.STATE, j] != JobState.RUNNING:
+            raise ValueError(f"kill: job {j} is not running")
+        if s.jobs_i[JI.POOL, j] >= 0 and s.jobs_i[JI.NODE, j] < 0:
+            raise ValueError(f"kill: job {j} runs in a malleable pool, not on a node")
+        if requeue:
+            tail = int(s.istate[IS.Q_TAIL])
+            if tail >= s.queue.size:
+                self._replace(**self._room(s.heap_t.size, tail + 1))
+                s = self._s
+            if request is not None:
+                check_gpu_request(f"kill({j}): request", request[2])
+        kernel.kill_job(s, j, self.now, requeue)
+        if requeue and request is not None:
+            s.jobs_f[[JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU], j] = request
+
+    def rent(self, node_type: str | int) -> int:
+        """Rent a node of `node_type` now; it takes jobs after the type's start-up delay.
+
+        Returns the node's index. Money: the type's start-up cost, plus its price from
+        ready to release.
+        """
+        t = self._node_type(node_type)
+        s = self._s
+        k = self.nodes_used
+        if k >= s.nodes_f.shape[1]:
+            rows = max(2 * s.nodes_f.shape[1], k + 1)
+            nodes_f, nodes_i, gpu_free = empty_nodes(rows, s.gpu_free.shape[1])
+            nodes_f[:, :k], nodes_i[:, :k], gpu_free[:k] = s.nodes_f, s.nodes_i, s.gpu_free
+            self._replace(
+                nodes_f=nodes_f,
+                nodes_i=nodes_i,
+                gpu_free=gpu_free,
+                **self._room(s.heap_t.size + k + 1, s.queue.size),
+            )
+            s = self._s
+        nt = self.spec.node_types[t]
+        delay = float(nt.startup_delay_s)
+        status = NodeStatus.UP if delay <= 0 else NodeStatus.BOOTING
+        fill_node(s.nodes_f, s.nodes_i, s.gpu_free, k, nt, t, self.now, status)
+        s.istate[IS.NODES_USED] = k + 1
+        if s.istate[IS.HEAP_N] + 1 >= s.heap_t.size:
+            self._replace(**self._room(2 * s.heap_t.size, s.queue.size))
+            s = self._s
+        if status == NodeStatus.BOOTING:
+            kernel.heap_push(s, self.now + delay, k, int(kernel.Event.NODE_READY))
+        else:
+            s.istate[IS.NEED_PLACE] = 1
+        self._view_cache.clear()
+        return k
+
+    def release(self, node: int) -> None:
+        """Give node `node` back now (it must run no job); its price stops."""
+        s = self._s
+        k = int(node)
+        if not 0 <= k < self.nodes_used:
+            raise ValueError(f"release: node {k} does not exist")
+        status = s.nodes_i[NI.STATUS, k]
+        if status == NodeStatus.RELEASED:
+            raise ValueError(f"release: node {k} is already released")
+        if s.nodes_f[NF.RUNNING_JOBS, k] > 0:
+            raise ValueError(
+                f"release: node {k} still runs {int(s.nodes_f[NF.RUNNING_JOBS, k])} job(s)"
+            )
+        s.nodes_i[NI.STATUS, k] = NodeStatus.RELEASED
+        s.nodes_f[NF.RELEASED_AT, k] = self.now
+        if status == NodeStatus.BOOTING:
+            s.nodes_f[NF.READY_AT, k] = self.now  # never ready: no operating time
+        self._view_cache.clear()
+
+    def _node_type(self, node_type: str | int) -> int:
+        if isinstance(node_type, str):
+            if node_type not in self._type_index:
+                raise ValueError(
+                    f"unknown node type {node_type!r}; the scenario has "
+                    f"{', '.join(self._type_index)}"
+                )
+            return self._type_index[node_type]
+        t = int(node_type)
+        if not 0 <= t < len(self.spec.node_types):
+            raise ValueError(f"node type index {t} out of range")
+        return t
 
     # -- Python policies --------------------------------------------------------------
 
+    def _static_nodes(self) -> dict[str, npt.NDArray[Any]]:
+        cache = self._view_cache
+        if "static" not in cache:
+            cache["static"] = static_node_arrays(self._s.nodes_f, self._s.nodes_i)
+        return cache["static"]  # type: ignore[no-any-return]
+
     def placement_view(self) -> PlacementView:
-        q = self.queue[self.istate[L.Q_HEAD] : self.istate[L.Q_TAIL]]
-        q = q[self.jobs_i[L.STATE, q] == L.QUEUED]  # fancy indexing copies
-        if not hasattr(self, "_node_static"):
-            self._node_static = static_node_arrays(self.nodes_f, self.nodes_i)
-        jf = self.jobs_f
+        """The queue and the nodes now, for a Python placer (a copy of free resources)."""
+        s = self._s
+        head, tail = int(s.istate[IS.Q_HEAD]), int(s.istate[IS.Q_TAIL])
+        q = s.queue[head:tail]
+        states = s.jobs_i[JI.STATE, q]
+        waiting = states == JobState.QUEUED
+        q = q.copy() if waiting.all() else q[waiting]
+        jf = s.jobs_f
         return make_placement_view(
             self.now,
             q,
-            self.jobs_i[L.CLS, q],
-            (jf[L.REQ_CPU, q], jf[L.REQ_MEM, q], jf[L.REQ_GPU, q]),
-            self.nodes_f,
-            self.nodes_i,
-            self._node_static,
+            s.jobs_i[JI.CLS, q],
+            (jf[JF.REQ_CPU, q], jf[JF.REQ_MEM, q], jf[JF.REQ_GPU, q]),
+            s.nodes_f,
+            s.nodes_i,
+            s.gpu_free,
+            self._static_nodes(),
         )
 
     def _python_place(self) -> None:
@@ -476,58 +601,76 @@ class Engine:
         name, now = self.placer.name, self.now
         if not isinstance(decisions, list | tuple):
             raise PolicyError(name, now, "place() must return a list of Placement", decisions)
-        waiting = set(view.queue.tolist())
-        jf, nf = self.jobs_f, self.nodes_f
+        s = self._s
+        waiting = set(view.queue.tolist()) if len(decisions) > 1 else None
         for d in decisions:
-            j, k, run_s, setup_s = check_placement(
-                name,
-                now,
-                d,
-                waiting,
-                lambda j: (jf[L.REQ_CPU, j], jf[L.REQ_MEM, j], jf[L.REQ_GPU, j]),
-                nf,
-                self.nodes_i,
-            )
-            waiting.discard(j)
-            kernel.start_job(
-                j,
-                k,
-                self.now,
-                self.jobs_f,
-                self.jobs_i,
-                self.nodes_f,
-                self.nodes_i,
-                self.classes_f,
-                self.classes_i,
-                self.class_tx,
-                self.class_ty,
-                self.heap_t,
-                self.heap_j,
-                self.heap_k,
-                self.istate,
-                self.fstate,
-                self.run_by_type,
-                run_s,
-                setup_s,
-            )
-        kernel.next_queued(self.queue, self.istate, self.jobs_i)
-        self.istate[L.NEED_PLACE] = 0
+            if not isinstance(d, Placement):
+                raise PolicyError(name, now, "not a Placement", d)
+            j = int(d.job)
+            if (j not in waiting) if waiting is not None else (j not in view.queue):
+                raise PolicyError(name, now, f"job {j} is not waiting in the queue", d)
+            mask = check_placement(name, now, d, s)
+            if waiting is not None:
+                waiting.discard(j)
+            kernel.start_job(s, j, int(d.node), now, -1.0, float(d.setup_s), mask)
+        kernel.next_queued(s)
+        s.istate[IS.NEED_PLACE] = 0
+
+    def scale_view(self) -> ScaleView:
+        s = self._s
+        used = self.nodes_used
+        head, tail = int(s.istate[IS.Q_HEAD]), int(s.istate[IS.Q_TAIL])
+        q = s.queue[head:tail]
+        q = q[s.jobs_i[JI.STATE, q] == JobState.QUEUED]
+        return ScaleView(
+            time_s=self.now,
+            queue=q,
+            class_index=s.jobs_i[JI.CLS, q],
+            request_cpu=s.jobs_f[JF.REQ_CPU, q],
+            node_type=s.nodes_i[NI.NODE_TYPE, :used].copy(),
+            node_status=s.nodes_i[NI.STATUS, :used].copy(),
+            running_jobs=s.nodes_f[NF.RUNNING_JOBS, :used].astype(np.int64),
+            free_cpu=s.nodes_f[NF.FREE_CPU, :used].copy(),
+            node_type_names=tuple(t.name for t in self.spec.node_types),
+        )
+
+    def _python_scale(self) -> None:
+        s = self._s
+        s.istate[IS.NEED_SCALE] = 0
+        decisions = self.scaler.scale(self.scale_view())
+        name, now = self.scaler.name, self.now
+        if not isinstance(decisions, list | tuple):
+            raise PolicyError(name, now, "scale() must return a list of Rent / Release", decisions)
+        for d in decisions:
+            try:
+                if isinstance(d, Rent):
+                    for _ in range(int(d.count)):
+                        self.rent(d.node_type)
+                elif isinstance(d, Release):
+                    self.release(d.node)
+                else:
+                    raise PolicyError(name, now, "not a Rent or Release", d)
+            except ValueError as exc:
+                raise PolicyError(name, now, str(exc), d) from None
+        # rent/release may have grown arrays; the loop re-reads the state on its next call.
+        self._s.istate[IS.NEED_SCALE] = 0
 
     def pool_view(self, p: int) -> PoolView:
-        n = kernel.pool_members(p, self.pools_i, self.jobs_i, self.members)
-        ids = self.members[:n].copy()
-        cls = self.jobs_i[L.CLS, ids]
+        s = self._s
+        n = kernel.pool_members(s, p)
+        ids = s.members[:n].copy()
+        cls = s.jobs_i[JI.CLS, ids]
         return PoolView(
             time_s=self.now,
             pool=self.spec.pools[p].name,
-            cores=float(self.pools_f[L.P_CORES, p]),
+            cores=float(s.pools_f[PF.CORES, p]),
             job_ids=ids,
             class_index=cls.copy(),
-            arrival_s=self.jobs_f[L.ARRIVAL, ids].copy(),
-            size=self.jobs_f[L.SIZE, ids].copy(),
-            remaining=self.jobs_f[L.REM, ids].copy(),
-            holding_cost=self.classes_f[L.HOLDING_COST, cls].copy(),
-            current_cores=self.jobs_f[L.CORES, ids].copy(),
+            arrival_s=s.jobs_f[JF.ARRIVAL, ids].copy(),
+            size=s.jobs_f[JF.SIZE, ids].copy(),
+            remaining=s.jobs_f[JF.REM, ids].copy(),
+            holding_cost=s.classes_f[CF.HOLDING_COST, cls].copy(),
+            current_cores=s.jobs_f[JF.CORES, ids].copy(),
         )
 
     def _python_allocate(self, p: int) -> None:
@@ -535,31 +678,19 @@ class Engine:
         if view.job_ids.size:
             decision = self.allocator.allocate(view)
             cores = check_allocation(self.allocator.name, view, decision)
-            self.jobs_f[L.CORES, view.job_ids] = cores
-        kernel.apply_allocation(
-            p,
-            self.now,
-            self.jobs_f,
-            self.jobs_i,
-            self.pools_f,
-            self.pools_i,
-            self.classes_f,
-            self.classes_i,
-            self.class_tx,
-            self.class_ty,
-            self.fstate,
-            self.istate,
-        )
+            self._s.jobs_f[JF.CORES, view.job_ids] = cores
+        kernel.apply_allocation(self._s, p, self.now)
 
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:
-    """Node arrays that never change during a run, as read-only copies views can share."""
+    """Node arrays that change only when nodes are rented, as read-only copies."""
     arrays: dict[str, npt.NDArray[Any]] = {
-        "capacity_cpu": nodes_f[L.CAP_CPU].copy(),
-        "capacity_memory_gb": nodes_f[L.CAP_MEM].copy(),
-        "capacity_gpu": nodes_f[L.CAP_GPU].copy(),
-        "speed": nodes_f[L.SPEED].copy(),
-        "node_type": nodes_i[L.NODE_TYPE].copy(),
+        "capacity_cpu": nodes_f[NF.CAP_CPU].copy(),
+        "capacity_memory_gb": nodes_f[NF.CAP_MEM].copy(),
+        "capacity_gpu": nodes_f[NF.CAP_GPU].copy(),
+        "speed": nodes_f[NF.SPEED].copy(),
+        "node_type": nodes_i[NI.NODE_TYPE].copy(),
+        "active": nodes_i[NI.STATUS] == NodeStatus.UP,
     }
     for array in arrays.values():
         array.flags.writeable = False
@@ -573,6 +704,7 @@ def make_placement_view(
     requests: tuple[FloatArray, FloatArray, FloatArray],
     nodes_f: FloatArray,
     nodes_i: IntArray,
+    gpu_free: FloatArray,
     static: dict[str, npt.NDArray[Any]] | None = None,
 ) -> PlacementView:
     """A PlacementView of queued jobs (their (cpu, GB, gpu) requests) on the given nodes.
@@ -586,55 +718,60 @@ def make_placement_view(
         request_cpu=requests[0],
         request_memory_gb=requests[1],
         request_gpu=requests[2],
-        free_cpu=nodes_f[L.FREE_CPU].copy(),
-        free_memory_gb=nodes_f[L.FREE_MEM].copy(),
-        free_gpu=nodes_f[L.FREE_GPU].copy(),
-        active=nodes_i[L.ACTIVE] == 1,
-        free_slots=nodes_f[L.FREE_SLOTS].copy(),
+        free_cpu=nodes_f[NF.FREE_CPU].copy(),
+        free_memory_gb=nodes_f[NF.FREE_MEM].copy(),
+        free_gpu=nodes_f[NF.FREE_GPU].copy(),
+        free_slots=nodes_f[NF.FREE_SLOTS].copy(),
+        gpu_free_milli=gpu_free.copy(),
         **(static if static is not None else static_node_arrays(nodes_f, nodes_i)),
     )
 
 
-def check_placement(
-    policy: str,
-    now: float,
-    decision: object,
-    waiting: set[int],
-    request_of: Callable[[int], tuple[float, float, float]],
-    nodes_f: FloatArray,
-    nodes_i: IntArray,
-) -> tuple[int, int, float, float]:
-    """Validate one placement against the waiting jobs and the nodes' free resources.
+def check_placement(policy: str, now: float, decision: Placement, s: EngineState) -> int:
+    """Validate one placement of a waiting job against the node's free resources.
 
-    Returns (job, node, run_s, setup_s) with run_s = -1 for "size / rate"; raises
-    PolicyError naming the policy, the time and the decision otherwise. Shared by the engine
-    and the Ray scheduler actor, which checks decisions on its cached view of the shards.
+    Returns the GPU mask the job gets; raises PolicyError naming the policy, the time and
+    the decision otherwise. The fit rule is `compiled.node_fits`, the compiled placers' own.
     """
-    if not isinstance(decision, Placement):
-        raise PolicyError(policy, now, "not a Placement", decision)
     j, k = int(decision.job), int(decision.node)
-    if j not in waiting:
-        raise PolicyError(policy, now, f"job {j} is not waiting in the queue", decision)
-    if not 0 <= k < nodes_f.shape[1] or nodes_i[L.ACTIVE, k] != 1:
+    nodes_f = s.nodes_f
+    if not 0 <= k < nodes_f.shape[1] or s.nodes_i[NI.STATUS, k] != NodeStatus.UP:
         raise PolicyError(policy, now, f"node {k} does not exist or is not up", decision)
-    need = request_of(j)
-    free = (nodes_f[L.FREE_CPU, k], nodes_f[L.FREE_MEM, k], nodes_f[L.FREE_GPU, k])
-    slots = nodes_f[L.FREE_SLOTS, k]
-    if any(f < n - ALLOC_EPS for f, n in zip(free, need, strict=True)) or slots < 1.0:
+    cpu, mem, gpu = (float(s.jobs_f[r, j]) for r in (JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU))
+    if not compiled.node_fits(nodes_f, s.nodes_i, s.gpu_free, k, cpu, mem, gpu):
+        free = tuple(float(nodes_f[r, k]) for r in (NF.FREE_CPU, NF.FREE_MEM, NF.FREE_GPU))
         raise PolicyError(
             policy,
             now,
-            f"job {j} (cpu, GB, gpu) = {tuple(map(float, need))} does not fit node {k} "
-            f"with free {tuple(map(float, free))} and {slots:g} slots",
+            f"job {j} (cpu, GB, gpu) = {(cpu, mem, gpu)} does not fit node {k} "
+            f"with free {free} and {nodes_f[NF.FREE_SLOTS, k]:g} slots",
             decision,
         )
-    run_s = -1.0 if decision.run_s is None else float(decision.run_s)
     setup_s = float(decision.setup_s)
-    if not (run_s == -1.0 or (math.isfinite(run_s) and run_s > 0)) or not (
-        math.isfinite(setup_s) and setup_s >= 0
-    ):
-        raise PolicyError(policy, now, "run_s must be positive and setup_s non-negative", decision)
-    return j, k, run_s, setup_s
+    if not (math.isfinite(setup_s) and setup_s >= 0):
+        raise PolicyError(policy, now, "setup_s must be finite and non-negative", decision)
+    if decision.gpus is None or gpu <= 0:
+        return -1
+    return _gpu_mask(policy, now, decision, s, k, gpu)
+
+
+def _gpu_mask(
+    policy: str, now: float, decision: Placement, s: EngineState, k: int, gpu: float
+) -> int:
+    gpus = [int(g) for g in decision.gpus or ()]
+    want = int(kernel.gpus_wanted(gpu))
+    milli = float(kernel.gpu_milli(gpu))
+    n_gpus = int(s.nodes_f[NF.CAP_GPU, k])
+    if len(gpus) != want or len(set(gpus)) != want:
+        raise PolicyError(policy, now, f"the job needs {want} distinct GPU(s)", decision)
+    mask = 0
+    for g in gpus:
+        if not 0 <= g < n_gpus or s.gpu_free[k, g] < milli - compiled.FIT_EPS:
+            raise PolicyError(
+                policy, now, f"GPU {g} of node {k} has no {milli:g} milli-GPU free", decision
+            )
+        mask |= 1 << g
+    return mask
 
 
 def check_allocation(policy: str, view: PoolView, decision: Allocation) -> FloatArray:
@@ -658,9 +795,3 @@ def check_allocation(policy: str, view: PoolView, decision: Allocation) -> Float
             decision,
         )
     return cores
-
-
-def _make(policy: object, kind: type) -> Any:
-    if not isinstance(policy, kind):
-        raise TypeError(f"{policy!r} is not a {kind.__name__}")
-    return policy

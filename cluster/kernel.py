@@ -1,14 +1,17 @@
 """The compiled event loop: piecewise-constant rates, one clock, no time steps.
 
-`run_kernel` advances the state arrays (see `cluster.layout`) event by event. Between two
-events every rate is constant, so time jumps straight to the next arrival, completion or
-pool completion. Decisions are made at the top of the loop: by a compiled policy
-(`cluster.policies.compiled`) inside the loop, or by returning to Python
-(`NEED_PLACE_DECISION`, `NEED_ALLOC_DECISION`) when the policy is plain Python; the engine
-applies the Python decision with `start_job` / `apply_allocation` and calls the loop again.
-The loop also returns when the next event lies beyond `until_s` (windows of the Ray
-coordinator) or after `max_events` events (progress bars), so a run can be resumed at any
-point with exactly the same result.
+`run_kernel` advances an `EngineState` (see `cluster.state`, rows in `cluster.layout`)
+event by event. Between two events every rate is constant, so time jumps straight to the
+next arrival, completion, pool completion, node ready or patience timer. Each event kind
+has its own handler (`on_arrival`, `on_complete`, ...). Decisions are made at the top of
+the loop: by a compiled policy (`cluster.policies.compiled`) inside the loop, or by
+returning to Python (`NEED_SCALE_DECISION`, `NEED_PLACE_DECISION`, `NEED_ALLOC_DECISION`)
+when the policy is plain Python; the engine applies the Python decision through the same
+transitions (`start_job`, `apply_allocation`, ...) and calls the loop again. The loop also
+returns when the next event lies beyond `until_s` or after `max_events` events, so a run
+can be resumed at any point with exactly the same result.
+
+Only `cluster.engine.Engine` calls these functions: they are the engine's transitions.
 """
 
 from __future__ import annotations
@@ -19,87 +22,35 @@ import numpy as np
 
 from cluster.jit import kernel_function
 from cluster.layout import (
-    ALLOC_CODE,
-    AMDAHL_CODE,
-    ARRIVAL,
-    BUSY_AREA,
-    BUSY_CPU,
-    CLASS_POOL,
-    CLS,
-    CORE_SECONDS,
-    CORES,
-    COST,
-    DECISIONS,
-    DONE,
-    DONE_COUNT,
-    END,
-    EV_COMPLETE,
-    EV_TIMER,
-    EVENTS,
-    FAILED,
-    FAILED_COUNT,
-    FINISHED,
-    FREE_CPU,
-    FREE_GPU,
-    FREE_MEM,
-    FREE_SLOTS,
-    HEAP_N,
-    HORIZON,
-    MEASURED_TIME,
-    N_SYSTEM,
-    NEED_ALLOC_DECISION,
-    NEED_PLACE,
-    NEED_PLACE_DECISION,
-    NEXT,
-    NEXT_ARRIVAL,
-    NODE,
-    NODE_TYPE,
-    NOW,
-    P_ALLOCATED,
-    P_BUSY_AREA,
-    P_CORES,
-    P_COUNT,
-    P_HEAD,
-    P_LAST,
-    P_NEED_ALLOC,
-    P_NEXT_J,
-    P_NEXT_T,
-    P_PRICE_PER_S,
-    P_SPEED,
-    P_TAIL,
-    PAUSED,
-    PLACER_CODE,
-    POOL,
-    POWER_CODE,
-    PREV,
-    Q_HEAD,
-    Q_TAIL,
-    QUEUED,
-    RATE,
-    REM,
-    REQ_CPU,
-    REQ_GPU,
-    REQ_MEM,
-    ROOFTOP_CODE,
-    RUNNING,
-    SETUP_S,
-    SIZE,
-    SMOOTH_ROOFTOP_CODE,
-    SP_KIND,
-    SP_NPTS,
-    SP_PARAM,
-    SP_PARAM2,
-    SPEED,
-    START,
-    STATE,
-    STATUS_POOL,
-    TABLE_CODE,
-    TIMEOUT_S,
-    WIN_END,
-    WIN_START,
-    YIELDED,
+    CF,
+    CI,
+    FS,
+    GPU_MILLI,
+    IS,
+    JF,
+    JI,
+    NF,
+    NI,
+    PF,
+    PI,
+    Event,
+    JobState,
+    NodeStatus,
+    Status,
 )
-from cluster.policies.compiled import ALLOC_PYTHON, PLACE_PYTHON, allocate, place
+from cluster.policies.compiled import (
+    ALLOC_PYTHON,
+    PLACE_PYTHON,
+    SCALE_PYTHON,
+    allocate,
+    choose_gpus,
+    place,
+)
+from cluster.speedup import AMDAHL, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
+
+#: Heap kinds carry the job's attempt number above these bits (stale entries are skipped).
+KIND_BITS = 4
+KIND_MASK = (1 << KIND_BITS) - 1
 
 
 @kernel_function
@@ -114,19 +65,19 @@ def speedup_value(
     """s_c(cores) for class c; linear below one core (see cluster.speedup)."""
     if cores <= 1.0:
         return cores
-    kind = classes_i[SP_KIND, c]
-    a = classes_f[SP_PARAM, c]
-    if kind == AMDAHL_CODE:
+    kind = classes_i[CI.SP_KIND, c]
+    a = classes_f[CF.SP_PARAM, c]
+    if kind == AMDAHL:
         return 1.0 / ((1.0 - a) + a / cores)
-    if kind == POWER_CODE:
+    if kind == POWER:
         return cores**a
-    if kind == ROOFTOP_CODE:
+    if kind == ROOFTOP:
         return min(cores, a)
-    if kind == SMOOTH_ROOFTOP_CODE:
-        q = classes_f[SP_PARAM2, c]
+    if kind == SMOOTH_ROOFTOP:
+        q = classes_f[CF.SP_PARAM2, c]
         return ((cores**-q + a**-q) / (1.0 + a**-q)) ** (-1.0 / q)
-    if kind == TABLE_CODE:
-        npts = classes_i[SP_NPTS, c]
+    if kind == TABLE:
+        npts = classes_i[CI.SP_NPTS, c]
         if cores >= tx[c, npts - 1]:
             return ty[c, npts - 1]
         for i in range(1, npts):
@@ -138,7 +89,7 @@ def speedup_value(
     return cores
 
 
-# --- binary heap of (time, kind, id), ordered by time then id ---------------------------
+# --- binary heap of (time, id, kind), ordered by time then id ---------------------------
 
 
 @kernel_function
@@ -154,12 +105,11 @@ def _heap_swap(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, a: int, b: int) -
 
 
 @kernel_function
-def heap_push(
-    ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, istate: np.ndarray, t: float, j: int, kind: int
-) -> None:
-    i = istate[HEAP_N]
+def heap_push(s, t: float, j: int, kind: int) -> None:  # type: ignore[no-untyped-def]
+    ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
+    i = s.istate[IS.HEAP_N]
     ht[i], hj[i], hk[i] = t, j, kind
-    istate[HEAP_N] = i + 1
+    s.istate[IS.HEAP_N] = i + 1
     while i > 0:
         parent = (i - 1) >> 1
         if _heap_less(ht, hj, i, parent):
@@ -170,9 +120,10 @@ def heap_push(
 
 
 @kernel_function
-def heap_pop(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, istate: np.ndarray) -> None:
-    n = istate[HEAP_N] - 1
-    istate[HEAP_N] = n
+def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
+    ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
+    n = s.istate[IS.HEAP_N] - 1
+    s.istate[IS.HEAP_N] = n
     ht[0], hj[0], hk[0] = ht[n], hj[n], hk[n]
     i = 0
     while True:
@@ -189,400 +140,470 @@ def heap_pop(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, istate: np.ndarray)
             break
 
 
+@kernel_function
+def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
+    """Whether heap entry i no longer applies (a killed attempt, a job no longer waiting)."""
+    kind = s.heap_k[i] & KIND_MASK
+    j = s.heap_j[i]
+    if kind == Event.COMPLETE:
+        return (
+            s.jobs_i[JI.STATE, j] != JobState.RUNNING
+            or (s.heap_k[i] >> KIND_BITS) != s.jobs_i[JI.RETRIES, j]
+        )
+    if kind == Event.TIMER:
+        return s.jobs_i[JI.STATE, j] != JobState.QUEUED
+    return False
+
+
 # --- state transitions -------------------------------------------------------------------
 
 
 @kernel_function
-def accumulate(
-    t: float,
-    fstate: np.ndarray,
-    istate: np.ndarray,
-    n_class: np.ndarray,
-    area_class: np.ndarray,
-    pools_f: np.ndarray,
-) -> None:
+def accumulate(s, t: float) -> None:  # type: ignore[no-untyped-def]
     """Add the time-integrals of jobs in system and busy cores from NOW up to t."""
-    lo = max(fstate[NOW], fstate[WIN_START])
-    hi = min(t, fstate[WIN_END])
+    fstate = s.fstate
+    lo = max(fstate[FS.NOW], fstate[FS.WIN_START])
+    hi = min(t, fstate[FS.WIN_END])
     if hi > lo:
         dt = hi - lo
-        for c in range(n_class.shape[0]):
-            area_class[c] += n_class[c] * dt
-        fstate[BUSY_AREA] += fstate[BUSY_CPU] * dt
-        for p in range(pools_f.shape[1]):
-            pools_f[P_BUSY_AREA, p] += pools_f[P_ALLOCATED, p] * dt
-        fstate[MEASURED_TIME] += dt
+        for c in range(s.n_class.shape[0]):
+            s.area_class[c] += s.n_class[c] * dt
+        fstate[FS.BUSY_AREA] += fstate[FS.BUSY_CPU] * dt
+        for p in range(s.pools_f.shape[1]):
+            s.pools_f[PF.BUSY_AREA, p] += s.pools_f[PF.ALLOCATED, p] * dt
+        fstate[FS.MEASURED_TIME] += dt
 
 
 @kernel_function
-def start_job(
-    j: int,
-    k: int,
-    now: float,
-    jobs_f: np.ndarray,
-    jobs_i: np.ndarray,
-    nodes_f: np.ndarray,
-    nodes_i: np.ndarray,
-    classes_f: np.ndarray,
-    classes_i: np.ndarray,
-    class_tx: np.ndarray,
-    class_ty: np.ndarray,
-    ht: np.ndarray,
-    hj: np.ndarray,
-    hk: np.ndarray,
-    istate: np.ndarray,
-    fstate: np.ndarray,
-    run_by_type: np.ndarray,
-    run_s: float,
-    setup_s: float,
+def advance_to(s, t: float) -> None:  # type: ignore[no-untyped-def]
+    """Move the clock to t (no event): integrals up to t, then NOW = t."""
+    accumulate(s, t)
+    s.fstate[FS.NOW] = t
+
+
+@kernel_function
+def gpu_milli(gpu: float) -> float:
+    """Milli-GPU per GPU of a request (a share of one GPU, or whole GPUs)."""
+    if gpu <= 0.0:
+        return 0.0
+    if gpu < 1.0:
+        return math.floor(gpu * GPU_MILLI + 0.5)
+    return float(GPU_MILLI)
+
+
+@kernel_function
+def gpus_wanted(gpu: float) -> int:
+    """How many GPUs a request occupies."""
+    if gpu <= 0.0:
+        return 0
+    if gpu < 1.0:
+        return 1
+    return int(math.floor(gpu + 0.5))
+
+
+@kernel_function
+def start_job(  # type: ignore[no-untyped-def]
+    s, j: int, k: int, now: float, run_s: float, setup_s: float, gpu_mask: int
 ) -> None:
     """Start queued job j on node k at time now: reserve its request, schedule its end.
 
     The job runs for `run_s` seconds (size / (node speed * s(cpu)) when negative) after a
     set-up delay of `setup_s` seconds (image pull, data transfer) during which it already
     holds its request. `run_by_type[node type, j]`, when present and not negative, is the
-    job's run time on that node type (per-node-type execution-time distributions).
+    job's run time on that node type. `gpu_mask` names the GPUs of node k the job gets (bit
+    g = GPU g); -1 lets `choose_gpus` pick (the first GPUs with room).
     """
-    c = jobs_i[CLS, j]
-    cpu = jobs_f[REQ_CPU, j]
-    if run_s < 0.0 and run_by_type.shape[0] > 0:
-        run_s = run_by_type[nodes_i[NODE_TYPE, k], j]
+    jobs_f, jobs_i, nodes_f = s.jobs_f, s.jobs_i, s.nodes_f
+    c = jobs_i[JI.CLS, j]
+    cpu = jobs_f[JF.REQ_CPU, j]
+    if run_s < 0.0 and s.run_by_type.shape[0] > 0:
+        run_s = s.run_by_type[s.nodes_i[NI.NODE_TYPE, k], j]
     # A job that requests no cores is not CPU-bound: it runs at the node's speed.
     cores = cpu if cpu > 0.0 else 1.0
-    rate = nodes_f[SPEED, k] * speedup_value(c, cores, classes_f, classes_i, class_tx, class_ty)
-    duration = (jobs_f[SIZE, j] / rate if run_s < 0.0 else run_s) + setup_s
-    if setup_s > 0.0:
-        jobs_f[SETUP_S, j] = setup_s
-    jobs_f[START, j] = now
-    # Cores, core-seconds and cost of placed jobs follow from start, end and the node;
-    # cluster.metrics derives them, so the loop touches as little memory as possible.
-    jobs_i[NODE, j] = k
-    jobs_i[STATE, j] = RUNNING
-    nodes_f[FREE_CPU, k] -= cpu
-    nodes_f[FREE_MEM, k] -= jobs_f[REQ_MEM, j]
-    nodes_f[FREE_GPU, k] -= jobs_f[REQ_GPU, j]
-    nodes_f[FREE_SLOTS, k] -= 1.0
-    fstate[BUSY_CPU] += cpu
-    heap_push(ht, hj, hk, istate, now + duration, j, EV_COMPLETE)
-    istate[DECISIONS] += 1
+    rate = nodes_f[NF.SPEED, k] * speedup_value(
+        c, cores, s.classes_f, s.classes_i, s.class_tx, s.class_ty
+    )
+    duration = (jobs_f[JF.SIZE, j] / rate if run_s < 0.0 else run_s) + setup_s
+    jobs_f[JF.SETUP_S, j] = setup_s
+    jobs_f[JF.START, j] = now
+    jobs_f[JF.DUE, j] = now + duration
+    jobs_i[JI.NODE, j] = k
+    jobs_i[JI.STATE, j] = JobState.RUNNING
+    gpu = jobs_f[JF.REQ_GPU, j]
+    if gpu > 0.0:
+        if gpu_mask < 0:
+            gpu_mask = choose_gpus(s.gpu_free, k, gpu)
+        milli = gpu_milli(gpu)
+        for g in range(s.gpu_free.shape[1]):
+            if (gpu_mask >> g) & 1:
+                s.gpu_free[k, g] -= milli
+        jobs_i[JI.GPU_MASK, j] = gpu_mask
+    nodes_f[NF.FREE_CPU, k] -= cpu
+    nodes_f[NF.FREE_MEM, k] -= jobs_f[JF.REQ_MEM, j]
+    nodes_f[NF.FREE_GPU, k] -= gpu
+    nodes_f[NF.FREE_SLOTS, k] -= 1.0
+    nodes_f[NF.RUNNING_JOBS, k] += 1.0
+    s.fstate[FS.BUSY_CPU] += cpu
+    heap_push(s, now + duration, j, Event.COMPLETE | (jobs_i[JI.RETRIES, j] << KIND_BITS))
+    s.istate[IS.DECISIONS] += 1
 
 
 @kernel_function
-def advance_pool(
-    p: int,
-    now: float,
-    pools_f: np.ndarray,
-    pools_i: np.ndarray,
-    jobs_f: np.ndarray,
-    jobs_i: np.ndarray,
-) -> None:
+def _free_node_of(s, j: int) -> None:  # type: ignore[no-untyped-def]
+    """Give back what placed job j holds on its node."""
+    jobs_f, nodes_f = s.jobs_f, s.nodes_f
+    k = s.jobs_i[JI.NODE, j]
+    cpu = jobs_f[JF.REQ_CPU, j]
+    gpu = jobs_f[JF.REQ_GPU, j]
+    nodes_f[NF.FREE_SLOTS, k] += 1.0
+    nodes_f[NF.FREE_CPU, k] += cpu
+    nodes_f[NF.FREE_MEM, k] += jobs_f[JF.REQ_MEM, j]
+    nodes_f[NF.FREE_GPU, k] += gpu
+    nodes_f[NF.RUNNING_JOBS, k] -= 1.0
+    if gpu > 0.0:
+        milli = gpu_milli(gpu)
+        mask = s.jobs_i[JI.GPU_MASK, j]
+        for g in range(s.gpu_free.shape[1]):
+            if (mask >> g) & 1:
+                s.gpu_free[k, g] += milli
+    s.fstate[FS.BUSY_CPU] -= cpu
+
+
+@kernel_function
+def _leave(s, j: int, t: float, state: int) -> None:  # type: ignore[no-untyped-def]
+    """Job j leaves the system at t, done or failed."""
+    s.jobs_f[JF.END, j] = t
+    s.jobs_i[JI.STATE, j] = state
+    s.n_class[s.jobs_i[JI.CLS, j]] -= 1
+    s.istate[IS.N_SYSTEM] -= 1
+    s.istate[IS.DONE_COUNT] += 1
+    if state == JobState.FAILED:
+        s.istate[IS.FAILED_COUNT] += 1
+
+
+@kernel_function
+def _enqueue(s, j: int) -> None:  # type: ignore[no-untyped-def]
+    s.jobs_i[JI.STATE, j] = JobState.QUEUED
+    # A compiled placer is strict FCFS: behind a blocked head nothing can start, so only
+    # a job joining an empty queue needs a decision. Python placers may backfill, so they
+    # are asked whenever a job joins.
+    if next_queued(s) < 0 or s.istate[IS.PLACER_CODE] == PLACE_PYTHON:
+        s.istate[IS.NEED_PLACE] = 1
+    s.queue[s.istate[IS.Q_TAIL]] = j
+    s.istate[IS.Q_TAIL] += 1
+
+
+@kernel_function
+def kill_job(s, j: int, now: float, requeue: bool) -> None:  # type: ignore[no-untyped-def]
+    """Kill running placed job j at `now`: its work is lost (counted as waste).
+
+    With `requeue` it joins the queue again (its request may be changed before it is placed
+    again) and its `retries` grows; otherwise it fails. The queue must have room for it.
+    """
+    _free_node_of(s, j)
+    s.jobs_f[JF.WASTE_CORE_S, j] += s.jobs_f[JF.REQ_CPU, j] * (now - s.jobs_f[JF.START, j])
+    s.istate[IS.KILLED_COUNT] += 1
+    s.istate[IS.NEED_SCALE] = 1
+    if requeue:
+        s.jobs_i[JI.RETRIES, j] += 1
+        _enqueue(s, j)
+        s.istate[IS.NEED_PLACE] = 1
+    else:
+        _leave(s, j, now, JobState.FAILED)
+        if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
+            s.istate[IS.NEED_PLACE] = 1
+
+
+@kernel_function
+def advance_pool(s, p: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Bring the remaining work of every job in pool p up to time now."""
-    dt = now - pools_f[P_LAST, p]
+    pools_f, jobs_f = s.pools_f, s.jobs_f
+    dt = now - pools_f[PF.LAST, p]
     if dt > 0.0:
-        j = pools_i[P_HEAD, p]
+        j = s.pools_i[PI.HEAD, p]
         while j >= 0:
-            jobs_f[REM, j] -= jobs_f[RATE, j] * dt
-            jobs_f[CORE_SECONDS, j] += jobs_f[CORES, j] * dt
-            j = jobs_i[NEXT, j]
-    pools_f[P_LAST, p] = now
+            jobs_f[JF.REM, j] -= jobs_f[JF.RATE, j] * dt
+            jobs_f[JF.CORE_SECONDS, j] += jobs_f[JF.CORES, j] * dt
+            j = s.jobs_i[JI.NEXT, j]
+    pools_f[PF.LAST, p] = now
 
 
 @kernel_function
-def pool_members(p: int, pools_i: np.ndarray, jobs_i: np.ndarray, out: np.ndarray) -> int:
-    """Write the jobs of pool p in arrival order into out; return how many."""
+def pool_members(s, p: int) -> int:  # type: ignore[no-untyped-def]
+    """Write the jobs of pool p in arrival order into `members`; return how many."""
     n = 0
-    j = pools_i[P_HEAD, p]
+    j = s.pools_i[PI.HEAD, p]
     while j >= 0:
-        out[n] = j
+        s.members[n] = j
         n += 1
-        j = jobs_i[NEXT, j]
+        j = s.jobs_i[JI.NEXT, j]
     return n
 
 
 @kernel_function
-def apply_allocation(
-    p: int,
-    now: float,
-    jobs_f: np.ndarray,
-    jobs_i: np.ndarray,
-    pools_f: np.ndarray,
-    pools_i: np.ndarray,
-    classes_f: np.ndarray,
-    classes_i: np.ndarray,
-    class_tx: np.ndarray,
-    class_ty: np.ndarray,
-    fstate: np.ndarray,
-    istate: np.ndarray,
-) -> None:
+def apply_allocation(s, p: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Turn the cores in jobs_f[CORES] of pool p's jobs into rates and its next completion."""
-    speed = pools_f[P_SPEED, p]
+    jobs_f, pools_f = s.jobs_f, s.pools_f
+    speed = pools_f[PF.SPEED, p]
     best_t = math.inf
     best_j = -1
     total = 0.0
-    j = pools_i[P_HEAD, p]
+    j = s.pools_i[PI.HEAD, p]
     while j >= 0:
-        k = jobs_f[CORES, j]
+        k = jobs_f[JF.CORES, j]
         total += k
-        rate = speed * speedup_value(jobs_i[CLS, j], k, classes_f, classes_i, class_tx, class_ty)
-        jobs_f[RATE, j] = rate
-        if k > 0.0 and jobs_f[START, j] < 0.0:
-            jobs_f[START, j] = now
+        rate = speed * speedup_value(
+            s.jobs_i[JI.CLS, j], k, s.classes_f, s.classes_i, s.class_tx, s.class_ty
+        )
+        jobs_f[JF.RATE, j] = rate
+        if k > 0.0 and jobs_f[JF.START, j] < 0.0:
+            jobs_f[JF.START, j] = now
         if rate > 0.0:
-            left = jobs_f[REM, j] / rate
+            left = jobs_f[JF.REM, j] / rate
             if left < best_t:
                 best_t = left
                 best_j = j
-        j = jobs_i[NEXT, j]
-    fstate[BUSY_CPU] += total - pools_f[P_ALLOCATED, p]
-    pools_f[P_ALLOCATED, p] = total
-    pools_f[P_NEXT_T, p] = now + max(best_t, 0.0)
-    pools_i[P_NEXT_J, p] = best_j
-    pools_i[P_NEED_ALLOC, p] = 0
-    istate[DECISIONS] += 1
+        j = s.jobs_i[JI.NEXT, j]
+    s.fstate[FS.BUSY_CPU] += total - pools_f[PF.ALLOCATED, p]
+    pools_f[PF.ALLOCATED, p] = total
+    pools_f[PF.NEXT_T, p] = now + max(best_t, 0.0)
+    s.pools_i[PI.NEXT_J, p] = best_j
+    s.pools_i[PI.NEED_ALLOC, p] = 0
+    s.istate[IS.DECISIONS] += 1
 
 
 @kernel_function
-def _pool_append(p: int, j: int, pools_i: np.ndarray, jobs_i: np.ndarray) -> None:
-    tail = pools_i[P_TAIL, p]
-    jobs_i[PREV, j] = tail
-    jobs_i[NEXT, j] = -1
+def _pool_append(s, p: int, j: int) -> None:  # type: ignore[no-untyped-def]
+    pools_i, jobs_i = s.pools_i, s.jobs_i
+    tail = pools_i[PI.TAIL, p]
+    jobs_i[JI.PREV, j] = tail
+    jobs_i[JI.NEXT, j] = -1
     if tail >= 0:
-        jobs_i[NEXT, tail] = j
+        jobs_i[JI.NEXT, tail] = j
     else:
-        pools_i[P_HEAD, p] = j
-    pools_i[P_TAIL, p] = j
-    pools_i[P_COUNT, p] += 1
+        pools_i[PI.HEAD, p] = j
+    pools_i[PI.TAIL, p] = j
+    pools_i[PI.COUNT, p] += 1
 
 
 @kernel_function
-def _pool_remove(p: int, j: int, pools_i: np.ndarray, jobs_i: np.ndarray) -> None:
-    prev, nxt = jobs_i[PREV, j], jobs_i[NEXT, j]
+def _pool_remove(s, p: int, j: int) -> None:  # type: ignore[no-untyped-def]
+    pools_i, jobs_i = s.pools_i, s.jobs_i
+    prev, nxt = jobs_i[JI.PREV, j], jobs_i[JI.NEXT, j]
     if prev >= 0:
-        jobs_i[NEXT, prev] = nxt
+        jobs_i[JI.NEXT, prev] = nxt
     else:
-        pools_i[P_HEAD, p] = nxt
+        pools_i[PI.HEAD, p] = nxt
     if nxt >= 0:
-        jobs_i[PREV, nxt] = prev
+        jobs_i[JI.PREV, nxt] = prev
     else:
-        pools_i[P_TAIL, p] = prev
-    jobs_i[NEXT, j] = -1
-    jobs_i[PREV, j] = -1
-    pools_i[P_COUNT, p] -= 1
+        pools_i[PI.TAIL, p] = prev
+    jobs_i[JI.NEXT, j] = -1
+    jobs_i[JI.PREV, j] = -1
+    pools_i[PI.COUNT, p] -= 1
 
 
 @kernel_function
-def next_queued(queue: np.ndarray, istate: np.ndarray, jobs_i: np.ndarray) -> int:
+def next_queued(s) -> int:  # type: ignore[no-untyped-def]
     """The earliest job still waiting for a node (skipping ones placed out of order), or -1."""
-    h = istate[Q_HEAD]
-    while h < istate[Q_TAIL] and jobs_i[STATE, queue[h]] != QUEUED:
+    istate = s.istate
+    h = istate[IS.Q_HEAD]
+    while h < istate[IS.Q_TAIL] and s.jobs_i[JI.STATE, s.queue[h]] != JobState.QUEUED:
         h += 1
-    istate[Q_HEAD] = h
-    return queue[h] if h < istate[Q_TAIL] else -1
+    istate[IS.Q_HEAD] = h
+    return s.queue[h] if h < istate[IS.Q_TAIL] else -1
+
+
+# --- event handlers ------------------------------------------------------------------------
 
 
 @kernel_function
-def run_kernel(
-    jobs_f: np.ndarray,
-    jobs_i: np.ndarray,
-    nodes_f: np.ndarray,
-    nodes_i: np.ndarray,
-    pools_f: np.ndarray,
-    pools_i: np.ndarray,
-    classes_f: np.ndarray,
-    classes_i: np.ndarray,
-    class_tx: np.ndarray,
-    class_ty: np.ndarray,
-    ht: np.ndarray,
-    hj: np.ndarray,
-    hk: np.ndarray,
-    run_by_type: np.ndarray,
-    queue: np.ndarray,
-    members: np.ndarray,
-    n_class: np.ndarray,
-    area_class: np.ndarray,
-    istate: np.ndarray,
-    fstate: np.ndarray,
-    rng: np.ndarray,
-    placer_params: np.ndarray,
-    alloc_params: np.ndarray,
-    until_s: float,
-    max_events: int,
-) -> int:
-    """Run events until the end, a Python decision, time `until_s` or `max_events` events."""
-    n_jobs = jobs_f.shape[1]
-    n_pools = pools_f.shape[1]
-    events_at_entry = istate[EVENTS]
+def on_timer(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """A queued job's patience runs out: it leaves unserved (failed); the queue moves on."""
+    _leave(s, j, t, JobState.FAILED)
+    if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
+        s.istate[IS.NEED_PLACE] = 1
+    s.istate[IS.NEED_SCALE] = 1
+
+
+@kernel_function
+def on_complete(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """A placed job completes and frees its node."""
+    _free_node_of(s, j)
+    _leave(s, j, t, JobState.DONE)
+    if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
+        s.istate[IS.NEED_PLACE] = 1
+    s.istate[IS.NEED_SCALE] = 1
+
+
+@kernel_function
+def on_node_ready(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """A rented node finishes starting up and takes jobs."""
+    if s.nodes_i[NI.STATUS, k] == NodeStatus.BOOTING:
+        s.nodes_i[NI.STATUS, k] = NodeStatus.UP
+        if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
+            s.istate[IS.NEED_PLACE] = 1
+        s.istate[IS.NEED_SCALE] = 1
+
+
+@kernel_function
+def on_pool_completion(s, p: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """A malleable job finishes its work in pool p."""
+    j = s.pools_i[PI.NEXT_J, p]
+    advance_pool(s, p, t)
+    s.jobs_f[JF.REM, j] = 0.0
+    s.jobs_f[JF.COST, j] = (
+        s.pools_f[PF.PRICE_PER_S, p]
+        * s.jobs_f[JF.CORE_SECONDS, j]
+        / max(s.pools_f[PF.CORES, p], 1e-300)
+    )
+    _pool_remove(s, p, j)
+    _leave(s, j, t, JobState.DONE)
+    s.pools_i[PI.NEXT_J, p] = -1
+    s.pools_i[PI.NEED_ALLOC, p] = 1
+
+
+@kernel_function
+def on_arrival(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """An arrival: malleable jobs join their pool, others the placement queue."""
+    c = s.jobs_i[JI.CLS, j]
+    s.n_class[c] += 1
+    s.istate[IS.N_SYSTEM] += 1
+    p = s.classes_i[CI.POOL, c]
+    if p >= 0:
+        advance_pool(s, p, t)
+        s.jobs_i[JI.POOL, j] = p
+        s.jobs_i[JI.STATE, j] = JobState.RUNNING
+        s.jobs_f[JF.REM, j] = s.jobs_f[JF.SIZE, j]
+        s.jobs_f[JF.START, j] = -1.0
+        s.jobs_f[JF.CORES, j] = 0.0
+        s.jobs_f[JF.RATE, j] = 0.0
+        _pool_append(s, p, j)
+        s.pools_i[PI.NEED_ALLOC, p] = 1
+    else:
+        _enqueue(s, j)
+        patience = s.classes_f[CF.TIMEOUT_S, c]
+        if patience < math.inf:
+            heap_push(s, t + patience, j, Event.TIMER)
+        s.istate[IS.NEED_SCALE] = 1
+
+
+# --- the loop ------------------------------------------------------------------------------
+
+
+@kernel_function
+def place_compiled(s, now: float) -> None:  # type: ignore[no-untyped-def]
+    """A compiled placer places queue heads in order until the head fits nowhere."""
     while True:
-        now = fstate[NOW]
-        # 1. Decisions owed since the last event.
-        if istate[NEED_PLACE] == 1:
-            if istate[PLACER_CODE] == PLACE_PYTHON:
-                return NEED_PLACE_DECISION
-            while True:
-                j = next_queued(queue, istate, jobs_i)
-                if j < 0:
-                    break
-                k = place(istate[PLACER_CODE], placer_params, j, nodes_f, nodes_i, jobs_f, rng)
-                if k < 0:
-                    break
-                start_job(
-                    j,
-                    k,
-                    now,
-                    jobs_f,
-                    jobs_i,
-                    nodes_f,
-                    nodes_i,
-                    classes_f,
-                    classes_i,
-                    class_tx,
-                    class_ty,
-                    ht,
-                    hj,
-                    hk,
-                    istate,
-                    fstate,
-                    run_by_type,
-                    -1.0,
-                    0.0,
-                )
-                istate[Q_HEAD] += 1
-            istate[NEED_PLACE] = 0
+        j = next_queued(s)
+        if j < 0:
+            break
+        k = place(s.istate[IS.PLACER_CODE], s.placer_params, j, s)
+        if k < 0:
+            break
+        start_job(s, j, k, now, -1.0, 0.0, -1)
+        s.istate[IS.Q_HEAD] += 1
+    s.istate[IS.NEED_PLACE] = 0
+
+
+@kernel_function
+def allocate_compiled(s, p: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    n = pool_members(s, p)
+    if n > 0:
+        allocate(
+            s.istate[IS.ALLOC_CODE],
+            s.alloc_params,
+            s.members,
+            n,
+            s.pools_f[PF.CORES, p],
+            now,
+            s.jobs_f,
+            s.jobs_i,
+            s.classes_f,
+            s.classes_i,
+            s.class_tx,
+            s.class_ty,
+        )
+    apply_allocation(s, p, now)
+
+
+@kernel_function
+def next_event_time(s) -> float:  # type: ignore[no-untyped-def]
+    """Time of the next event (after dropping stale heap entries), or +inf."""
+    while s.istate[IS.HEAP_N] > 0 and _stale(s, 0):
+        heap_pop(s)
+    a = s.istate[IS.NEXT_ARRIVAL]
+    t = s.jobs_f[JF.ARRIVAL, a] if a < s.jobs_f.shape[1] else math.inf
+    if s.istate[IS.HEAP_N] > 0:
+        t = min(t, s.heap_t[0])
+    for p in range(s.pools_f.shape[1]):
+        if s.pools_i[PI.NEXT_J, p] >= 0:
+            t = min(t, s.pools_f[PF.NEXT_T, p])
+    return t
+
+
+@kernel_function
+def run_kernel(s, until_s: float, max_events: int) -> int:  # type: ignore[no-untyped-def]
+    """Run events until the end, a Python decision, time `until_s` or `max_events` events."""
+    n_jobs = s.jobs_f.shape[1]
+    n_pools = s.pools_f.shape[1]
+    istate, fstate = s.istate, s.fstate
+    events_at_entry = istate[IS.EVENTS]
+    while True:
+        now = fstate[FS.NOW]
+        # 1. Decisions owed since the last event: scaling, placement, allocation.
+        if istate[IS.NEED_SCALE] == 1:
+            if istate[IS.SCALER_CODE] == SCALE_PYTHON:
+                return Status.NEED_SCALE_DECISION
+            istate[IS.NEED_SCALE] = 0
+        if istate[IS.NEED_PLACE] == 1:
+            if istate[IS.PLACER_CODE] == PLACE_PYTHON:
+                return Status.NEED_PLACE_DECISION
+            place_compiled(s, now)
         for p in range(n_pools):
-            if pools_i[P_NEED_ALLOC, p] == 1:
-                if istate[ALLOC_CODE] == ALLOC_PYTHON:
-                    istate[STATUS_POOL] = p
-                    return NEED_ALLOC_DECISION
-                n = pool_members(p, pools_i, jobs_i, members)
-                if n > 0:
-                    allocate(
-                        istate[ALLOC_CODE],
-                        alloc_params,
-                        members,
-                        n,
-                        pools_f[P_CORES, p],
-                        now,
-                        jobs_f,
-                        jobs_i,
-                        classes_f,
-                        classes_i,
-                        class_tx,
-                        class_ty,
-                    )
-                apply_allocation(
-                    p,
-                    now,
-                    jobs_f,
-                    jobs_i,
-                    pools_f,
-                    pools_i,
-                    classes_f,
-                    classes_i,
-                    class_tx,
-                    class_ty,
-                    fstate,
-                    istate,
-                )
+            if s.pools_i[PI.NEED_ALLOC, p] == 1:
+                if istate[IS.ALLOC_CODE] == ALLOC_PYTHON:
+                    istate[IS.STATUS_POOL] = p
+                    return Status.NEED_ALLOC_DECISION
+                allocate_compiled(s, p, now)
 
         # 2. The next event.
-        a = istate[NEXT_ARRIVAL]
-        t_arrival = jobs_f[ARRIVAL, a] if a < n_jobs else math.inf
-        t_heap = ht[0] if istate[HEAP_N] > 0 else math.inf
+        while istate[IS.HEAP_N] > 0 and _stale(s, 0):
+            heap_pop(s)
+        a = istate[IS.NEXT_ARRIVAL]
+        t_arrival = s.jobs_f[JF.ARRIVAL, a] if a < n_jobs else math.inf
+        t_heap = s.heap_t[0] if istate[IS.HEAP_N] > 0 else math.inf
         t_pool = math.inf
         p_min = -1
         for p in range(n_pools):
-            if pools_i[P_NEXT_J, p] >= 0 and pools_f[P_NEXT_T, p] < t_pool:
-                t_pool = pools_f[P_NEXT_T, p]
+            if s.pools_i[PI.NEXT_J, p] >= 0 and s.pools_f[PF.NEXT_T, p] < t_pool:
+                t_pool = s.pools_f[PF.NEXT_T, p]
                 p_min = p
         t = min(t_arrival, min(t_heap, t_pool))
-        if t > fstate[HORIZON]:
-            accumulate(fstate[HORIZON], fstate, istate, n_class, area_class, pools_f)
-            fstate[NOW] = fstate[HORIZON]
-            return FINISHED
+        if t > fstate[FS.HORIZON]:
+            advance_to(s, fstate[FS.HORIZON])
+            return Status.FINISHED
         if t == math.inf:
-            return FINISHED
+            return Status.FINISHED
         if t > until_s:
-            return PAUSED
-        if istate[EVENTS] - events_at_entry >= max_events:
-            return YIELDED
-        accumulate(t, fstate, istate, n_class, area_class, pools_f)
-        fstate[NOW] = t
-        istate[EVENTS] += 1
+            return Status.PAUSED
+        if istate[IS.EVENTS] - events_at_entry >= max_events:
+            return Status.YIELDED
+        advance_to(s, t)
+        istate[IS.EVENTS] += 1
 
-        if t_heap <= t_pool and t_heap <= t_arrival and hk[0] == EV_TIMER:
-            # A queued job's patience runs out: it leaves unserved (counted as failed).
-            j = hj[0]
-            heap_pop(ht, hj, hk, istate)
-            if jobs_i[STATE, j] == QUEUED:
-                jobs_i[STATE, j] = FAILED
-                jobs_f[END, j] = t
-                n_class[jobs_i[CLS, j]] -= 1
-                istate[N_SYSTEM] -= 1
-                istate[DONE_COUNT] += 1
-                istate[FAILED_COUNT] += 1
-        elif t_heap <= t_pool and t_heap <= t_arrival:
-            # A placed job completes and frees its node.
-            j = hj[0]
-            heap_pop(ht, hj, hk, istate)
-            k = jobs_i[NODE, j]
-            nodes_f[FREE_SLOTS, k] += 1.0
-            nodes_f[FREE_CPU, k] += jobs_f[REQ_CPU, j]
-            nodes_f[FREE_MEM, k] += jobs_f[REQ_MEM, j]
-            nodes_f[FREE_GPU, k] += jobs_f[REQ_GPU, j]
-            fstate[BUSY_CPU] -= jobs_f[REQ_CPU, j]
-            jobs_f[END, j] = t
-            jobs_i[STATE, j] = DONE
-            n_class[jobs_i[CLS, j]] -= 1
-            istate[N_SYSTEM] -= 1
-            istate[DONE_COUNT] += 1
-            if istate[Q_HEAD] < istate[Q_TAIL]:
-                istate[NEED_PLACE] = 1
-        elif t_pool <= t_arrival:
-            # A malleable job finishes its work in pool p_min.
-            p = p_min
-            j = pools_i[P_NEXT_J, p]
-            advance_pool(p, t, pools_f, pools_i, jobs_f, jobs_i)
-            jobs_f[REM, j] = 0.0
-            jobs_f[END, j] = t
-            jobs_f[COST, j] = (
-                pools_f[P_PRICE_PER_S, p]
-                * jobs_f[CORE_SECONDS, j]
-                / max(pools_f[P_CORES, p], 1e-300)
-            )
-            jobs_i[STATE, j] = DONE
-            _pool_remove(p, j, pools_i, jobs_i)
-            n_class[jobs_i[CLS, j]] -= 1
-            istate[N_SYSTEM] -= 1
-            istate[DONE_COUNT] += 1
-            pools_i[P_NEXT_J, p] = -1
-            pools_i[P_NEED_ALLOC, p] = 1
-        else:
-            # An arrival: malleable jobs join their pool, others the placement queue.
-            j = a
-            istate[NEXT_ARRIVAL] = a + 1
-            c = jobs_i[CLS, j]
-            n_class[c] += 1
-            istate[N_SYSTEM] += 1
-            p = classes_i[CLASS_POOL, c]
-            if p >= 0:
-                advance_pool(p, t, pools_f, pools_i, jobs_f, jobs_i)
-                jobs_i[POOL, j] = p
-                jobs_i[STATE, j] = RUNNING
-                jobs_f[REM, j] = jobs_f[SIZE, j]
-                jobs_f[START, j] = -1.0
-                jobs_f[CORES, j] = 0.0
-                jobs_f[RATE, j] = 0.0
-                _pool_append(p, j, pools_i, jobs_i)
-                pools_i[P_NEED_ALLOC, p] = 1
+        if t_heap <= t_pool and t_heap <= t_arrival:
+            i = s.heap_j[0]
+            kind = s.heap_k[0] & KIND_MASK
+            heap_pop(s)
+            if kind == Event.TIMER:
+                on_timer(s, i, t)
+            elif kind == Event.NODE_READY:
+                on_node_ready(s, i, t)
             else:
-                jobs_i[STATE, j] = QUEUED
-                # A compiled placer is strict FCFS: behind a blocked head nothing can start,
-                # so only an arrival to an empty queue needs a decision. Python placers may
-                # backfill, so they are asked at every arrival.
-                if next_queued(queue, istate, jobs_i) < 0 or istate[PLACER_CODE] == PLACE_PYTHON:
-                    istate[NEED_PLACE] = 1
-                queue[istate[Q_TAIL]] = j
-                istate[Q_TAIL] += 1
-                patience = classes_f[TIMEOUT_S, c]
-                if patience < math.inf:
-                    heap_push(ht, hj, hk, istate, t + patience, j, EV_TIMER)
+                on_complete(s, i, t)
+        elif t_pool <= t_arrival:
+            on_pool_completion(s, p_min, t)
+        else:
+            istate[IS.NEXT_ARRIVAL] = a + 1
+            on_arrival(s, a, t)

@@ -1,60 +1,188 @@
-"""Row indices of the engine's struct-of-arrays state.
+"""The rows of the engine's struct-of-arrays state, as `IntEnum`s.
 
-The engine keeps each entity kind in one 2-D array whose rows are fields: `jobs_f[REM]`
-is the remaining work of every job. Plain integers keep the compiled loop simple and the
-state plain data (copyable, picklable, shippable to Ray actors).
+The engine keeps each entity kind in one 2-D array whose rows are fields: `jobs_f[JF.REM]`
+is the remaining work of every job. The row enums number themselves (no hand-counted
+constants); numba reads `IntEnum` members as compile-time integers, so the compiled loop
+indexes with them directly. The arrays are grouped in `cluster.state.EngineState`.
+
+Units: seconds, cores, GB, GPUs (milli-GPU where named), dollars.
 """
 
 from __future__ import annotations
 
-# jobs_f: float64[JF_ROWS, n_jobs]
-ARRIVAL, SIZE, REM, RATE, CORES, START, END, CORE_SECONDS = 0, 1, 2, 3, 4, 5, 6, 7
-REQ_CPU, REQ_MEM, REQ_GPU, COST, SETUP_S = 8, 9, 10, 11, 12
-JF_ROWS = 13
+from enum import IntEnum
 
-# jobs_i: int64[JI_ROWS, n_jobs]
-CLS, NODE, POOL, NEXT, PREV, STATE, RETRIES = 0, 1, 2, 3, 4, 5, 6
-JI_ROWS = 7
-# job states
-FUTURE, QUEUED, RUNNING, DONE, FAILED = 0, 1, 2, 3, 4
 
-# nodes_f: float64[NF_ROWS, n_nodes]
-CAP_CPU, CAP_MEM, CAP_GPU, FREE_CPU, FREE_MEM, FREE_GPU, SPEED, PRICE_PER_S = 0, 1, 2, 3, 4, 5, 6, 7
-CAP_SLOTS, FREE_SLOTS = 8, 9
-NF_ROWS = 10
-# nodes_i: int64[NI_ROWS, n_nodes]
-NODE_TYPE, ACTIVE = 0, 1
-NI_ROWS = 2
+class JF(IntEnum):
+    """Rows of `jobs_f` (float64[len(JF), jobs])."""
 
-# pools_f: float64[PF_ROWS, n_pools]
-P_CORES, P_SPEED, P_LAST, P_NEXT_T, P_ALLOCATED, P_BUSY_AREA, P_PRICE_PER_S = 0, 1, 2, 3, 4, 5, 6
-PF_ROWS = 7
-# pools_i: int64[PI_ROWS, n_pools]
-P_HEAD, P_TAIL, P_COUNT, P_NEXT_J, P_NEED_ALLOC = 0, 1, 2, 3, 4
-PI_ROWS = 5
+    ARRIVAL = 0  #: arrival time, s
+    SIZE = 1  #: work, core-seconds at speed 1
+    REM = 2  #: remaining work of a malleable job, core-seconds
+    RATE = 3  #: current rate of a malleable job, work per s
+    CORES = 4  #: cores of a malleable job
+    START = 5  #: start of the current (last) attempt, s
+    END = 6  #: end (completion or failure), s
+    CORE_SECONDS = 7  #: core-seconds used by a malleable job
+    REQ_CPU = 8  #: request, cores
+    REQ_MEM = 9  #: request, GB
+    REQ_GPU = 10  #: request, GPUs (< 1: a share of one GPU; >= 1: whole GPUs)
+    COST = 11  #: money of a malleable job, dollars
+    SETUP_S = 12  #: set-up delay of the current attempt (image pull, data), s
+    DUE = 13  #: scheduled end of the current attempt, s (stale heap entries differ)
+    WASTE_CORE_S = 14  #: core-seconds held by killed attempts (work lost)
 
-# classes_f: float64[CF_ROWS, n_classes]
-HOLDING_COST, SP_PARAM, TIMEOUT_S, SP_PARAM2 = 0, 1, 2, 3
-CF_ROWS = 4
-# classes_i: int64[CI_ROWS, n_classes]
-SP_KIND, CLASS_POOL, SP_NPTS = 0, 1, 2
-CI_ROWS = 3
 
-# istate: int64[IS_ROWS]
-NEXT_ARRIVAL, HEAP_N, Q_HEAD, Q_TAIL, NEED_PLACE, DONE_COUNT, EVENTS = 0, 1, 2, 3, 4, 5, 6
-PLACER_CODE, ALLOC_CODE, STATUS_POOL, N_SYSTEM, DECISIONS, FAILED_COUNT = 7, 8, 9, 10, 11, 12
-IS_ROWS = 13
+class JI(IntEnum):
+    """Rows of `jobs_i` (int64[len(JI), jobs])."""
 
-# fstate: float64[FS_ROWS]
-NOW, WIN_START, WIN_END, HORIZON, BUSY_CPU, BUSY_AREA, MEASURED_TIME = 0, 1, 2, 3, 4, 5, 6
-FS_ROWS = 7
+    CLS = 0  #: class index
+    NODE = 1  #: node of the current (last) attempt, or -1
+    POOL = 2  #: malleable pool, or -1
+    NEXT = 3  #: next job in the pool's list
+    PREV = 4  #: previous job in the pool's list
+    STATE = 5  #: a `JobState`
+    RETRIES = 6  #: attempts killed and re-queued
+    GPU_MASK = 7  #: bit g set: the job holds (a share of) GPU g of its node
 
-# event kinds in the heap
-EV_COMPLETE, EV_NODE_READY, EV_TIMER = 0, 1, 2
 
-# kernel return codes
-FINISHED, NEED_PLACE_DECISION, NEED_ALLOC_DECISION, PAUSED, YIELDED = 0, 1, 2, 3, 4
+class JobState(IntEnum):
+    FUTURE = 0
+    QUEUED = 1
+    RUNNING = 2
+    DONE = 3
+    FAILED = 4
 
-# speed-up kinds (same codes as cluster.speedup)
-LINEAR_CODE, AMDAHL_CODE, POWER_CODE, ROOFTOP_CODE, TABLE_CODE = 0, 1, 2, 3, 4
-SMOOTH_ROOFTOP_CODE = 5
+
+class NF(IntEnum):
+    """Rows of `nodes_f` (float64[len(NF), node rows])."""
+
+    CAP_CPU = 0  #: cores
+    CAP_MEM = 1  #: GB
+    CAP_GPU = 2  #: whole GPUs
+    FREE_CPU = 3
+    FREE_MEM = 4
+    FREE_GPU = 5  #: free GPU capacity in GPUs (sum of the GPUs' free milli / 1000)
+    SPEED = 6  #: relative speed
+    PRICE_PER_S = 7  #: dollars per second while active
+    CAP_SLOTS = 8  #: most jobs at once (worker slots)
+    FREE_SLOTS = 9
+    STARTUP_COST = 10  #: dollars, paid once when rented
+    RENTED_AT = 11  #: s
+    READY_AT = 12  #: s (rented + start-up delay)
+    RELEASED_AT = 13  #: s, or +inf while held
+    RUNNING_JOBS = 14  #: jobs running on the node
+
+
+class NI(IntEnum):
+    """Rows of `nodes_i` (int64[len(NI), node rows])."""
+
+    NODE_TYPE = 0
+    STATUS = 1  #: a `NodeStatus`
+
+
+class NodeStatus(IntEnum):
+    """A node row's lifecycle: unused row -> booting -> up -> released."""
+
+    UNUSED = 0
+    BOOTING = 1
+    UP = 2
+    RELEASED = 3
+
+
+class PF(IntEnum):
+    """Rows of `pools_f`."""
+
+    CORES = 0
+    SPEED = 1
+    LAST = 2  #: time of the last advance, s
+    NEXT_T = 3  #: next completion, s
+    ALLOCATED = 4  #: cores allocated
+    BUSY_AREA = 5  #: integral of allocated cores over the window, core-seconds
+    PRICE_PER_S = 6
+
+
+class PI(IntEnum):
+    """Rows of `pools_i`."""
+
+    HEAD = 0
+    TAIL = 1
+    COUNT = 2
+    NEXT_J = 3  #: job of the next completion, or -1
+    NEED_ALLOC = 4
+
+
+class CF(IntEnum):
+    """Rows of `classes_f`."""
+
+    HOLDING_COST = 0
+    SP_PARAM = 1
+    TIMEOUT_S = 2
+    SP_PARAM2 = 3
+
+
+class CI(IntEnum):
+    """Rows of `classes_i`."""
+
+    SP_KIND = 0
+    POOL = 1
+    SP_NPTS = 2
+
+
+class IS(IntEnum):
+    """Entries of `istate` (int64 scalars)."""
+
+    NEXT_ARRIVAL = 0
+    HEAP_N = 1
+    Q_HEAD = 2
+    Q_TAIL = 3
+    NEED_PLACE = 4
+    DONE_COUNT = 5
+    EVENTS = 6
+    PLACER_CODE = 7
+    ALLOC_CODE = 8
+    STATUS_POOL = 9
+    N_SYSTEM = 10
+    DECISIONS = 11
+    FAILED_COUNT = 12
+    SCALER_CODE = 13
+    NEED_SCALE = 14
+    KILLED_COUNT = 15
+    NODES_USED = 16  #: node rows handed out (the rest are unused, pre-allocated)
+
+
+class FS(IntEnum):
+    """Entries of `fstate` (float64 scalars)."""
+
+    NOW = 0
+    WIN_START = 1
+    WIN_END = 2
+    HORIZON = 3
+    BUSY_CPU = 4
+    BUSY_AREA = 5
+    MEASURED_TIME = 6
+
+
+class Event(IntEnum):
+    """Kinds of heap entries; the id is a job, or a node for `NODE_READY`."""
+
+    COMPLETE = 0
+    NODE_READY = 1
+    TIMER = 2
+
+
+class Status(IntEnum):
+    """What `run_kernel` returns."""
+
+    FINISHED = 0
+    NEED_PLACE_DECISION = 1
+    NEED_ALLOC_DECISION = 2
+    PAUSED = 3
+    YIELDED = 4
+    NEED_SCALE_DECISION = 5
+
+
+#: Milli-units per GPU.
+GPU_MILLI = 1000
+#: Most GPUs on one node (a job's GPUs are a bit mask in one int64).
+MAX_GPUS_PER_NODE = 62

@@ -17,10 +17,11 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from cluster import layout as L
+from cluster.layout import CI, FS, IS, JF, JI, NF, PF, JobState, NodeStatus
+from cluster.state import RunState
 
 if TYPE_CHECKING:
-    from cluster.engine import Engine
+    from cluster.policies.base import Policy
 
 #: Metrics averaged over replications and given a confidence interval.
 MEAN_METRICS = (
@@ -78,79 +79,116 @@ def _job_columns(  # type: ignore[no-untyped-def]
     measured = np.zeros(n, dtype=np.bool_)
     failed = np.zeros(n, dtype=np.bool_)
     for j in range(n):
-        state = jobs_i[L.STATE, j]
-        if state == L.FUTURE:
+        state = jobs_i[JI.STATE, j]
+        if state == JobState.FUTURE:
             continue
-        done = state == L.DONE
-        failed[j] = state == L.FAILED
-        began = state == L.RUNNING or done
+        done = state == JobState.DONE
+        failed[j] = state == JobState.FAILED
+        began = state == JobState.RUNNING or done
         if done:
-            end[j] = jobs_f[L.END, j]
+            end[j] = jobs_f[JF.END, j]
             if warm_by_time:
-                measured[j] = jobs_f[L.ARRIVAL, j] >= warmup_s
+                measured[j] = jobs_f[JF.ARRIVAL, j] >= warmup_s
             else:
                 measured[j] = j >= warmup_jobs
-        p = class_pool[jobs_i[L.CLS, j]]
+        p = class_pool[jobs_i[JI.CLS, j]]
         if p >= 0:
             pool[j] = p
-            if jobs_f[L.START, j] >= 0.0:
-                start[j] = jobs_f[L.START, j]
-            core_seconds[j] = jobs_f[L.CORE_SECONDS, j]
-            cost[j] = jobs_f[L.COST, j]
+            if jobs_f[JF.START, j] >= 0.0:
+                start[j] = jobs_f[JF.START, j]
+            core_seconds[j] = jobs_f[JF.CORE_SECONDS, j]
+            cost[j] = jobs_f[JF.COST, j]
         elif began:
-            k = jobs_i[L.NODE, j]
+            k = jobs_i[JI.NODE, j]
             node[j] = k
-            start[j] = jobs_f[L.START, j]
-            held = (jobs_f[L.END, j] if done else now) - jobs_f[L.START, j]
-            cpu = jobs_f[L.REQ_CPU, j]
+            start[j] = jobs_f[JF.START, j]
+            held = (jobs_f[JF.END, j] if done else now) - jobs_f[JF.START, j]
+            cpu = jobs_f[JF.REQ_CPU, j]
             core_seconds[j] = cpu * held
             share = cpu / cap_cpu[k] if cap_cpu[k] > 0 else 1.0
             cost[j] = price_per_s[k] * held * share
     return start, end, node, pool, core_seconds, cost, measured, failed
 
 
-def build_result(engine: Engine) -> RunResult:
-    spec = engine.spec
-    jf, ji = engine.jobs_f, engine.jobs_i
-    arrival = jf[L.ARRIVAL]
+def node_names(
+    spec_nodes: tuple[str, ...], node_type: np.ndarray, type_names: list[str]
+) -> list[str]:
+    """`<type>-<index>` for every node row (static nodes first, then rented ones)."""
+    return [
+        spec_nodes[k] + f"-{k}" if k < len(spec_nodes) else f"{type_names[t]}-{k}"
+        for k, t in enumerate(node_type.tolist())
+    ]
+
+
+def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
+    """The per-job table and the summary of a (frozen) run state."""
+    spec, s = run.spec, run.state
+    jf, ji = s.jobs_f, s.jobs_i
+    arrival = jf[JF.ARRIVAL]
     stop = spec.stop
     start, end, node, pool, core_seconds, cost, measured, failed = _job_columns(
         jf,
         ji,
-        engine.classes_i[L.CLASS_POOL],
-        engine.nodes_f[L.CAP_CPU],
-        engine.nodes_f[L.PRICE_PER_S],
-        engine.now,
+        s.classes_i[CI.POOL],
+        s.nodes_f[NF.CAP_CPU],
+        s.nodes_f[NF.PRICE_PER_S],
+        run.now_s,
         stop.time_s is not None,
         stop.warmup_s,
         stop.warmup_jobs,
     )
     n = arrival.size
-    node_names = [f"{name}-{i}" for i, name in enumerate(spec.nodes)]
+    used = run.nodes_used
+    names = node_names(spec.nodes, s.nodes_i[0, :used], [t.name for t in spec.node_types])
     table = pa.table(
         {
             "job": pa.array(np.arange(n), pa.int64()),
-            "replication": pa.array(np.full(n, engine.replication, dtype=np.int32)),
-            "class": _dictionary(ji[L.CLS], [c.name for c in spec.classes]),
+            "replication": pa.array(np.full(n, run.replication, dtype=np.int32)),
+            "class": _dictionary(ji[JI.CLS], [c.name for c in spec.classes]),
             "arrival_s": pa.array(arrival),
             "start_s": pa.array(start),
             "end_s": pa.array(end),
             "response_time_s": pa.array(response := end - arrival),
-            "size": pa.array(jf[L.SIZE]),
-            "node": _dictionary(node, node_names),
+            "size": pa.array(jf[JF.SIZE]),
+            "node": _dictionary(node, names),
             "pool": _dictionary(pool, [p.name for p in spec.pools]),
             "core_seconds": pa.array(core_seconds),
             "cost_usd": pa.array(cost),
-            "setup_s": pa.array(jf[L.SETUP_S]),
-            "retries": pa.array(ji[L.RETRIES].astype(np.int32)),
+            "setup_s": pa.array(jf[JF.SETUP_S]),
+            "retries": pa.array(ji[JI.RETRIES].astype(np.int32)),
+            "wasted_core_s": pa.array(jf[JF.WASTE_CORE_S]),
             "failed": pa.array(failed),
             "measured": pa.array(measured),
         }
     )
-    summary = summarize(engine, measured, response)
-    for policy in (engine.placer, engine.allocator, engine.provisioner):
+    summary = summarize(run, measured, response, failed)
+    for policy in policies:
         summary.update(policy.extra_summary(table, summary))
     return RunResult(table, summary)
+
+
+def in_window(run: RunState) -> np.ndarray:
+    """Jobs counted in the statistics: past the warm-up (by index or arrival time)."""
+    stop = run.spec.stop
+    arrival = run.state.jobs_f[JF.ARRIVAL]
+    if stop.time_s is not None:
+        return arrival >= stop.warmup_s  # type: ignore[no-any-return]
+    return np.arange(arrival.size) >= stop.warmup_jobs  # type: ignore[no-any-return]
+
+
+def node_money(run: RunState) -> tuple[float, float]:
+    """(start-up, operating) dollars of every node row handed out, up to now.
+
+    A node costs its start-up cost once, plus its price from ready to release (or now).
+    """
+    nf = run.state.nodes_f[:, : run.nodes_used]
+    status = run.state.nodes_i[1, : run.nodes_used]
+    held = status != NodeStatus.UNUSED
+    until = np.minimum(nf[NF.RELEASED_AT], run.now_s)
+    active = np.maximum(until - nf[NF.READY_AT], 0.0)
+    startup = float(nf[NF.STARTUP_COST][held].sum())
+    operating = float((nf[NF.PRICE_PER_S] * active)[held].sum())
+    return startup, operating
 
 
 def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:
@@ -175,45 +213,56 @@ def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:
     }
 
 
-def summarize(engine: Engine, measured: np.ndarray, response: np.ndarray) -> dict[str, Any]:
-    """The run summary from the engine's integrals and the measured jobs' response times."""
-    spec = engine.spec
-    jf, ji = engine.jobs_f, engine.jobs_i
+def summarize(
+    run: RunState, measured: np.ndarray, response: np.ndarray, failed: np.ndarray | None = None
+) -> dict[str, Any]:
+    """The run summary from the state's integrals and the measured jobs' response times."""
+    spec, s = run.spec, run.state
+    jf, ji = s.jobs_f, s.jobs_i
     resp = response[measured]
-    wait = jf[L.START][measured] - jf[L.ARRIVAL][measured]
-    window = float(engine.fstate[L.MEASURED_TIME])
+    wait = jf[JF.START][measured] - jf[JF.ARRIVAL][measured]
+    window = float(s.fstate[FS.MEASURED_TIME])
     n_classes = len(spec.classes)
-    mean_n = engine.area_class / window if window > 0 else np.zeros(n_classes)
+    mean_n = s.area_class / window if window > 0 else np.zeros(n_classes)
     hold = np.array([c.holding_cost for c in spec.classes])
-    arrivals_in_window = _arrivals_in_window(engine)
-    total_cores = float(engine.nodes_f[L.CAP_CPU].sum() + engine.pools_f[L.P_CORES].sum())
-    elapsed = engine.now
-    node_cost = float(engine.nodes_f[L.PRICE_PER_S].sum() * elapsed)
-    startup = sum(spec.node_type(t).startup_cost for t in spec.nodes)
-    pool_cost = float(engine.pools_f[L.P_PRICE_PER_S].sum() * elapsed)
+    arrivals_in_window = _arrivals_in_window(run)
+    used = run.nodes_used
+    total_cores = float(s.nodes_f[NF.CAP_CPU, :used].sum() + s.pools_f[PF.CORES].sum())
+    elapsed = run.now_s
+    startup, operating = node_money(run)
+    pool_cost = float(s.pools_f[PF.PRICE_PER_S].sum() * elapsed)
+    if failed is None:
+        failed = ji[JI.STATE] == JobState.FAILED
+    failed_measured = failed & in_window(run)
+    failed_class = np.bincount(ji[JI.CLS][failed_measured], minlength=n_classes)
     summary: dict[str, Any] = {
         "scenario": spec.name,
         "seed": spec.seed,
-        "replication": engine.replication,
+        "replication": run.replication,
         **_response_stats(resp, wait),
         "mean_jobs_in_system": float(mean_n.sum()),
         "holding_cost_rate": float(np.dot(hold, mean_n)),
-        "utilization": float(engine.fstate[L.BUSY_AREA] / (total_cores * window))
+        "utilization": float(s.fstate[FS.BUSY_AREA] / (total_cores * window))
         if window > 0 and total_cores > 0
         else 0.0,
-        "cost_usd": node_cost + startup + pool_cost,
+        "cost_usd": startup + operating + pool_cost,
+        "startup_usd": startup,
+        "operating_usd": operating + pool_cost,
         "throughput_per_s": float(arrivals_in_window.sum() / window) if window > 0 else 0.0,
         "simulated_time_s": elapsed,
         "measured_time_s": window,
-        "events": engine.events,
-        "decisions": int(engine.istate[L.DECISIONS]),
+        "events": run.events,
+        "decisions": int(s.istate[IS.DECISIONS]),
         "jobs_unfinished": int(
-            ji.shape[1] - engine.istate[L.DONE_COUNT] - (ji[L.STATE] == L.FUTURE).sum()
+            ji.shape[1] - s.istate[IS.DONE_COUNT] - (ji[JI.STATE] == JobState.FUTURE).sum()
         ),
-        "jobs_failed": int(engine.istate[L.FAILED_COUNT]),
+        "jobs_failed": int(failed_class.sum()),
+        "retries": int(ji[JI.RETRIES].sum()),
+        "wasted_core_s": float(jf[JF.WASTE_CORE_S].sum()),
+        "nodes_rented": max(used - len(spec.nodes), 0),
     }
     per_class: dict[str, Any] = {}
-    measured_class = ji[L.CLS][measured] if n_classes > 1 else None
+    measured_class = ji[JI.CLS][measured] if n_classes > 1 else None
     for c, jc in enumerate(spec.classes):
         if measured_class is None:
             stats_c = {k: summary[k] for k in _response_stats(resp[:0], wait[:0])}
@@ -222,6 +271,7 @@ def summarize(engine: Engine, measured: np.ndarray, response: np.ndarray) -> dic
             stats_c = _response_stats(resp[sel], wait[sel])
         per_class[jc.name] = {
             **stats_c,
+            "jobs_failed": int(failed_class[c]),
             "mean_jobs_in_system": float(mean_n[c]),
             "holding_cost_rate": float(hold[c] * mean_n[c]),
             "throughput_per_s": float(arrivals_in_window[c] / window) if window > 0 else 0.0,
@@ -230,12 +280,13 @@ def summarize(engine: Engine, measured: np.ndarray, response: np.ndarray) -> dic
     return summary
 
 
-def _arrivals_in_window(engine: Engine) -> np.ndarray:
+def _arrivals_in_window(run: RunState) -> np.ndarray:
     """Arrivals per class inside the measurement window (for Little's law: L = lambda W)."""
-    arrival = engine.jobs_f[L.ARRIVAL]
-    lo, hi = engine.fstate[L.WIN_START], engine.fstate[L.WIN_END]
+    s = run.state
+    arrival = s.jobs_f[JF.ARRIVAL]
+    lo, hi = s.fstate[FS.WIN_START], s.fstate[FS.WIN_END]
     inside = (arrival >= lo) & (arrival <= hi)
-    return np.bincount(engine.jobs_i[L.CLS][inside], minlength=len(engine.spec.classes))
+    return np.bincount(s.jobs_i[JI.CLS][inside], minlength=len(run.spec.classes))
 
 
 def ci95_half_width(values: list[float]) -> float:
@@ -261,7 +312,9 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     out["jobs_completed"] = int(sum(s["jobs_completed"] for s in summaries))
     for key in ("simulated_time_s", "measured_time_s"):
         out[key] = float(np.mean([s[key] for s in summaries]))
-    for key in ("events", "decisions", "jobs_unfinished", "jobs_failed"):
+    for key in ("events", "decisions", "jobs_unfinished", "jobs_failed", "retries"):
+        if key not in first:
+            continue
         out[key] = int(sum(s[key] for s in summaries))
     out.update(_mean_and_ci(summaries))
     out["per_class"] = {}
@@ -269,6 +322,7 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         parts = [s["per_class"][name] for s in summaries]
         entry = _mean_and_ci(parts)
         entry["jobs_completed"] = int(sum(p["jobs_completed"] for p in parts))
+        entry["jobs_failed"] = int(sum(p.get("jobs_failed", 0) for p in parts))
         out["per_class"][name] = entry
     # Keys a policy family adds (extra_summary): numbers are averaged (with a ci95), mappings
     # averaged leaf by leaf, anything else taken from the first replication.

@@ -104,6 +104,7 @@ class SchedulerSpec:
     placer: PolicyRef = field(default_factory=lambda: PolicyRef("first-fit"))
     allocator: PolicyRef = field(default_factory=lambda: PolicyRef("equi"))
     provisioner: PolicyRef = field(default_factory=lambda: PolicyRef("static"))
+    scaler: PolicyRef = field(default_factory=lambda: PolicyRef("static"))
 
 
 @dataclass(frozen=True)

@@ -410,7 +410,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         scheduler=SchedulerSpec(
             *(
                 PolicyRef(ref.name, dict(ref.params))
-                for ref in (sched.placer, sched.allocator, sched.provisioner)
+                for ref in (sched.placer, sched.allocator, sched.provisioner, sched.scaler)
             )
         ),
         replications=model.replications,

@@ -263,6 +263,7 @@ class SchedulerModel(Strict):
     placer: PolicyModel = Field(default_factory=lambda: PolicyModel(name="first-fit"))
     allocator: PolicyModel = Field(default_factory=lambda: PolicyModel(name="equi"))
     provisioner: PolicyModel = Field(default_factory=lambda: PolicyModel(name="static"))
+    scaler: PolicyModel = Field(default_factory=lambda: PolicyModel(name="static"))
 
 
 class ScenarioModel(Strict):

@@ -22,12 +22,29 @@ IntArray = npt.NDArray[np.int64]
 
 
 class PolicyError(RuntimeError):
-    """A policy returned a decision the engine cannot apply."""
+    """A policy returned a decision the engine cannot apply.
+
+    Crosses process boundaries (Ray tasks, sweeps) intact: it pickles with its fields.
+    """
 
     def __init__(self, policy: str, time_s: float, problem: str, decision: object = None) -> None:
         self.policy, self.time_s, self.problem, self.decision = policy, time_s, problem, decision
-        shown = "" if decision is None else f" Decision: {decision!r}."
+        shown = "" if decision is None else f" Decision: {_short(repr(decision))}."
         super().__init__(f"policy {policy!r} at t={time_s:.6g} s: {problem}.{shown}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        decision = self.decision
+        try:
+            import pickle
+
+            pickle.dumps(decision)
+        except Exception:  # an unpicklable decision travels as its text
+            decision = repr(decision)
+        return (type(self), (self.policy, self.time_s, self.problem, decision))
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -81,21 +98,57 @@ class PlacementView:
     node_type: IntArray
     active: npt.NDArray[np.bool_]
     free_slots: FloatArray
+    #: (nodes, GPUs per node): free milli-GPU of each GPU (1000 = wholly free).
+    gpu_free_milli: FloatArray
 
 
 @dataclass(frozen=True)
 class Placement:
     """Start job `job` (an id from PlacementView.queue) on node index `node` now.
 
-    `run_s` overrides the execution time in seconds (default: size / (node speed * s(cpu)));
-    `setup_s` is a delay before execution (image pull, data transfer) while the job already
-    holds its request.
+    `gpus` names the GPUs of the node the job gets (indices; one for a share of a GPU,
+    n for n whole GPUs); None lets the engine take the first with room. `setup_s` is a
+    delay before execution (image pull, data transfer) while the job holds its request.
+    Execution time is physics, not policy: the engine computes it.
     """
 
     job: int
     node: int
-    run_s: float | None = None
+    gpus: tuple[int, ...] | None = None
     setup_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ScaleView:
+    """What a scaler sees: the waiting jobs and every node row handed out so far.
+
+    `node_status` holds `cluster.layout.NodeStatus` values (BOOTING, UP, RELEASED).
+    """
+
+    time_s: float
+    queue: IntArray
+    class_index: IntArray
+    request_cpu: FloatArray
+    node_type: IntArray
+    node_status: IntArray
+    running_jobs: IntArray
+    free_cpu: FloatArray
+    node_type_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rent:
+    """Rent `count` nodes of `node_type` (a name or index) now."""
+
+    node_type: str | int
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Release:
+    """Give back node `node` (it must run no job)."""
+
+    node: int
 
 
 class Policy:
@@ -132,6 +185,14 @@ class Allocator(Policy):
 
     def allocate(self, view: PoolView) -> Allocation:
         raise NotImplementedError(f"allocator {self.name!r} has no Python decision function")
+
+
+class Scaler(Policy):
+    """Decides when to rent and release nodes. Called after every event that changes the
+    queue or the nodes (arrival, completion, node ready, timeout, kill)."""
+
+    def scale(self, view: ScaleView) -> list[Rent | Release]:
+        raise NotImplementedError(f"scaler {self.name!r} has no Python decision function")
 
 
 class Provisioner(Policy):

@@ -14,33 +14,24 @@ from __future__ import annotations
 import numpy as np
 
 from cluster.jit import kernel_function
-from cluster.layout import (
-    ACTIVE,
-    CORES,
-    FREE_CPU,
-    FREE_GPU,
-    FREE_MEM,
-    FREE_SLOTS,
-    REQ_CPU,
-    REQ_GPU,
-    REQ_MEM,
-)
+from cluster.layout import GPU_MILLI, JF, NF, NI, NodeStatus
+from cluster.policies.codes import AllocatorCode, PlacerCode, ScalerCode
 from cluster.policies.mdp.kernel import allocate_mdp
-from cluster.policies.wham import (
-    ALLOC_FW_CAM,
-    ALLOC_GREEDY,
-    ALLOC_WHAM,
-    allocate_fw_cam,
-    allocate_greedy,
-    allocate_wham,
-)
+from cluster.policies.wham import allocate_fw_cam, allocate_greedy, allocate_wham
 
-# Allocator codes (0 = Python policy, called back).
-ALLOC_PYTHON, ALLOC_EQUI, ALLOC_FCFS_ONE_CORE = 0, 1, 2
-#: The learned speed-up MDP allocator (cluster.policies.mdp.kernel).
-ALLOC_MDP = 51
-# Placer codes (0 = Python policy, called back).
-PLACE_PYTHON, PLACE_FIRST_FIT, PLACE_RANDOM_FIT = 0, 1, 2
+PLACE_PYTHON, PLACE_FIRST_FIT, PLACE_RANDOM_FIT = PlacerCode
+ALLOC_PYTHON, ALLOC_EQUI, ALLOC_FCFS_ONE_CORE = (
+    AllocatorCode.PYTHON,
+    AllocatorCode.EQUI,
+    AllocatorCode.FCFS_ONE_CORE,
+)
+ALLOC_WHAM, ALLOC_FW_CAM, ALLOC_GREEDY = (
+    AllocatorCode.WHAM,
+    AllocatorCode.FW_CAM,
+    AllocatorCode.GREEDY,
+)
+ALLOC_MDP = AllocatorCode.MDP
+SCALE_PYTHON, SCALE_STATIC = ScalerCode
 
 #: Tolerance on capacity checks (cores, GB, GPUs).
 FIT_EPS = 1e-9
@@ -63,43 +54,110 @@ def uniform_index(state: np.ndarray, n: int) -> int:
 
 
 @kernel_function
-def fits(
-    nodes_f: np.ndarray, nodes_i: np.ndarray, k: int, cpu: float, mem: float, gpu: float
+def gpu_fits(gpu_free: np.ndarray, k: int, gpu: float) -> bool:
+    """Whether node k has GPUs for a request: a share (< 1) fits one GPU with that much
+    milli-GPU free; n >= 1 GPUs need n wholly free GPUs."""
+    if gpu <= 0.0:
+        return True
+    if gpu < 1.0:
+        milli = np.floor(gpu * GPU_MILLI + 0.5)
+        for g in range(gpu_free.shape[1]):  # noqa: SIM110 (compiled: no generators)
+            if gpu_free[k, g] >= milli - FIT_EPS:
+                return True
+        return False
+    need = int(np.floor(gpu + 0.5))
+    have = 0
+    for g in range(gpu_free.shape[1]):
+        if gpu_free[k, g] >= GPU_MILLI - FIT_EPS:
+            have += 1
+    return have >= need
+
+
+@kernel_function
+def choose_gpus(gpu_free: np.ndarray, k: int, gpu: float) -> int:
+    """The default GPU choice as a bit mask: the first GPU with room for a share, or the
+    first wholly free GPUs; 0 if none (callers check `gpu_fits` first)."""
+    if gpu <= 0.0:
+        return 0
+    if gpu < 1.0:
+        milli = np.floor(gpu * GPU_MILLI + 0.5)
+        for g in range(gpu_free.shape[1]):
+            if gpu_free[k, g] >= milli - FIT_EPS:
+                return 1 << g
+        return 0
+    need = int(np.floor(gpu + 0.5))
+    mask = 0
+    for g in range(gpu_free.shape[1]):
+        if need > 0 and gpu_free[k, g] >= GPU_MILLI - FIT_EPS:
+            mask |= 1 << g
+            need -= 1
+    return mask
+
+
+@kernel_function
+def node_fits(
+    nodes_f: np.ndarray,
+    nodes_i: np.ndarray,
+    gpu_free: np.ndarray,
+    k: int,
+    cpu: float,
+    mem: float,
+    gpu: float,
 ) -> bool:
+    """The one fit predicate: node k is up, has a free worker slot, and has room for the
+    request (cores, GB, GPUs). Compiled placers, the Python placers (`fit_mask`) and the
+    engine's check of Python decisions all use it."""
     return (
-        nodes_i[ACTIVE, k] == 1
-        and nodes_f[FREE_CPU, k] >= cpu - FIT_EPS
-        and nodes_f[FREE_MEM, k] >= mem - FIT_EPS
-        and nodes_f[FREE_GPU, k] >= gpu - FIT_EPS
-        and nodes_f[FREE_SLOTS, k] >= 1.0
+        nodes_i[NI.STATUS, k] == NodeStatus.UP
+        and nodes_f[NF.FREE_SLOTS, k] >= 1.0
+        and nodes_f[NF.FREE_CPU, k] >= cpu - FIT_EPS
+        and nodes_f[NF.FREE_MEM, k] >= mem - FIT_EPS
+        and gpu_fits(gpu_free, k, gpu)
     )
 
 
 @kernel_function
-def place_first_fit(j: int, nodes_f: np.ndarray, nodes_i: np.ndarray, jobs_f: np.ndarray) -> int:
-    """The first node in node order with room for job j, or -1."""
-    cpu, mem, gpu = jobs_f[REQ_CPU, j], jobs_f[REQ_MEM, j], jobs_f[REQ_GPU, j]
+def fit_mask(
+    nodes_f: np.ndarray,
+    nodes_i: np.ndarray,
+    gpu_free: np.ndarray,
+    cpu: float,
+    mem: float,
+    gpu: float,
+    out: np.ndarray,
+) -> int:
+    """Write `node_fits` of every node row into the boolean array `out`; return the count."""
+    count = 0
     for k in range(nodes_f.shape[1]):
-        if fits(nodes_f, nodes_i, k, cpu, mem, gpu):
+        ok = node_fits(nodes_f, nodes_i, gpu_free, k, cpu, mem, gpu)
+        out[k] = ok
+        count += ok
+    return count
+
+
+@kernel_function
+def place_first_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
+    """The first node in node order with room for job j, or -1."""
+    cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
+    for k in range(s.nodes_f.shape[1]):
+        if node_fits(s.nodes_f, s.nodes_i, s.gpu_free, k, cpu, mem, gpu):
             return k
     return -1
 
 
 @kernel_function
-def place_random_fit(
-    j: int, nodes_f: np.ndarray, nodes_i: np.ndarray, jobs_f: np.ndarray, rng: np.ndarray
-) -> int:
+def place_random_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
     """A uniformly random node with room for job j (seeded), or -1."""
-    cpu, mem, gpu = jobs_f[REQ_CPU, j], jobs_f[REQ_MEM, j], jobs_f[REQ_GPU, j]
+    cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
     count = 0
-    for k in range(nodes_f.shape[1]):
-        if fits(nodes_f, nodes_i, k, cpu, mem, gpu):
+    for k in range(s.nodes_f.shape[1]):
+        if node_fits(s.nodes_f, s.nodes_i, s.gpu_free, k, cpu, mem, gpu):
             count += 1
     if count == 0:
         return -1
-    pick = uniform_index(rng, count)
-    for k in range(nodes_f.shape[1]):
-        if fits(nodes_f, nodes_i, k, cpu, mem, gpu):
+    pick = uniform_index(s.rng, count)
+    for k in range(s.nodes_f.shape[1]):
+        if node_fits(s.nodes_f, s.nodes_i, s.gpu_free, k, cpu, mem, gpu):
             if pick == 0:
                 return k
             pick -= 1
@@ -107,20 +165,12 @@ def place_random_fit(
 
 
 @kernel_function
-def place(
-    code: int,
-    params: np.ndarray,
-    j: int,
-    nodes_f: np.ndarray,
-    nodes_i: np.ndarray,
-    jobs_f: np.ndarray,
-    rng: np.ndarray,
-) -> int:
+def place(code: int, params: np.ndarray, j: int, s) -> int:  # type: ignore[no-untyped-def]
     """Node for the job at the head of the queue, or -1 to leave it waiting."""
     if code == PLACE_FIRST_FIT:
-        return place_first_fit(j, nodes_f, nodes_i, jobs_f)
+        return place_first_fit(j, s)
     if code == PLACE_RANDOM_FIT:
-        return place_random_fit(j, nodes_f, nodes_i, jobs_f, rng)
+        return place_random_fit(j, s)
     return -1
 
 
@@ -129,7 +179,7 @@ def allocate_equi(members: np.ndarray, n: int, pool_cores: float, jobs_f: np.nda
     """EQUI: every job in the pool gets pool_cores / n cores (fractions below 1 allowed)."""
     share = pool_cores / n
     for i in range(n):
-        jobs_f[CORES, members[i]] = share
+        jobs_f[JF.CORES, members[i]] = share
 
 
 @kernel_function
@@ -142,7 +192,7 @@ def allocate_fcfs_one_core(
         give = min(1.0, left)
         if give < FIT_EPS:
             give = 0.0
-        jobs_f[CORES, members[i]] = give
+        jobs_f[JF.CORES, members[i]] = give
         left -= give
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cluster.layout import GPU_MILLI, NF, NI, NodeStatus
 from cluster.model import SimulationSpec
 from cluster.policies import compiled
 from cluster.policies.base import (
@@ -21,40 +22,49 @@ from cluster.policies.base import (
     Placer,
     PoolView,
     Provisioner,
+    Scaler,
 )
+from cluster.policies.codes import ScalerCode
 from cluster.policies.registry import register
 
 FIT_EPS = compiled.FIT_EPS
 
 
-def feasible_nodes(view: PlacementView, i: int, free: tuple[FloatArray, ...]) -> IntArray:
-    """Indices of active nodes with room for the i-th queued job, given free resources."""
-    ok = (
-        view.active
-        & (free[0] >= view.request_cpu[i] - FIT_EPS)
-        & (free[1] >= view.request_memory_gb[i] - FIT_EPS)
-        & (free[2] >= view.request_gpu[i] - FIT_EPS)
-    )
-    return np.flatnonzero(ok)
-
-
 class FcfsPlacer(Placer):
-    """Strict FCFS: place queue heads in order until the head fits nowhere."""
+    """Strict FCFS: place queue heads in order until the head fits nowhere.
+
+    Feasibility is `compiled.node_fits` (cores, GB, GPUs per GPU, worker slots), the
+    compiled placers' own predicate, applied to the view's free resources as this call's
+    decisions use them up.
+    """
 
     def choose(self, candidates: IntArray) -> int:
         raise NotImplementedError
 
     def place(self, view: PlacementView) -> list[Placement]:
-        free = (view.free_cpu.copy(), view.free_memory_gb.copy(), view.free_gpu.copy())
+        free = np.vstack([view.free_cpu, view.free_memory_gb, view.free_gpu, view.free_slots])
+        gpu_free = view.gpu_free_milli.copy()
+        status = np.where(view.active, NodeStatus.UP, NodeStatus.BOOTING).astype(np.int64)
+        nodes_f = np.zeros((len(NF), free.shape[1]))
+        rows = [NF.FREE_CPU, NF.FREE_MEM, NF.FREE_GPU, NF.FREE_SLOTS]
+        nodes_f[rows] = free
+        nodes_i = np.zeros((len(NI), free.shape[1]), dtype=np.int64)
+        nodes_i[NI.STATUS] = status
+        ok = np.zeros(free.shape[1], dtype=np.bool_)
         out: list[Placement] = []
         for i, job in enumerate(view.queue.tolist()):
-            candidates = feasible_nodes(view, i, free)
-            if candidates.size == 0:
+            cpu = float(view.request_cpu[i])
+            mem = float(view.request_memory_gb[i])
+            gpu = float(view.request_gpu[i])
+            if compiled.fit_mask(nodes_f, nodes_i, gpu_free, cpu, mem, gpu, ok) == 0:
                 break
-            k = self.choose(candidates)
-            free[0][k] -= view.request_cpu[i]
-            free[1][k] -= view.request_memory_gb[i]
-            free[2][k] -= view.request_gpu[i]
+            k = self.choose(np.flatnonzero(ok))
+            nodes_f[rows, k] -= (cpu, mem, gpu, 1.0)
+            if gpu > 0:
+                mask = compiled.choose_gpus(gpu_free, k, gpu)
+                gpu_free[k, [g for g in range(gpu_free.shape[1]) if mask >> g & 1]] -= (
+                    np.floor(gpu * GPU_MILLI + 0.5) if gpu < 1 else GPU_MILLI
+                )
             out.append(Placement(job, k))
         return out
 
@@ -121,3 +131,10 @@ class Static(Provisioner):
         mem = np.array([c.request.memory_gb for c in spec.classes], dtype=np.float64)
         gpu = np.array([c.request.gpu for c in spec.classes], dtype=np.float64)
         return cpu[class_index], mem[class_index], gpu[class_index]
+
+
+@register("scaler", "static")
+class StaticScaler(Scaler):
+    """The scenario's nodes for the whole run: nothing is rented or released."""
+
+    kernel_code = ScalerCode.STATIC

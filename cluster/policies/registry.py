@@ -15,8 +15,8 @@ from typing import Any, Literal, TypeVar
 
 from cluster.policies.base import Policy
 
-Kind = Literal["placer", "allocator", "provisioner"]
-KINDS: tuple[Kind, ...] = ("placer", "allocator", "provisioner")
+Kind = Literal["placer", "allocator", "provisioner", "scaler"]
+KINDS: tuple[Kind, ...] = ("placer", "allocator", "provisioner", "scaler")
 P = TypeVar("P", bound=type[Policy])
 
 _REGISTRY: dict[str, dict[str, type[Policy]]] = {kind: {} for kind in KINDS}
@@ -39,6 +39,9 @@ class UnknownPolicyError(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.kind, self.name, self.known))
 
 
 T = TypeVar("T", bound=type)

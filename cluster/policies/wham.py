@@ -32,26 +32,10 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from cluster.layout import (
-    AMDAHL_CODE,
-    CF_ROWS,
-    CI_ROWS,
-    CLS,
-    CORES,
-    HOLDING_COST,
-    LINEAR_CODE,
-    POWER_CODE,
-    REM,
-    ROOFTOP_CODE,
-    SMOOTH_ROOFTOP_CODE,
-    SP_KIND,
-    SP_NPTS,
-    SP_PARAM,
-    SP_PARAM2,
-    TABLE_CODE,
-)
+from cluster.layout import CF, CI, JF, JI
 from cluster.model import SimulationSpec
 from cluster.policies.base import Allocation, Allocator, FloatArray, PoolView
+from cluster.policies.codes import AllocatorCode
 from cluster.policies.registry import register
 from cluster.policies.relaxed_bound import (
     LOG_PRICE_HI,
@@ -60,12 +44,16 @@ from cluster.policies.relaxed_bound import (
     class_loads,
     solve_relaxed,
 )
-from cluster.speedup import MAX_TABLE_POINTS
+from cluster.speedup import AMDAHL, LINEAR, MAX_TABLE_POINTS, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
 
 log = logging.getLogger(__name__)
 
 # Allocator codes of this family in `cluster.policies.compiled.allocate`.
-ALLOC_WHAM, ALLOC_FW_CAM, ALLOC_GREEDY = 41, 42, 43
+ALLOC_WHAM, ALLOC_FW_CAM, ALLOC_GREEDY = (
+    AllocatorCode.WHAM,
+    AllocatorCode.FW_CAM,
+    AllocatorCode.GREEDY,
+)
 #: Slack on "N > n" and on server counts (cores).
 CORE_EPS = 1e-9
 #: Stop bisecting once the log-price bracket is this narrow.
@@ -95,16 +83,16 @@ def class_width(
     WHAM: max(1, f_c^{-1}(nu)) (Definition 6.6); GREEDY: max(1, s_c'^{-1}(nu)).
     Mirrors `relaxed_bound.f_inverse` / `marginal_inverse` operation for operation.
     """
-    kind = classes_i[SP_KIND, c]
-    a = classes_f[SP_PARAM, c]
-    h = classes_f[HOLDING_COST, c]
+    kind = classes_i[CI.SP_KIND, c]
+    a = classes_f[CF.SP_PARAM, c]
+    h = classes_f[CF.HOLDING_COST, c]
     w = math.inf
-    if kind == POWER_CODE:
+    if kind == POWER:
         if a < 1.0:
             w = (price / a) ** (1.0 / (a - 1.0)) if greedy else h * a / ((1.0 - a) * price)
         elif greedy and price >= 1.0:
             w = 1.0
-    elif kind == AMDAHL_CODE:
+    elif kind == AMDAHL:
         if a < 1.0:
             w = (
                 (math.sqrt(a / price) - a) / (1.0 - a)
@@ -113,21 +101,21 @@ def class_width(
             )
         elif greedy and price >= 1.0:
             w = 1.0
-    elif kind == LINEAR_CODE:
+    elif kind == LINEAR:
         if greedy and price >= 1.0:
             w = 1.0
-    elif kind == ROOFTOP_CODE:
+    elif kind == ROOFTOP:
         w = 1.0 if (greedy and price >= 1.0) else a
-    elif kind == SMOOTH_ROOFTOP_CODE:
-        q = classes_f[SP_PARAM2, c]
+    elif kind == SMOOTH_ROOFTOP:
+        q = classes_f[CF.SP_PARAM2, c]
         if greedy:
             g1 = (1.0 + a**-q) ** (-1.0 / q)
             t = (price * g1) ** (-q / (q + 1.0)) - 1.0
             w = a * t ** (1.0 / q) if t > 0.0 else 1.0
         else:
             w = (h * a**q / price) ** (1.0 / (q + 1.0))
-    elif kind == TABLE_CODE:
-        npts = classes_i[SP_NPTS, c]
+    elif kind == TABLE:
+        npts = classes_i[CI.SP_NPTS, c]
         w = class_tx[c, npts - 1]
         for s in range(npts - 1):
             x0, x1 = class_tx[c, s], class_tx[c, s + 1]
@@ -204,12 +192,12 @@ def _clear_closed_form(
     # work[mid_at + c] holds the coefficient (A or sqrt(B)); its kind is read again below.
     for c in range(m):
         if work[W_COUNTS + c] > 0:
-            kind = classes_i[SP_KIND, c]
-            a = classes_f[SP_PARAM, c]
-            h = classes_f[HOLDING_COST, c]
-            if kind == POWER_CODE and 0.0 < a < 1.0:
+            kind = classes_i[CI.SP_KIND, c]
+            a = classes_f[CF.SP_PARAM, c]
+            h = classes_f[CF.HOLDING_COST, c]
+            if kind == POWER and 0.0 < a < 1.0:
                 work[mid_at + c] = h * a / (1.0 - a)
-            elif kind == AMDAHL_CODE and 0.0 < a < 1.0:
+            elif kind == AMDAHL and 0.0 < a < 1.0:
                 work[mid_at + c] = math.sqrt(h * a / (1.0 - a))
             else:
                 return -1.0
@@ -220,7 +208,7 @@ def _clear_closed_form(
     for c in range(m):
         if work[W_COUNTS + c] <= 0:
             continue
-        amdahl = classes_i[SP_KIND, c] == AMDAHL_CODE
+        amdahl = classes_i[CI.SP_KIND, c] == AMDAHL
         coef = work[mid_at + c]
         for end in range(2):
             target = 1.0 if end == 0 else cap
@@ -232,7 +220,7 @@ def _clear_closed_form(
             for d in range(m):
                 if work[W_COUNTS + d] > 0:
                     total += work[W_COUNTS + d] * _closed_form_width(
-                        work[mid_at + d], classes_i[SP_KIND, d] == AMDAHL_CODE, x, cap
+                        work[mid_at + d], classes_i[CI.SP_KIND, d] == AMDAHL, x, cap
                     )
             if total >= budget:
                 x_hi = x
@@ -246,7 +234,7 @@ def _clear_closed_form(
     for c in range(m):
         if work[W_COUNTS + c] <= 0:
             continue
-        amdahl = classes_i[SP_KIND, c] == AMDAHL_CODE
+        amdahl = classes_i[CI.SP_KIND, c] == AMDAHL
         coef = work[mid_at + c]
         for end in range(2):
             target = 1.0 if end == 0 else cap
@@ -259,7 +247,7 @@ def _clear_closed_form(
         n_c = work[W_COUNTS + c]
         if n_c <= 0:
             continue
-        amdahl = classes_i[SP_KIND, c] == AMDAHL_CODE
+        amdahl = classes_i[CI.SP_KIND, c] == AMDAHL
         coef = work[mid_at + c]
         raw = coef * mid if amdahl else coef * mid * mid
         if raw <= 1.0:
@@ -283,7 +271,7 @@ def _clear_closed_form(
     for c in range(m):
         if work[W_COUNTS + c] > 0:
             work[hi_at + c] = _closed_form_width(
-                work[mid_at + c], classes_i[SP_KIND, c] == AMDAHL_CODE, x_star, cap
+                work[mid_at + c], classes_i[CI.SP_KIND, c] == AMDAHL, x_star, cap
             )
     return math.inf if x_star <= 0.0 else 1.0 / (x_star * x_star)
 
@@ -386,14 +374,14 @@ def _count_classes(work: np.ndarray, members: np.ndarray, n: int, jobs_i: np.nda
     for c in range(m):
         work[W_COUNTS + c] = 0.0
     for i in range(n):
-        work[W_COUNTS + jobs_i[CLS, members[i]]] += 1.0
+        work[W_COUNTS + jobs_i[JI.CLS, members[i]]] += 1.0
 
 
 @njit(cache=True)
 def _before(a: int, b: int, jobs_f: np.ndarray, jobs_i: np.ndarray, classes_f: np.ndarray) -> bool:
     """WHAM's first-mode order: larger c / (remaining size) first, then earlier arrival."""
-    ka = classes_f[HOLDING_COST, jobs_i[CLS, a]] / max(jobs_f[REM, a], 1e-300)
-    kb = classes_f[HOLDING_COST, jobs_i[CLS, b]] / max(jobs_f[REM, b], 1e-300)
+    ka = classes_f[CF.HOLDING_COST, jobs_i[JI.CLS, a]] / max(jobs_f[JF.REM, a], 1e-300)
+    kb = classes_f[CF.HOLDING_COST, jobs_i[JI.CLS, b]] / max(jobs_f[JF.REM, b], 1e-300)
     return ka > kb or (ka == kb and a < b)
 
 
@@ -454,7 +442,7 @@ def allocate_wham(
     if n > slots:
         _sort_by_index(members, n, jobs_f, jobs_i, classes_f)
         for r in range(n):
-            jobs_f[CORES, members[r]] = 1.0 if r < slots else 0.0
+            jobs_f[JF.CORES, members[r]] = 1.0 if r < slots else 0.0
         return
     _count_classes(params, members, n, jobs_i)
     if _clear_closed_form(params, pool_cores, classes_f, classes_i) < 0.0:
@@ -462,7 +450,7 @@ def allocate_wham(
     at = W_COUNTS + 2 * int(params[0])
     for i in range(n):
         j = members[i]
-        jobs_f[CORES, j] = params[at + jobs_i[CLS, j]]
+        jobs_f[JF.CORES, j] = params[at + jobs_i[JI.CLS, j]]
 
 
 @njit(cache=True)
@@ -482,14 +470,14 @@ def allocate_greedy(
     slots = int(math.floor(pool_cores + CORE_EPS))
     if n > slots:
         for i in range(n):
-            jobs_f[CORES, members[i]] = 1.0 if i < slots else 0.0
+            jobs_f[JF.CORES, members[i]] = 1.0 if i < slots else 0.0
         return
     _count_classes(params, members, n, jobs_i)
     clear_widths(params, pool_cores, True, classes_f, classes_i, class_tx, class_ty)
     at = W_COUNTS + 2 * int(params[0])
     for i in range(n):
         j = members[i]
-        jobs_f[CORES, j] = params[at + jobs_i[CLS, j]]
+        jobs_f[JF.CORES, j] = params[at + jobs_i[JI.CLS, j]]
 
 
 @njit(cache=True)
@@ -506,12 +494,12 @@ def allocate_fw_cam(
         params[run_at + c] = 0.0
     for i in range(n):
         j = members[i]
-        c = jobs_i[CLS, j]
+        c = jobs_i[JI.CLS, j]
         if params[run_at + c] < params[1 + c]:
-            jobs_f[CORES, j] = params[1 + m + c]
+            jobs_f[JF.CORES, j] = params[1 + m + c]
             params[run_at + c] += 1.0
         else:
-            jobs_f[CORES, j] = 0.0
+            jobs_f[JF.CORES, j] = 0.0
 
 
 def workspace(m: int) -> FloatArray:
@@ -533,18 +521,18 @@ def widths_of(work: FloatArray) -> FloatArray:
 def class_arrays(spec: SimulationSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(classes_f, classes_i, class_tx, class_ty) as the engine builds them (cluster.layout)."""
     m = len(spec.classes)
-    classes_f = np.zeros((CF_ROWS, m))
-    classes_i = np.zeros((CI_ROWS, m), dtype=np.int64)
+    classes_f = np.zeros((len(CF), m))
+    classes_i = np.zeros((len(CI), m), dtype=np.int64)
     tx = np.zeros((m, MAX_TABLE_POINTS))
     ty = np.zeros((m, MAX_TABLE_POINTS))
     for c, jc in enumerate(spec.classes):
-        classes_f[HOLDING_COST, c] = jc.holding_cost
+        classes_f[CF.HOLDING_COST, c] = jc.holding_cost
         sp_params = jc.speedup.kernel_params()
-        classes_f[SP_PARAM, c] = sp_params[0]
-        classes_f[SP_PARAM2, c] = sp_params[1] if sp_params.size > 1 else 0.0
-        classes_i[SP_KIND, c] = jc.speedup.kernel_code
+        classes_f[CF.SP_PARAM, c] = sp_params[0]
+        classes_f[CF.SP_PARAM2, c] = sp_params[1] if sp_params.size > 1 else 0.0
+        classes_i[CI.SP_KIND, c] = jc.speedup.kernel_code
         xs, ys = jc.speedup.table_points()
-        classes_i[SP_NPTS, c] = xs.size
+        classes_i[CI.SP_NPTS, c] = xs.size
         tx[c, : xs.size], ty[c, : ys.size] = xs, ys
     return classes_f, classes_i, tx, ty
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.io import to_json, write_json, write_parquet
-from cluster.policies.mdp.learner import (
+from cluster.experiments.mdp_learner import (
     ALGORITHMS,
     LearnConfig,
     LearnResult,

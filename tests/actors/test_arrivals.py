@@ -44,5 +44,5 @@ def test_every_actor_draws_the_engines_jobs() -> None:
     spec = load_scenario("mm-c", ["stop.jobs=500", "stop.warmup_jobs=10"])
     jobs = replication_jobs(spec, 0)
     engine = Engine(spec, 0)
-    np.testing.assert_array_equal(jobs.arrival_s, engine.jobs_f[L.ARRIVAL])
+    np.testing.assert_array_equal(jobs.arrival_s, engine.jobs_f[L.JF.ARRIVAL])
     assert not np.array_equal(jobs.arrival_s, replication_jobs(spec, 1).arrival_s)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cluster.engine import Engine, Jobs, generate_jobs, replication_seeds
+from cluster.layout import FS
 from scenarios.loader import load_scenario
 
 
@@ -19,10 +20,11 @@ from scenarios.loader import load_scenario
 def test_fed_in_windows_equals_one_run(name: str, overrides: list[str]) -> None:
     spec = load_scenario(name, overrides)
     whole = Engine(spec).run().jobs
-    jobs = generate_jobs(spec, replication_seeds(spec.seed, 1)[0].spawn(2)[0])
+    jobs = generate_jobs(spec, replication_seeds(spec.seed, 1)[0])
     empty = Jobs(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
     fed = Engine(spec, jobs=empty)
-    fed.fstate[:] = Engine(spec, jobs=jobs).fstate  # same statistics window and horizon
+    window = Engine(spec, jobs=jobs).state.fstate  # same statistics window and horizon
+    fed.set_window(window[FS.WIN_START], window[FS.WIN_END], window[FS.HORIZON])
     edges = np.linspace(0.0, float(jobs.arrival_s[-1]), 9)
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         sel = (jobs.arrival_s > lo) & (jobs.arrival_s <= hi) if lo > 0 else jobs.arrival_s <= hi

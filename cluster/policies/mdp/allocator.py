@@ -105,7 +105,7 @@ class MdpAllocator(Allocator):
         self.actions, self.refine, self.classes = actions, refine, classes
         self.learn = dict(learn or {})
         if self.learn:
-            from cluster.policies.mdp.learner import LearnConfig
+            from cluster.experiments.mdp_learner import LearnConfig
 
             LearnConfig.from_dict(self.learn)  # validate early (scenario load)
         self._shares: FloatArray | None = None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from cluster.jit import kernel_function
-from cluster.layout import CLS, CORES
+from cluster.layout import JF, JI
 
 P_B, P_M, P_CLASSES = 0, 1, 2
 
@@ -51,14 +51,14 @@ def allocate_mdp(
     jobs_f: np.ndarray,
     jobs_i: np.ndarray,
 ) -> None:
-    """Write cores per job (jobs_f[CORES]) for the first n entries of `members`."""
+    """Write cores per job (jobs_f[JF.CORES]) for the first n entries of `members`."""
     b = int(params[P_B])
     m = int(params[P_M])
     count = P_CLASSES + m  # scratch counts
     for s in range(m):
         params[count + s] = 0.0
     for i in range(n):
-        s = _slot(params, m, jobs_i[CLS, members[i]])
+        s = _slot(params, m, jobs_i[JI.CLS, members[i]])
         if s >= 0:
             params[count + s] += 1.0
     idx = 0
@@ -67,8 +67,8 @@ def allocate_mdp(
     base = P_CLASSES + 2 * m + idx * m
     for i in range(n):
         j = members[i]
-        s = _slot(params, m, jobs_i[CLS, j])
+        s = _slot(params, m, jobs_i[JI.CLS, j])
         if s >= 0:
-            jobs_f[CORES, j] = params[base + s] * pool_cores / params[count + s]
+            jobs_f[JF.CORES, j] = params[base + s] * pool_cores / params[count + s]
         else:
-            jobs_f[CORES, j] = 0.0
+            jobs_f[JF.CORES, j] = 0.0

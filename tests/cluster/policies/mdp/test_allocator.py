@@ -91,16 +91,16 @@ def test_set_table_reaches_a_running_engine() -> None:
     new = np.full((21, 21), 0.9)
     new[0, :], new[1:, 0] = 0.0, 1.0
     checked = 0
-    for t in np.arange(50.0, 1000.0, 50.0):
+    for t in np.arange(5.0, 1500.0, 5.0):
         engine.step(until_s=t)
         alloc.set_table(new)
-        engine.pools_i[L.P_NEED_ALLOC, 0] = 1
+        engine.request_allocation(0)
         engine.step(until_s=t)  # decisions only: the next event lies beyond t
-        running = engine.jobs_i[L.STATE] == L.RUNNING
-        cls = engine.jobs_i[L.CLS]
+        running = engine.jobs_i[L.JI.STATE] == L.JobState.RUNNING
+        cls = engine.jobs_i[L.JI.CLS]
         x1, x2 = int(np.sum(running & (cls == 0))), int(np.sum(running & (cls == 1)))
         if x1 and x2 and x1 <= 20 and x2 <= 20:
-            cores = engine.jobs_f[L.CORES]
+            cores = engine.jobs_f[L.JF.CORES]
             np.testing.assert_allclose(cores[running & (cls == 0)], 0.9 * 10 / x1)
             np.testing.assert_allclose(cores[running & (cls == 1)], 0.1 * 10 / x2)
             checked += 1

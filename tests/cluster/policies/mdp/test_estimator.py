@@ -26,9 +26,9 @@ def simulate(example: int, jobs: int, seed: int, table: np.ndarray) -> tuple[Eng
     engine.run()
     k = EXAMPLES[example][0]
     path = est.path_from_jobs(
-        engine.jobs_f[L.ARRIVAL],
-        engine.jobs_f[L.END],
-        engine.jobs_i[L.CLS],
+        engine.jobs_f[L.JF.ARRIVAL],
+        engine.jobs_f[L.JF.END],
+        engine.jobs_i[L.JI.CLS],
         (0, 1),
         k,
         [(0.0, table)],
@@ -45,27 +45,27 @@ def optimal_table(example: int) -> np.ndarray:
 def test_state_path_matches_the_engine() -> None:
     engine, path = simulate(2, 3000, 4, optimal_table(2))
     # Every departure is in the path, the time-average of N equals the engine's area.
-    assert path.departure_interval.size == int(engine.istate[L.DONE_COUNT])
+    assert path.departure_interval.size == int(engine.state.istate[L.IS.DONE_COUNT])
     # The engine integrates N(t) over its measurement window (first to last arrival).
-    window = (float(engine.fstate[L.WIN_START]), float(engine.fstate[L.WIN_END]))
+    window = (float(engine.state.fstate[L.FS.WIN_START]), float(engine.state.fstate[L.FS.WIN_END]))
     inside = est.path_from_jobs(
-        engine.jobs_f[L.ARRIVAL],
-        engine.jobs_f[L.END],
-        engine.jobs_i[L.CLS],
+        engine.jobs_f[L.JF.ARRIVAL],
+        engine.jobs_f[L.JF.END],
+        engine.jobs_i[L.JI.CLS],
         (0, 1),
         10.0,
         [(0.0, equi_table(20))],
         window,
     )
     n_path = np.sum((inside.x1 + inside.x2) * inside.duration_s)
-    assert n_path == pytest.approx(engine.area_class.sum(), rel=1e-9)
+    assert n_path == pytest.approx(engine.state.area_class.sum(), rel=1e-9)
     assert path.duration_s.sum() == pytest.approx(engine.now)
     assert np.all(path.duration_s >= 0)
     # The allocations are the engine's: core-seconds per class agree with the per-job sums.
     for cls in (0, 1):
         x = path.x1 if cls == 0 else path.x2
         core_s = np.sum(path.per_job_allocation(cls) * x * path.duration_s)
-        engine_core_s = engine.jobs_f[L.CORE_SECONDS][engine.jobs_i[L.CLS] == cls].sum()
+        engine_core_s = engine.jobs_f[L.JF.CORE_SECONDS][engine.jobs_i[L.JI.CLS] == cls].sum()
         assert core_s == pytest.approx(engine_core_s, rel=1e-9)
     # The class of a departure: its state count drops by one across the event.
     d = path.departure_interval
@@ -142,9 +142,9 @@ def test_three_class_path_and_estimates() -> None:
     engine = Engine(spec, allocator=MdpAllocator(table=shares))
     engine.run()
     path = est.path_from_jobs(
-        engine.jobs_f[L.ARRIVAL],
-        engine.jobs_f[L.END],
-        engine.jobs_i[L.CLS],
+        engine.jobs_f[L.JF.ARRIVAL],
+        engine.jobs_f[L.JF.END],
+        engine.jobs_i[L.JI.CLS],
         (0, 1, 2),
         12.0,
         [(0.0, shares)],
@@ -153,7 +153,7 @@ def test_three_class_path_and_estimates() -> None:
     assert path.departure_interval.size == 20_000
     for cls, truth in enumerate((0.3, 0.6, 0.9)):
         core_s = np.sum(path.per_job_allocation(cls) * path.counts[:, cls] * path.duration_s)
-        engine_core_s = engine.jobs_f[L.CORE_SECONDS][engine.jobs_i[L.CLS] == cls].sum()
+        engine_core_s = engine.jobs_f[L.JF.CORE_SECONDS][engine.jobs_i[L.JI.CLS] == cls].sum()
         assert core_s == pytest.approx(engine_core_s, rel=1e-9)
         e = est.mle(est.exposure(path, cls), 1.0)
         assert abs(e.theta - truth) < 4 * e.std_error, (cls, e)

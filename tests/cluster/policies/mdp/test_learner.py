@@ -11,7 +11,7 @@ import pytest
 from cluster import layout as L
 from cluster.engine import Engine
 from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.learner import (
+from cluster.experiments.mdp_learner import (
     ChangePoint,
     LearnConfig,
     apply_change,
@@ -88,16 +88,16 @@ def test_change_is_applied_exactly_at_its_time() -> None:
     before = engine.now
     apply_change(engine, ChangePoint(100.0, {1: 0.5}))
     assert engine.now == 100.0 and before <= 100.0
-    assert engine.classes_f[L.SP_PARAM, 1] == 0.5
-    running = engine.jobs_i[L.STATE] == L.RUNNING
-    cores, cls = engine.jobs_f[L.CORES], engine.jobs_i[L.CLS]
+    assert engine.state.classes_f[L.CF.SP_PARAM, 1] == 0.5
+    running = engine.jobs_i[L.JI.STATE] == L.JobState.RUNNING
+    cores, cls = engine.jobs_f[L.JF.CORES], engine.jobs_i[L.JI.CLS]
     theta = np.where(cls == 1, 0.5, 0.3)
     s = np.where(cores <= 1, cores, 1 / ((1 - theta) + theta / np.maximum(cores, 1)))
-    np.testing.assert_allclose(engine.jobs_f[L.RATE][running], s[running])
+    np.testing.assert_allclose(engine.jobs_f[L.JF.RATE][running], s[running])
     # The run goes on and finishes every job.
-    while engine.step() != L.FINISHED:
+    while engine.step() != L.Status.FINISHED:
         pass
-    assert int(engine.istate[L.DONE_COUNT]) == 3000
+    assert int(engine.state.istate[L.IS.DONE_COUNT]) == 3000
 
 
 def test_algorithm_1a_tracks_change_points() -> None:

@@ -8,11 +8,10 @@ departures (all classes) have happened; then theta_j is re-estimated by maximum 
 - Algorithm 1a: d_n = first + step * n (SPEC: d_n = 50 + n), estimates from the last epoch.
 - Algorithm 1b: d_n = first (step 0; the seed uses 100), estimates from all data since 0.
 - Change points: at given times the *true* theta of some classes changes; the learner is not
-  told. The engine is one `Engine` advanced with `step(...)`; at a change time the pool is
-  brought up to that instant and the new parameter is written to
-  `engine.classes_f[SP_PARAM, c]` (the compiled loop reads the speed-up parameter there),
-  then the rates of the running jobs are recomputed (`kernel.apply_allocation`). Because
-  sizes are exponential, the remaining work of running jobs needs no change.
+  told. The engine is one `Engine` advanced with `step(...)`; at a change time it is
+  advanced to that instant (`Engine.advance`) and given the new parameters
+  (`Engine.set_speedup`), which recomputes the running jobs' rates. Because sizes are
+  exponential, the remaining work of running jobs needs no change.
 
 The engine does not block arrivals (the truncation B lives in the MDP only); the learner
 checks that the optimal policy for the true parameters (also after every change point)
@@ -31,9 +30,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from cluster import kernel
-from cluster import layout as L
 from cluster.engine import Engine
+from cluster.layout import FS, JF, JI, Status
 from cluster.model import SimulationSpec, StopRule
 from cluster.policies.mdp import estimator as est
 from cluster.policies.mdp.allocator import MdpAllocator
@@ -240,7 +238,8 @@ def learn(
     sol = solve(true_model.with_theta(theta_hat), actions)
     allocator = MdpAllocator(table=sol.table)
     engine = Engine(run_spec, allocator=allocator)
-    cores = float(spec.pools[0].cores)
+    pool = spec.pool_index(spec.classes[0].pool) if spec.classes[0].pool else 0
+    cores = float(spec.pools[pool].cores)
     tables: list[tuple[float, FloatArray]] = [(0.0, sol.table)]
     pooled = [est.ClassExposure.empty() for _ in range(m)]
     rows: list[dict[str, float]] = []
@@ -251,22 +250,22 @@ def learn(
     g_true = {tuple(current_true): optimal.average_cost}
     for n in range(1, config.iterations + 1):
         target = done_prev + config.departures(n)
-        while int(engine.istate[L.DONE_COUNT]) < target:
-            left = target - int(engine.istate[L.DONE_COUNT])
+        while engine.jobs_done < target:
+            left = target - engine.jobs_done
             until = pending[0].time_s if pending else math.inf
             status = engine.step(until_s=until, max_events=left)
-            if status == L.PAUSED and pending:
+            if status == Status.PAUSED and pending:
                 cp = pending.pop(0)
                 apply_change(engine, cp)
                 for c, v in cp.theta.items():
                     current_true[c] = v
-            elif status == L.FINISHED:
+            elif status == Status.FINISHED:
                 raise RuntimeError("the engine ran out of jobs before the last epoch")
         t_now = engine.now
         path = est.path_from_jobs(
-            engine.jobs_f[L.ARRIVAL],
-            engine.jobs_f[L.END],
-            engine.jobs_i[L.CLS],
+            engine.jobs_f[JF.ARRIVAL],
+            engine.jobs_f[JF.END],
+            engine.jobs_i[JI.CLS],
             tuple(range(m)),
             cores,
             tables,
@@ -286,7 +285,7 @@ def learn(
         sol = solve(true_model.with_theta(theta_hat), actions, initial_values=values)
         values = sol.relative_values
         allocator.set_table(sol.table)
-        engine.pools_i[L.P_NEED_ALLOC, 0] = 1  # re-decide now with the new table
+        engine.request_allocation(pool)  # re-decide now with the new table
         tables.append((t_now, sol.table))
         model_now = true_model.with_theta(tuple(current_true))
         key = tuple(current_true)
@@ -294,7 +293,7 @@ def learn(
             g_true[key] = solve(model_now, actions).average_cost
         row: dict[str, float] = {
             "iteration": n,
-            "departures": int(engine.istate[L.DONE_COUNT]),
+            "departures": engine.jobs_done,
             "epoch_departures": config.departures(n),
             "time_s": t_now,
         }
@@ -306,12 +305,13 @@ def learn(
         row["mean_jobs_learned"] = evaluate_policy(model_now, sol.table).mean_jobs
         row["mean_jobs_optimal"] = g_true[key]
         rows.append(row)
-        t_prev, done_prev = t_now, int(engine.istate[L.DONE_COUNT])
+        t_prev, done_prev = t_now, engine.jobs_done
         if progress is not None:
             progress(n / config.iterations)
     model_end = true_model.with_theta(tuple(current_true))
-    area = engine.area_class.sum()
-    measured = float(engine.fstate[L.MEASURED_TIME])
+    run = engine.snapshot()
+    area = run.state.area_class.sum()
+    measured = float(run.state.fstate[FS.MEASURED_TIME])
     return LearnResult(
         class_names=tuple(c.name for c in spec.classes),
         rows=rows,
@@ -332,31 +332,11 @@ def apply_change(engine: Engine, cp: ChangePoint) -> None:
     work and the time integrals up to cp.time_s, write the new parameters where the compiled
     loop reads them, and recompute the running jobs' rates and the next completion.
     """
-    t = cp.time_s
-    p = 0
-    if t > engine.now:
-        kernel.advance_pool(p, t, engine.pools_f, engine.pools_i, engine.jobs_f, engine.jobs_i)
-        kernel.accumulate(
-            t, engine.fstate, engine.istate, engine.n_class, engine.area_class, engine.pools_f
-        )
-        engine.fstate[L.NOW] = t
+    if cp.time_s > engine.now:
+        engine.advance(cp.time_s)
     for c, value in cp.theta.items():
-        engine.classes_f[L.SP_PARAM, c] = value
-    kernel.apply_allocation(
-        p,
-        engine.now,
-        engine.jobs_f,
-        engine.jobs_i,
-        engine.pools_f,
-        engine.pools_i,
-        engine.classes_f,
-        engine.classes_i,
-        engine.class_tx,
-        engine.class_ty,
-        engine.fstate,
-        engine.istate,
-    )
-    log.info("t=%.6g s: true theta changed to %s", t, cp.theta)
+        engine.set_speedup(c, [value])
+    log.info("t=%.6g s: true theta changed to %s", cp.time_s, cp.theta)
 
 
 def tracking_delays(result: LearnResult, tolerance: float = 0.1) -> list[int | None]:

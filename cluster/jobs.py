@@ -1,0 +1,191 @@
+"""The jobs of one replication and the random streams they are drawn from.
+
+Common random numbers: the scenario seed spawns one `SeedSequence` per replication; every
+stream of a replication is keyed by *what it is for*, never by its position: (class name,
+purpose) for a class's arrivals, sizes and run-time quantiles, and (extension point) for
+the policies' streams. Adding, removing or reordering a class therefore changes no other
+class's draws, and two policies run on one seed see the same jobs.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.model import SimulationSpec
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class Purpose(IntEnum):
+    """What a stream is for (part of its key)."""
+
+    ARRIVALS = 1
+    SIZES = 2
+    RUNTIME = 3
+    PLACER = 11
+    ALLOCATOR = 12
+    PROVISIONER = 13
+    SCALER = 14
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """The jobs of one replication, sorted by arrival (ties: class order, then draw order)."""
+
+    arrival_s: FloatArray
+    class_index: IntArray
+    size: FloatArray
+    #: One uniform draw per job, mapped to a run time on each node type that has one.
+    runtime_u: FloatArray | None = None
+
+
+def replication_seeds(seed: int, replications: int) -> list[np.random.SeedSequence]:
+    """One SeedSequence per replication, spawned from the scenario seed."""
+    return np.random.SeedSequence(seed).spawn(replications)
+
+
+def replication_seed(spec: SimulationSpec, replication: int) -> np.random.SeedSequence:
+    return replication_seeds(spec.seed, max(spec.replications, replication + 1))[replication]
+
+
+def name_key(name: str) -> int:
+    """A stable 32-bit key of a name (CRC-32 of its UTF-8 bytes)."""
+    return zlib.crc32(name.encode("utf-8"))
+
+
+def stream(seq: np.random.SeedSequence, purpose: Purpose, name: str = "") -> np.random.Generator:
+    """The generator for (purpose, name) under a replication's SeedSequence."""
+    child = np.random.SeedSequence(
+        entropy=seq.entropy,
+        spawn_key=(*seq.spawn_key, int(purpose), name_key(name)),
+        pool_size=seq.pool_size,
+    )
+    return np.random.default_rng(child)
+
+
+def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
+    """Draw the arrival times and sizes of every job of one replication.
+
+    With `stop.jobs`, exactly that many jobs (the earliest arrivals across classes); with
+    `stop.time_s`, every arrival up to the horizon. Each class draws from its own streams,
+    keyed by its name, so the jobs of one class do not depend on the other classes.
+    """
+    n_classes = len(spec.classes)
+    if spec.stop.time_s is not None:
+        counts = [np.iinfo(np.int64).max] * n_classes
+        times = _draw_arrivals(spec, seq, spec.stop.time_s, counts)
+        limit = sum(t.size for t in times)
+    else:
+        limit = int(spec.stop.jobs or 0)
+        times = _arrivals_for_count(spec, seq, limit)
+    sizes = [
+        c.size.sample(stream(seq, Purpose.SIZES, c.name), t.size)
+        for c, t in zip(spec.classes, times, strict=True)
+    ]
+    if n_classes == 1:
+        # One stream is already in arrival order: no merge, no copies.
+        cls: IntArray = np.zeros(times[0].size, dtype=np.int64)
+        arrival = times[0]
+        order: slice | IntArray = slice(0, limit)
+    else:
+        cls = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(times)])
+        arrival = np.concatenate(times)
+        # Stable: equal times keep class order, then each class's draw order.
+        order = np.argsort(arrival, kind="stable")[:limit]
+    runtime_u = None
+    if any(c.runtime_by_node_type for c in spec.classes):
+        runtime_u = np.concatenate(
+            [
+                stream(seq, Purpose.RUNTIME, c.name).random(t.size)
+                for c, t in zip(spec.classes, times, strict=True)
+            ]
+        )[order]
+    size = sizes[0] if n_classes == 1 else np.concatenate(sizes)
+    return Jobs(arrival[order], cls[order], size[order].astype(np.float64, copy=False), runtime_u)
+
+
+def _draw_arrivals(
+    spec: SimulationSpec, seq: np.random.SeedSequence, until_s: float, counts: list[int]
+) -> list[FloatArray]:
+    return [
+        c.arrival.generate(stream(seq, Purpose.ARRIVALS, c.name), until_s, counts[i])
+        for i, c in enumerate(spec.classes)
+    ]
+
+
+def _arrivals_for_count(
+    spec: SimulationSpec, seq: np.random.SeedSequence, count: int
+) -> list[FloatArray]:
+    """Arrivals per class that cover the first `count` jobs of the merged stream.
+
+    Open classes draw in proportion to their rate (with head-room); if the merged stream is
+    not covered, every class redraws from its seed with twice the head-room.
+    """
+    if len(spec.classes) == 1:
+        return _draw_arrivals(spec, seq, math.inf, [count])
+    rates = [c.arrival.rate_per_s or 0.0 for c in spec.classes]
+    total_rate = sum(rates)
+    headroom = 1.1
+    while True:
+        counts = [
+            count if r == 0.0 else min(count, int(headroom * count * r / total_rate) + 64)
+            for r in rates
+        ]
+        times = _draw_arrivals(spec, seq, math.inf, counts)
+        merged = np.sort(np.concatenate(times))[:count] if count else np.zeros(0)
+        # Only classes cut short by their count bound the covered horizon.
+        covered = min(
+            (
+                float(t[-1])
+                for t, n, r in zip(times, counts, rates, strict=True)
+                if r > 0.0 and t.size == n and n < count
+            ),
+            default=math.inf,
+        )
+        if merged.size < count and covered == math.inf:
+            return times  # finite classes only: fewer jobs than asked for
+        if merged.size == count and (count == 0 or merged[-1] <= covered):
+            return times
+        headroom *= 2.0
+
+
+def runtime_table(spec: SimulationSpec, jobs: Jobs) -> FloatArray:
+    """Run time in seconds of every job on every node type (-1 = size / (speed * s(cpu))).
+
+    Shape (node types, jobs), or (0, 0) when no class sets `runtime_by_node_type`.
+    """
+    if jobs.runtime_u is None or not any(c.runtime_by_node_type for c in spec.classes):
+        return np.zeros((0, 0))
+    table = np.full((len(spec.node_types), jobs.arrival_s.size), -1.0)
+    for c, jc in enumerate(spec.classes):
+        mine = jobs.class_index == c
+        for t, nt in enumerate(spec.node_types):
+            dist = jc.runtime_by_node_type.get(nt.name)
+            if dist is not None and mine.any():
+                table[t, mine] = dist.quantile(jobs.runtime_u[mine])
+    return table
+
+
+def concat_jobs(a: Jobs, b: Jobs) -> Jobs:
+    """The jobs of `a` followed by those of `b`."""
+    runtime_u = None
+    if a.runtime_u is not None or b.runtime_u is not None:
+        runtime_u = np.concatenate(
+            [
+                a.runtime_u if a.runtime_u is not None else np.zeros(a.arrival_s.size),
+                b.runtime_u if b.runtime_u is not None else np.zeros(b.arrival_s.size),
+            ]
+        )
+    return Jobs(
+        np.concatenate([a.arrival_s, b.arrival_s]),
+        np.concatenate([a.class_index, b.class_index]),
+        np.concatenate([a.size, b.size]),
+        runtime_u,
+    )

@@ -1,0 +1,213 @@
+"""The engine's state, defined once: typed groups of arrays.
+
+`EngineState` is a NamedTuple of numpy arrays (rows named in `cluster.layout`). It is plain
+data: numba compiles functions over it without reference counting, it copies and pickles,
+and it ships to Ray actors. Only `cluster.engine.Engine` and the compiled loop it drives
+(`cluster.kernel`) write it; everything else reads a `RunState` (a frozen, read-only
+snapshot) or a policy view.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.layout import CF, CI, FS, GPU_MILLI, IS, JF, JI, MAX_GPUS_PER_NODE, NF, NI, PF, PI
+from cluster.layout import NodeStatus as NS
+from cluster.model import NodeType, SimulationSpec
+from cluster.speedup import MAX_TABLE_POINTS
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class EngineState(NamedTuple):
+    """Every array of one replication. Shapes: J jobs, N node rows, G GPUs per node row."""
+
+    jobs_f: FloatArray  #: (len(JF), J)
+    jobs_i: IntArray  #: (len(JI), J)
+    nodes_f: FloatArray  #: (len(NF), N)
+    nodes_i: IntArray  #: (len(NI), N)
+    gpu_free: FloatArray  #: (N, G) free milli-GPU of each GPU (1000 = a whole free GPU)
+    pools_f: FloatArray
+    pools_i: IntArray
+    classes_f: FloatArray
+    classes_i: IntArray
+    class_tx: FloatArray  #: (classes, MAX_TABLE_POINTS) speed-up table x (cores)
+    class_ty: FloatArray  #: speed-up table y
+    heap_t: FloatArray  #: event heap: times
+    heap_j: IntArray  #: event heap: job (or node) ids
+    heap_k: IntArray  #: event heap: kind | attempt << 4
+    run_by_type: FloatArray  #: (node types, J) run time on a type, s (-1: size / rate)
+    queue: IntArray  #: placement queue (FIFO of job ids)
+    members: IntArray  #: scratch: a pool's members
+    n_class: IntArray  #: jobs in system per class
+    area_class: FloatArray  #: integral of jobs in system per class over the window
+    istate: IntArray  #: (len(IS),)
+    fstate: FloatArray  #: (len(FS),)
+    rng: npt.NDArray[np.uint64]  #: SplitMix64 state of compiled random placers
+    placer_params: FloatArray
+    alloc_params: FloatArray
+
+
+def gpu_count(t: NodeType) -> int:
+    """Whole GPUs of a node type; refuses fractions and more than a node row can hold."""
+    n = float(t.gpu)
+    if n != math.floor(n) or n < 0:
+        raise ValueError(
+            f"node type {t.name!r}: gpu must be a whole number of GPUs (each holds "
+            f"{GPU_MILLI} milli-GPU that pods may share), got {t.gpu}"
+        )
+    if n > MAX_GPUS_PER_NODE:
+        raise ValueError(f"node type {t.name!r}: at most {MAX_GPUS_PER_NODE} GPUs per node")
+    return int(n)
+
+
+def check_gpu_request(where: str, gpu: float) -> None:
+    """A request is a share of one GPU (0 < gpu < 1) or a whole number of GPUs."""
+    if gpu > 1.0 and gpu != math.floor(gpu):
+        raise ValueError(
+            f"{where}: a GPU request above 1 must be a whole number of GPUs, got {gpu} "
+            "(below 1 it is a share of one GPU, in steps of 0.001)"
+        )
+
+
+def empty_nodes(rows: int, gpus: int) -> tuple[FloatArray, IntArray, FloatArray]:
+    """Unused node rows (released-at +inf, status UNUSED)."""
+    nodes_f = np.zeros((len(NF), rows))
+    nodes_f[NF.RELEASED_AT] = math.inf
+    nodes_i = np.zeros((len(NI), rows), dtype=np.int64)
+    nodes_i[NI.NODE_TYPE] = -1
+    return nodes_f, nodes_i, np.zeros((rows, max(gpus, 1)))
+
+
+def fill_node(
+    nodes_f: FloatArray,
+    nodes_i: IntArray,
+    gpu_free: FloatArray,
+    k: int,
+    t: NodeType,
+    type_index: int,
+    now: float,
+    status: int,
+) -> None:
+    """Write node type `t` into row k, rented at `now` (ready now if `status` is UP)."""
+    nodes_f[[NF.CAP_CPU, NF.CAP_MEM, NF.CAP_GPU], k] = (t.cpu, t.memory_gb, t.gpu)
+    nodes_f[[NF.FREE_CPU, NF.FREE_MEM, NF.FREE_GPU], k] = (t.cpu, t.memory_gb, t.gpu)
+    nodes_f[NF.SPEED, k] = t.speed
+    nodes_f[NF.PRICE_PER_S, k] = t.price_per_hour / 3600.0
+    nodes_f[NF.CAP_SLOTS, k] = nodes_f[NF.FREE_SLOTS, k] = t.max_jobs
+    nodes_f[NF.STARTUP_COST, k] = t.startup_cost
+    nodes_f[NF.RENTED_AT, k] = now
+    nodes_f[NF.READY_AT, k] = now if status == NS.UP else now + t.startup_delay_s
+    nodes_f[NF.RELEASED_AT, k] = math.inf
+    nodes_f[NF.RUNNING_JOBS, k] = 0.0
+    nodes_i[NI.NODE_TYPE, k] = type_index
+    nodes_i[NI.STATUS, k] = status
+    gpu_free[k, :] = 0.0
+    gpu_free[k, : gpu_count(t)] = GPU_MILLI
+
+
+def max_gpus(spec: SimulationSpec) -> int:
+    return max((gpu_count(t) for t in spec.node_types), default=0)
+
+
+def class_arrays(
+    spec: SimulationSpec,
+) -> tuple[FloatArray, IntArray, FloatArray, FloatArray]:
+    """(classes_f, classes_i, class_tx, class_ty) of the scenario's job classes."""
+    n = len(spec.classes)
+    classes_f = np.zeros((len(CF), n))
+    classes_i = np.zeros((len(CI), n), dtype=np.int64)
+    tx = np.zeros((n, MAX_TABLE_POINTS))
+    ty = np.zeros((n, MAX_TABLE_POINTS))
+    for c, jc in enumerate(spec.classes):
+        classes_f[CF.HOLDING_COST, c] = jc.holding_cost
+        params = jc.speedup.kernel_params()
+        classes_f[CF.SP_PARAM, c] = params[0]
+        classes_f[CF.SP_PARAM2, c] = params[1] if params.size > 1 else 0.0
+        classes_f[CF.TIMEOUT_S, c] = jc.timeout_s
+        classes_i[CI.SP_KIND, c] = jc.speedup.kernel_code
+        classes_i[CI.POOL, c] = spec.pool_index(jc.pool) if jc.pool else -1
+        xs, ys = jc.speedup.table_points()
+        classes_i[CI.SP_NPTS, c] = xs.size
+        tx[c, : xs.size], ty[c, : ys.size] = xs, ys
+    return classes_f, classes_i, tx, ty
+
+
+def pool_arrays(spec: SimulationSpec) -> tuple[FloatArray, IntArray]:
+    n = len(spec.pools)
+    pools_f = np.zeros((len(PF), n))
+    pools_i = np.full((len(PI), n), -1, dtype=np.int64)
+    for p, pool in enumerate(spec.pools):
+        pools_f[PF.CORES, p] = pool.cores
+        pools_f[PF.SPEED, p] = pool.speed
+        pools_f[PF.PRICE_PER_S, p] = pool.price_per_hour / 3600.0
+    pools_i[PI.COUNT] = 0
+    pools_i[PI.NEED_ALLOC] = 0
+    return pools_f, pools_i
+
+
+def grown(array: npt.NDArray[Any], size: int, axis: int = -1, fill: float = 0) -> Any:
+    """`array` extended along `axis` to at least `size` (doubling), new entries `fill`."""
+    have = array.shape[axis]
+    if have >= size:
+        return array
+    new = max(size, 2 * have)
+    shape = list(array.shape)
+    shape[axis] = new - have
+    return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A frozen snapshot of one replication's state, what metrics and results read.
+
+    Arrays are read-only views (or copies) of the engine's; `now_s` is the simulated time.
+    """
+
+    spec: SimulationSpec
+    replication: int
+    state: EngineState
+    now_s: float
+
+    @property
+    def nodes_used(self) -> int:
+        return int(self.state.istate[IS.NODES_USED])
+
+    @property
+    def events(self) -> int:
+        return int(self.state.istate[IS.EVENTS])
+
+
+def read_only(state: EngineState) -> EngineState:
+    """Read-only views of every array of `state` (no copies)."""
+    views = []
+    for array in state:
+        view = array.view()
+        view.flags.writeable = False
+        views.append(view)
+    return EngineState(*views)
+
+
+__all__ = [
+    "EngineState",
+    "RunState",
+    "check_gpu_request",
+    "class_arrays",
+    "empty_nodes",
+    "fill_node",
+    "gpu_count",
+    "grown",
+    "max_gpus",
+    "pool_arrays",
+    "read_only",
+    "FS",
+    "IS",
+    "JF",
+    "JI",
+]
