@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import ray
 
-from actors.launch import init_kwargs, options_from_args, parse_shard_resources
+from actors.launch import (
+    CONNECT_TIMEOUT_S,
+    check_reachable,
+    init_kwargs,
+    options_from_args,
+    parse_shard_resources,
+)
 from clusteremu.cli import build_parser, main
 from tests.actors.helpers import assert_same_jobs
 
@@ -129,3 +138,41 @@ def test_local_ray_started_for_the_run_uses_token_auth_and_loopback(tmp_path: Pa
         line for line in done.stderr.splitlines() if "dashboard" in line.lower() and "http" in line
     ]
     assert dashboard and all("127.0.0.1" in line for line in dashboard), done.stderr
+
+
+def test_an_address_where_no_cluster_answers_is_bad_input_within_seconds() -> None:
+    """`--address 127.0.0.1:1` used to retry for ever without a word (issue 11): now one
+    line, exit status 2, within the connect timeout, before anything else starts."""
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "clusteremu", "run", "mm-c", *ARGS, "--ray"]
+        + ["--address", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - began
+    assert done.returncode == 2, done.stderr
+    assert "--address 127.0.0.1:1: no Ray cluster to join" in done.stderr
+    assert "Connection refused" in done.stderr and "Traceback" not in done.stderr
+    assert elapsed < CONNECT_TIMEOUT_S + 30, elapsed  # the interpreter's start included
+
+
+def test_check_reachable_gives_up_on_silent_or_missing_servers() -> None:
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        began = time.monotonic()
+        with pytest.raises(ConnectionError, match="does not speak gRPC"):
+            check_reachable(f"127.0.0.1:{port}", timeout_s=0.5)
+        assert time.monotonic() - began < 5
+    for bad in ("no-port", "host:", "host:99999", ":6379"):
+        with pytest.raises(ConnectionError, match="expected HOST:PORT"):
+            check_reachable(bad)
+    check_reachable("auto")  # Ray resolves (and fails fast on) these itself
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_check_reachable_accepts_a_real_gcs() -> None:
+    check_reachable(ray.get_runtime_context().gcs_address, timeout_s=5)
