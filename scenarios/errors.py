@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ScenarioError(ValueError):
     """A scenario file (or an override) is not a valid scenario.
@@ -21,3 +23,7 @@ class ScenarioError(ValueError):
 
     def __str__(self) -> str:
         return self.message()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by the constructor's arguments, so the error crosses Ray tasks intact."""
+        return (type(self), (self.source, list(self.problems)))
