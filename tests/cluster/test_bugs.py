@@ -124,7 +124,11 @@ def expiry_spec() -> SimulationSpec:
     must start at 6 s (when the head leaves), not at 100 s (the next completion)."""
     node = NodeType("n", cpu=2, memory_gb=4)
     small = JobClass(
-        "small", TraceArrivals((0.0, 2.0)), Deterministic(100.0), LinearSpeedup(), request=Request(1)
+        "small",
+        TraceArrivals((0.0, 2.0)),
+        Deterministic(100.0),
+        LinearSpeedup(),
+        request=Request(1),
     )
     big = JobClass(
         "big",
