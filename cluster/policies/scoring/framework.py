@@ -35,6 +35,7 @@ import numpy.typing as npt
 from cluster.model import NodeType
 from cluster.policies.registry import registrar
 from cluster.policies.scoring import kernels
+from cluster.policies.scoring.skippy_compat import COMPAT_SCALE, check_compat
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -430,7 +431,13 @@ def check_not_all_zero(weights: Mapping[str, float]) -> None:
 
 
 class Framework:
-    """Filters, weighted scorers and a seeded tie-break: one `select` per pod."""
+    """Filters, weighted scorers and a seeded tie-break: one `select` per pod.
+
+    `compat="skippy"` (`skippy_compat.py`): Skippy 0.1.1's combination -- the scorers must be
+    built with the same `compat`; the total is Skippy's sum of weight x score on 0..10, and ties
+    go to the first best node in the round-robin order of the feasible search (the search
+    always starts where the previous cycle stopped), not to the generator.
+    """
 
     def __init__(
         self,
@@ -440,9 +447,18 @@ class Framework:
         check_scores: bool = True,
         fused: bool = True,
         percentage_of_nodes_to_score: float = 100.0,
+        compat: str | None = None,
     ) -> None:
         if len(scorers) != len(weights):
             raise ValueError("one weight per scorer")
+        self.compat = check_compat(compat)
+        for s in scorers:
+            mine = getattr(s, "compat", None)
+            if mine is not None and bool(mine) != self.compat:
+                raise ValueError(
+                    f"compat: scorer {s.name!r} was built with compat "
+                    f"{'skippy' if mine else 'none'}, the framework with {compat!r}"
+                )
         pct = float(percentage_of_nodes_to_score)
         if not (math.isfinite(pct) and 0 <= pct <= 100):
             raise ValueError(
@@ -509,7 +525,7 @@ class Framework:
                 mask = mask & f.filter(cycle)
             nodes = np.flatnonzero(mask)
         want = nodes_to_find(cycle.table.n, self.percentage)
-        if want < nodes.size:
+        if want < nodes.size or (self.compat and nodes.size):
             # Search from where the last cycle stopped, keep the first `want` feasible nodes.
             first = int(np.searchsorted(nodes, self.next_start))
             nodes = np.concatenate((nodes[first:], nodes[:first]))[:want]
@@ -573,6 +589,9 @@ class Framework:
             total,
             self._work[:m],
             self._work[m : 16 * m].reshape(5, 3, m),
+            self.compat,
+            float(pod.spec.data_in_mb),
+            float(pod.spec.data_out_mb),
         )
         if bad >= 0 and self.check_scores:
             raise ScoreRangeError(
@@ -584,7 +603,10 @@ class Framework:
         """Weighted sum computed plugin by plugin with numpy (the reference path)."""
         total = np.zeros(cycle.nodes.size)
         for s, w in self.scorers:
-            total += w * self._checked(s, cycle)
+            if self.compat:  # Skippy's sum: weight x score on 0..10
+                total += w * (self._checked(s, cycle) / COMPAT_SCALE)
+            else:
+                total += w * self._checked(s, cycle)
         return total
 
     def select(self, cycle: Cycle, rng: np.random.Generator) -> int:
@@ -592,6 +614,10 @@ class Framework:
         nodes = self.feasible(cycle)
         if nodes.size == 0:
             return -1
+        if self.compat:  # Skippy: the first best node in the search order
+            if nodes.size == 1 or not self.scorers:
+                return int(nodes[0])
+            return int(nodes[kernels.best_and_ties(self.total(cycle))[0]])
         if nodes.size == 1 or not self.scorers:
             return int(nodes[0]) if nodes.size == 1 else int(nodes[rng.integers(nodes.size)])
         total = self.total(cycle)

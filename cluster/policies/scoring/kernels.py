@@ -1,7 +1,9 @@
 """Compiled kernels of the built-in scorers: per-plugin and fused (all scorers, one call).
 
 The formulas are those of `scorers.py` (kube-scheduler ``plugins/noderesources`` and
-``imagelocality``, Skippy ``core/priorities.py``; SPEC.md section 4). Kubernetes' integer
+``imagelocality``, Skippy ``core/priorities.py``; SPEC.md section 4), in the default mode and
+in the Skippy compatibility mode (`skippy_compat.py`: Skippy 0.1.1 and the Kubernetes 1.13
+priorities it follows, scores 0..10 returned x 10). Kubernetes' integer
 arithmetic is kept exactly but in float64: every value involved is an integer below 2^53, where
 floor(a / b) computed in floating point equals the integer quotient a // b (the rounding error
 of the division is below 1/b) and trunc(a / b) equals Go's truncating division -- without the
@@ -30,9 +32,19 @@ MAX_NODE_SCORE = 100.0
 K_LEAST, K_MOST, K_RTC, K_BALANCED_ALLOC = LEAST, MOST, RTC, BALANCED
 K_BALANCED_RES, K_IMAGE, K_LATENCY_IMAGE, K_DATA, K_LOCALITY, K_CAPABILITY = 4, 5, 6, 7, 8, 9
 N_KERNEL_SCORERS = 10
-#: ImageLocality clamps (kube-scheduler image_locality.go): 23 MiB and 1000 MiB per container.
+#: ImageLocality clamps (kube-scheduler image_locality.go): 23 MiB and 1000 MiB per container
+#: (a pod here runs one container, so the cap is 1000 MiB).
 IMAGE_MIN = 23.0 * 1024 * 1024
 IMAGE_MAX = 1000.0 * 1024 * 1024
+#: Resource rows from this one on are Kubernetes *extended* resources (the gpu row): skipped by
+#: the resource scorers when the pod does not request them (resource_allocation.go).
+FIRST_EXTENDED_ROW = 2
+#: Image and data sizes are in MB (10^6 bytes); bandwidths in Mbit/s = 125,000 bytes/s.
+BYTES_PER_MB = 1e6
+BYTES_PER_S_PER_MBPS = 125_000.0
+#: Skippy / Kubernetes 1.13 priorities score 0..10; the framework's scale is 0..100.
+COMPAT_MAX_SCORE = 10.0
+COMPAT_SCALE = 10.0
 
 
 @njit(**_INLINE)
@@ -62,12 +74,20 @@ def resource_units(
 ) -> None:
     """Capacity and requested-after-placement (capacity - free + request) of `nodes` in the
     resource `rows` (< 0: padding), rounded to integer units (millicores, bytes, milli-GPU)
-    when `integer`; written to rows of the (3, m) arrays `cap_u`, `req_u`."""
+    when `integer`; written to rows of the (3, m) arrays `cap_u`, `req_u`. An extended
+    resource (row >= FIRST_EXTENDED_ROW) the pod does not request gets capacity and request 0,
+    so that every resource scorer skips it, as kube-scheduler's
+    ``calculateResourceAllocatableRequest`` does."""
     for r in rows:
         if r < 0:
             continue
         sc = scale[r]
         rq = request[r]
+        if r >= FIRST_EXTENDED_ROW and rq == 0.0:
+            for j in range(nodes.size):
+                cap_u[r, j] = 0.0
+                req_u[r, j] = 0.0
+            continue
         for j in range(nodes.size):
             k = nodes[j]
             cap = capacity[r, k]
@@ -187,6 +207,64 @@ def resource_block(
 
 
 @njit(**_KERNEL)
+def resource_block_compat(
+    kind: int,
+    cap_u: np.ndarray,
+    req_u: np.ndarray,
+    rows: np.ndarray,
+    weights: np.ndarray,
+    shape_score: np.ndarray,
+    out: np.ndarray,
+    acc: np.ndarray,
+) -> None:
+    """The Kubernetes 1.13 priorities Skippy follows, 0..10 per node, written x 10 to `out`:
+    LeastRequested (cap - req)*10 // cap and MostRequested req*10 // cap, each 0 when cap is 0
+    or req > cap, truncated per resource before the (weighted) integer mean; RequestedToCapacity
+    Ratio through `shape_score` (the 1.13 broken-linear shape tabulated at utilisation 0..100,
+    scores 0..10) at utilisation 100 - (cap - req)*100 // cap (100 when cap is 0 or req > cap),
+    integer mean; BalancedResourceAllocation on the first two `rows` (cpu, memory): fractions
+    req / cap (1 when cap is 0), 0 if either >= 1, else int((1 - |fc - fm|) * 10).
+    Units are integers (millicores, bytes); `acc` (2, m) is scratch."""
+    n_rows = 0
+    for q in range(rows.size):
+        if rows[q] < 0:
+            break
+        n_rows += 1
+    if kind == BALANCED:
+        r0, r1 = rows[0], rows[1]
+        for j in range(out.size):
+            c0, c1 = cap_u[r0, j], cap_u[r1, j]
+            f0 = 1.0 if c0 == 0 else req_u[r0, j] / c0
+            f1 = 1.0 if c1 == 0 else req_u[r1, j] / c1
+            if f0 >= 1.0 or f1 >= 1.0:
+                out[j] = 0.0
+            else:
+                out[j] = math.trunc((1.0 - abs(f0 - f1)) * COMPAT_MAX_SCORE) * COMPAT_SCALE
+        return
+    num, den = acc[0], acc[1]
+    for j in range(out.size):
+        num[j] = 0.0
+        den[j] = 0.0
+    for q in range(n_rows):
+        r = rows[q]
+        w = weights[q]
+        for j in range(out.size):
+            cap, req = cap_u[r, j], req_u[r, j]
+            over = cap <= 0.0 or req > cap
+            if kind == LEAST:
+                s = 0.0 if over else math.floor((cap - req) * COMPAT_MAX_SCORE / cap)
+            elif kind == MOST:
+                s = 0.0 if over else math.floor(req * COMPAT_MAX_SCORE / cap)
+            else:
+                p = 100.0 if over else 100.0 - math.floor((cap - req) * 100.0 / cap)
+                s = shape_score[int(p)]
+            num[j] += s * w
+            den[j] += w
+    for j in range(out.size):
+        out[j] = math.floor(num[j] / den[j]) * COMPAT_SCALE if den[j] > 0 else 0.0
+
+
+@njit(**_KERNEL)
 def resource_scores(
     kind: int,
     capacity: np.ndarray,
@@ -201,12 +279,19 @@ def resource_scores(
     shape_score: np.ndarray,
     out: np.ndarray,
     units: np.ndarray,
+    compat: bool = False,
 ) -> None:
-    """One Kubernetes resource scorer on `nodes` into `out` (`units`: (4, 3, m) scratch)."""
-    resource_units(capacity, free, nodes, request, scale, integer, rows, units[0], units[1])
-    resource_block(
-        kind, units[0], units[1], rows, weights, integer, shape_util, shape_score, out, units[2]
+    """One Kubernetes resource scorer on `nodes` into `out` (`units`: (4, 3, m) scratch);
+    `compat`: the Kubernetes 1.13 form Skippy follows (integer units)."""
+    resource_units(
+        capacity, free, nodes, request, scale, integer or compat, rows, units[0], units[1]
     )
+    if compat:
+        resource_block_compat(kind, units[0], units[1], rows, weights, shape_score, out, units[2])
+    else:
+        resource_block(
+            kind, units[0], units[1], rows, weights, integer, shape_util, shape_score, out, units[2]
+        )
 
 
 @njit(**_INLINE)
@@ -241,11 +326,17 @@ def fused_total(
     total: np.ndarray,
     raw: np.ndarray,
     units: np.ndarray,
+    compat: bool,
+    data_in_mb: float,
+    data_out_mb: float,
 ) -> int:
     """Weighted sum of the scorers `order` (kernel codes, in the framework's order) with
     `weights` into `total` over `nodes`; returns -1, or the code of a scorer whose score left
     [0, 100]. Scorer by scorer, so the sum runs in the same order as the numpy path.
     Scratch: `raw` (m,) and `units` (5, 3, m): float and integer resource units, accumulators.
+    `compat`: Skippy 0.1.1's arithmetic (scores 0..10, returned x 10; the total sums
+    weight x score / 10, Skippy's own sum); `data_in_mb` / `data_out_mb` are the two transfer
+    directions DataLocality truncates separately there.
     """
     m = nodes.size
     n_total = capacity.shape[1]
@@ -256,7 +347,7 @@ def fused_total(
     for q in range(order.size):
         c = order[q]
         w = weights[q]
-        integ = integer[c]
+        integ = integer[c] or compat
         if c <= K_BALANCED_ALLOC:
             u = 2 if integ else 0
             if integ and not done_int:
@@ -269,24 +360,43 @@ def fused_total(
                     capacity, free, nodes, request, scale, False, unit_rows, units[0], units[1]
                 )
                 done_float = True
-            resource_block(
-                c,
-                units[u],
-                units[u + 1],
-                res_rows[c],
-                res_weights[c],
-                integ,
-                shape_util,
-                shape_score,
-                raw,
-                units[4],
-            )
+            if compat:
+                resource_block_compat(
+                    c,
+                    units[u],
+                    units[u + 1],
+                    res_rows[c],
+                    res_weights[c],
+                    shape_score,
+                    raw,
+                    units[4],
+                )
+            else:
+                resource_block(
+                    c,
+                    units[u],
+                    units[u + 1],
+                    res_rows[c],
+                    res_weights[c],
+                    integ,
+                    shape_util,
+                    shape_score,
+                    raw,
+                    units[4],
+                )
         elif c == K_BALANCED_RES:
             f0, f1 = request[0], request[1]
+            if integ:  # millicores and bytes, as Skippy's Capacity holds them
+                f0 = math.floor(f0 * scale[0] + 0.5)
+                f1 = math.floor(f1 * scale[1] + 0.5)
             for j in range(m):
                 k = nodes[j]
-                fc = f0 / (1.0 if free[0, k] == 0 else free[0, k])
-                fm = f1 / (1.0 if free[1, k] == 0 else free[1, k])
+                a, b = free[0, k], free[1, k]
+                if integ:
+                    a = math.floor(a * scale[0] + 0.5)
+                    b = math.floor(b * scale[1] + 0.5)
+                fc = f0 / (1.0 if a == 0 else a)
+                fm = f1 / (1.0 if b == 0 else b)
                 s = (1.0 - abs(fc - fm)) * 10.0
                 if integ:
                     s = math.trunc(s)
@@ -297,37 +407,64 @@ def fused_total(
                 img = pod_image[k]
                 t = 0.0
                 if _has(has_image, img, k):
-                    t = pod_image_size[k] * 1e6 * (image_nodes[img] / max(n_total, 1))
-                    if integ:
-                        t = math.trunc(t)
+                    spread = image_nodes[img] / max(n_total, 1)
+                    if integ:  # int64(float64(size in bytes) * spread)
+                        t = math.trunc(math.floor(pod_image_size[k] * BYTES_PER_MB + 0.5) * spread)
+                    else:
+                        t = pod_image_size[k] * BYTES_PER_MB * spread
                 t = min(max(t, IMAGE_MIN), IMAGE_MAX)
-                s = MAX_NODE_SCORE * (t - IMAGE_MIN) / (IMAGE_MAX - IMAGE_MIN)
-                raw[j] = math.floor(s) if integ else s
+                if compat:
+                    s = math.floor(COMPAT_MAX_SCORE * (t - IMAGE_MIN) / (IMAGE_MAX - IMAGE_MIN))
+                    raw[j] = s * COMPAT_SCALE
+                else:
+                    s = MAX_NODE_SCORE * (t - IMAGE_MIN) / (IMAGE_MAX - IMAGE_MIN)
+                    raw[j] = math.floor(s) if integ else s
         elif c == K_LOCALITY:
             for j in range(m):
                 raw[j] = MAX_NODE_SCORE if is_edge[nodes[j]] else 0.0
         elif c == K_DATA and data_mb == 0.0:
             for j in range(m):
                 raw[j] = 0.0
-        else:  # min-max normalised: LatencyAwareImageLocality, DataLocality, Capability
+        else:  # normalised over the nodes: LatencyAwareImageLocality, DataLocality, Capability
             lo, hi = np.inf, -np.inf
+            in_bytes = math.floor(data_in_mb * BYTES_PER_MB + 0.5)
+            out_bytes = math.floor(data_out_mb * BYTES_PER_MB + 0.5)
             for j in range(m):
                 k = nodes[j]
                 if c == K_LATENCY_IMAGE:
                     mb = 0.0 if _has(has_image, pod_image[k], k) else pod_image_size[k]
-                    x = mb * 8.0 / registry_mbps[k]
+                    if compat:  # whole seconds per pull
+                        bw = registry_mbps[k] * BYTES_PER_S_PER_MBPS
+                        x = math.floor(math.floor(mb * BYTES_PER_MB + 0.5) / bw)
+                    else:
+                        x = mb * 8.0 / registry_mbps[k]
                 elif c == K_DATA:
-                    x = data_mb * 8.0 / storage_mbps[k]
+                    if compat:  # whole seconds per direction
+                        bw = storage_mbps[k] * BYTES_PER_S_PER_MBPS
+                        x = math.floor(in_bytes / bw) + math.floor(out_bytes / bw)
+                    else:
+                        x = data_mb * 8.0 / storage_mbps[k]
                 else:
                     x = capability_count[k]
                 raw[j] = x
                 lo = min(lo, x)
                 hi = max(hi, x)
-            inverse = c != K_CAPABILITY
             for j in range(m):
-                if not hi > lo:
+                if compat and c == K_LATENCY_IMAGE:  # Skippy: (max - x + min) / max
+                    if hi == 0:
+                        raw[j] = 0.0
+                    else:
+                        s = math.floor(COMPAT_MAX_SCORE * (hi - raw[j] + lo) / hi)
+                        raw[j] = s * COMPAT_SCALE
+                elif not hi > lo:
                     raw[j] = 0.0
-                elif inverse:
+                elif compat and c == K_DATA:  # Skippy's _scale_scores_inverse
+                    s = math.trunc(((raw[j] - hi) / (lo - hi)) * COMPAT_MAX_SCORE)
+                    raw[j] = s * COMPAT_SCALE
+                elif compat:  # Skippy's _scale_scores
+                    s = math.trunc(((raw[j] - lo) / (hi - lo)) * COMPAT_MAX_SCORE)
+                    raw[j] = s * COMPAT_SCALE
+                elif c != K_CAPABILITY:
                     raw[j] = MAX_NODE_SCORE * ((hi - raw[j]) / (hi - lo))
                 else:
                     raw[j] = MAX_NODE_SCORE * ((raw[j] - lo) / (hi - lo))
@@ -335,7 +472,7 @@ def fused_total(
             s = raw[j]
             if not (s >= 0.0 and s <= MAX_NODE_SCORE):
                 bad = c
-            total[j] += w * s
+            total[j] += w * (s / COMPAT_SCALE) if compat else w * s
     return bad
 
 

@@ -8,6 +8,9 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
 - ``filters``: filter plugin names (default ResourceFit, NodeLabels, Capability, NotStorageNode);
 - ``scorer_params``: ``{scorer: {param: value}}``, e.g. RequestedToCapacityRatio ``shape``;
 - ``integer``: Kubernetes' integer arithmetic in the Kubernetes scorers (default true);
+- ``compat``: ``skippy`` reproduces Skippy 0.1.1's scores, sums and choices exactly (scores
+  0..10, whole-second transfer times, Skippy's rescaling and first-best tie-break; see
+  `skippy_compat.py`); default none (the continuous scorers);
 - ``pods``: per job class, the images (ranked, size per architecture, required labels), required
   node labels, requested capabilities, data MB per invocation and model MB (see `PodSpec`);
 - ``goodput``: fraction of a link's bandwidth a transfer gets (faas-sim: 0.97);
@@ -57,6 +60,7 @@ from cluster.policies.scoring.framework import (
     make_scorer,
 )
 from cluster.policies.scoring.score import Bounds, check_bounds, per_function, seed_score
+from cluster.policies.scoring.skippy_compat import check_compat
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,13 @@ _INTEGER_SCORERS = {
     "BalancedAllocation",
     "BalancedResource",
     "ImageLocality",
+}
+#: Scorers that accept the `compat` switch (every built-in).
+_COMPAT_SCORERS = _INTEGER_SCORERS | {
+    "LatencyAwareImageLocality",
+    "DataLocality",
+    "LocalityType",
+    "Capability",
 }
 #: Keys a pod description may carry.
 _POD_KEYS = {"images", "node_selector", "capabilities", "data_in_mb", "data_out_mb", "model_mb"}
@@ -150,7 +161,11 @@ class ScoringPlacer(Placer):
         check_scores: bool = True,
         compiled: bool = True,
         percentage_of_nodes_to_score: float = 100.0,
+        compat: str | None = None,
     ) -> None:
+        self.compat = compat
+        if check_compat(compat) and not integer:
+            raise ValueError("integer: compat: skippy uses integer arithmetic; drop integer: false")
         self.scorer_names = tuple(_scorers.SEED_SCORERS if scorers is None else scorers)
         if len(set(self.scorer_names)) != len(self.scorer_names):
             raise ValueError(f"scorers: names must be unique, got {list(self.scorer_names)}")
@@ -165,6 +180,8 @@ class ScoringPlacer(Placer):
             p = dict(params.get(name, {}))
             if name in _INTEGER_SCORERS:
                 p.setdefault("integer", self.integer)
+            if name in _COMPAT_SCORERS:
+                p.setdefault("compat", compat)
             self.scorer_plugins.append(make_scorer(name, **p))
         self.filter_plugins = [make_filter(name) for name in self.filter_names]
         given = check_weights(weights or {}, self.scorer_names)
@@ -179,6 +196,7 @@ class ScoringPlacer(Placer):
             check_scores,
             fused=compiled,
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+            compat=compat,
         )
         self.pod_specs = {str(k): parse_pod(str(k), v) for k, v in (pods or {}).items()}
         if not (0 < float(goodput) <= 1):
