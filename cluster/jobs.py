@@ -17,7 +17,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-from cluster.model import SimulationSpec
+from cluster.model import JobClass, SimulationSpec
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -85,10 +85,7 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
     else:
         limit = int(spec.stop.jobs or 0)
         times = _arrivals_for_count(spec, seq, limit)
-    sizes = [
-        c.size.sample(stream(seq, Purpose.SIZES, c.name), t.size)
-        for c, t in zip(spec.classes, times, strict=True)
-    ]
+    sizes = [_sizes(c, seq, t.size) for c, t in zip(spec.classes, times, strict=True)]
     if n_classes == 1:
         # One stream is already in arrival order: no merge, no copies.
         cls: IntArray = np.zeros(times[0].size, dtype=np.int64)
@@ -109,6 +106,15 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
         )[order]
     size = sizes[0] if n_classes == 1 else np.concatenate(sizes)
     return Jobs(arrival[order], cls[order], size[order].astype(np.float64, copy=False), runtime_u)
+
+
+def _sizes(c: JobClass, seq: np.random.SeedSequence, count: int) -> FloatArray:
+    """The sizes of a class's first `count` jobs: from its trace's size column if it has
+    one, else drawn from its size distribution (its own stream)."""
+    given = c.arrival.job_sizes(count)
+    if given is not None:
+        return given
+    return c.size.sample(stream(seq, Purpose.SIZES, c.name), count)
 
 
 def _draw_arrivals(

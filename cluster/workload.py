@@ -31,6 +31,11 @@ class ArrivalProcess:
         """All arrivals up to `until_s` seconds, at most `max_count` of them."""
         raise NotImplementedError
 
+    def job_sizes(self, count: int) -> FloatArray | None:
+        """Sizes of the first `count` arrivals when the process carries them (a trace with a
+        size column), else None: the class's size distribution draws them."""
+        return None
+
 
 @dataclass(frozen=True)
 class RenewalArrivals(ArrivalProcess):
@@ -80,11 +85,35 @@ class BatchArrivals(ArrivalProcess):
 
 @dataclass(frozen=True)
 class TraceArrivals(ArrivalProcess):
-    """Arrival times replayed from a trace (already loaded, sorted, in seconds)."""
+    """Arrival times replayed from a trace (already loaded, sorted, in seconds).
+
+    `sizes`, when given, is each arrival's size (work in core-seconds at speed 1, in the
+    order of `times_s`): the jobs of the class then take their sizes from the trace, not
+    from the class's size distribution.
+    """
 
     times_s: tuple[float, ...]
     sizes: tuple[float, ...] | None = None
 
+    def __post_init__(self) -> None:
+        if self.sizes is not None:
+            if len(self.sizes) != len(self.times_s):
+                raise ValueError(
+                    f"a trace has {len(self.times_s)} arrival times but {len(self.sizes)} sizes"
+                )
+            sizes = np.asarray(self.sizes, dtype=np.float64)
+            if sizes.size and not (np.all(np.isfinite(sizes)) and np.all(sizes > 0)):
+                raise ValueError("trace sizes must be finite and positive")
+        if any(np.diff(np.asarray(self.times_s, dtype=np.float64)) < 0):
+            raise ValueError("trace arrival times must be sorted")
+
     def generate(self, rng: np.random.Generator, until_s: float, max_count: int) -> FloatArray:
         times = np.asarray(self.times_s, dtype=np.float64)
         return times[times <= until_s][:max_count]
+
+    def job_sizes(self, count: int) -> FloatArray | None:
+        if self.sizes is None:
+            return None
+        if count > len(self.sizes):
+            raise ValueError(f"a trace of {len(self.sizes)} sizes has no size for job {count}")
+        return np.asarray(self.sizes[:count], dtype=np.float64)

@@ -323,7 +323,9 @@ def _read_trace(
                 [(f"{where}.column", f"expected a column of {table.column_names}, got {col!r}")],
             )
     try:
-        times = np.sort(np.asarray(table[m.column].to_numpy(), dtype=np.float64)) * m.time_scale
+        raw = np.asarray(table[m.column].to_numpy(), dtype=np.float64)
+        order = np.argsort(raw, kind="stable")
+        times = raw[order] * m.time_scale
     except (TypeError, ValueError):
         raise ScenarioError(
             source, [(f"{where}.column", "expected numeric arrival times")]
@@ -332,7 +334,20 @@ def _read_trace(
         raise ScenarioError(
             source, [(f"{where}.column", "expected finite, non-negative arrival times")]
         )
-    return wl.TraceArrivals(tuple(times.tolist()))
+    sizes = None
+    if m.size_column:  # per-job sizes, in the trace's time unit like the arrivals
+        try:
+            sizes = np.asarray(table[m.size_column].to_numpy(), dtype=np.float64)[order]
+        except (TypeError, ValueError):
+            raise ScenarioError(
+                source, [(f"{where}.size_column", "expected numeric sizes")]
+            ) from None
+        sizes = sizes * m.time_scale
+        if not (np.all(np.isfinite(sizes)) and np.all(sizes > 0)):
+            raise ScenarioError(
+                source, [(f"{where}.size_column", "expected finite, positive sizes")]
+            )
+    return wl.TraceArrivals(tuple(times.tolist()), None if sizes is None else tuple(sizes.tolist()))
 
 
 def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> SimulationSpec:
