@@ -274,15 +274,22 @@ class RequestedToCapacityRatio(ResourceScorer):
             self.shape_util, self.shape_score = u, s * scale
 
     def broken_linear(self, p: I64) -> I64:
-        """kube-scheduler helper.BuildBrokenLinearFunction, vectorised (Go integer division)."""
-        u, s = self.util_i, self.score_i
-        i = np.searchsorted(u, p, side="left")  # first point with utilisation >= p
-        inner = (i > 0) & (i < u.size)
-        lo = np.clip(i - 1, 0, u.size - 1)
-        hi = np.clip(i, 0, u.size - 1)
-        span = np.maximum(u[hi] - u[lo], 1)
-        interp = s[lo] + _go_div((s[hi] - s[lo]) * (p - u[lo]), span)
-        return np.where(i == 0, s[0], np.where(inner, interp, s[-1]))
+        """The configured shape at integer utilisations `p` (`broken_linear`)."""
+        return broken_linear(np.asarray(p, dtype=np.int64), self.util_i, self.score_i)
+
+
+def broken_linear(p: I64, util: I64, score: I64) -> I64:
+    """kube-scheduler ``helper.BuildBrokenLinearFunction``, vectorised: the first point's score
+    up to its utilisation, linear between points with Go's truncating integer division, the
+    last point's score beyond it. `util` strictly increasing; all integers."""
+    p = np.asarray(p, dtype=np.int64)
+    i = np.searchsorted(util, p, side="left")  # first point with utilisation >= p
+    inner = (i > 0) & (i < util.size)
+    lo = np.clip(i - 1, 0, util.size - 1)
+    hi = np.clip(i, 0, util.size - 1)
+    span = np.maximum(util[hi] - util[lo], 1)
+    interp = score[lo] + _go_div((score[hi] - score[lo]) * (p - util[lo]), span)
+    return np.where(i == 0, score[0], np.where(inner, interp, score[-1]))
 
 
 @register_scorer("BalancedAllocation")
