@@ -55,13 +55,13 @@ def test_fused_kernel_and_numpy_plugins_agree_on_random_states() -> None:
     spec = spec_from_dict(small_faas(nodes=300))
     params = dict(spec.scheduler.placer.params)
     rng = np.random.default_rng(11)
-    for integer in (True, False):
+    for integer, compat in ((True, None), (False, None), (True, "skippy")):
         weights = {
             s: float(w)
             for s, w in zip(ALL_SCORERS, rng.uniform(0, 1, len(ALL_SCORERS)), strict=True)
         }
         placer = ScoringPlacer(
-            **params, scorers=list(ALL_SCORERS), weights=weights, integer=integer
+            **params, scorers=list(ALL_SCORERS), weights=weights, integer=integer, compat=compat
         )
         placer.setup(spec, np.random.default_rng(0))
         assert placer.framework.fused
@@ -88,6 +88,24 @@ def test_compiled_and_numpy_paths_give_identical_runs() -> None:
     assert not ScoringPlacer(**params, compiled=False).framework.fused
     assert equal_tables(fast, slow)
     assert fast.summary["score"] == slow.summary["score"]
+
+
+def test_compat_skippy_runs_compiled_and_numpy_alike() -> None:
+    spec = spec_from_dict(small_faas(nodes=80, time_s=60.0, rate=5.0))
+    params = dict(spec.scheduler.placer.params)
+    compat = ScoringPlacer(**params, compat="skippy")
+    assert compat.framework.compat and compat.framework.fused
+    assert all(getattr(s, "compat", False) for s in compat.scorer_plugins)
+    fast = Engine(spec, placer=ScoringPlacer(**params, compat="skippy")).run()
+    slow = Engine(spec, placer=ScoringPlacer(**params, compat="skippy", compiled=False)).run()
+    assert equal_tables(fast, slow)
+    default = Engine(spec).run()
+    assert 0.0 <= fast.summary["score"] <= 1.0
+    assert not equal_tables(fast, default)  # Skippy's scores and tie-break place differently
+    with pytest.raises(ValueError, match="compat: skippy uses integer arithmetic"):
+        ScoringPlacer(compat="skippy", integer=False)
+    with pytest.raises(ValueError, match="compat: expected 'skippy'"):
+        ScoringPlacer(compat="k8s")
 
 
 def test_image_is_pulled_once_and_set_up_delay_follows_bandwidth() -> None:
