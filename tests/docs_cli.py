@@ -1,0 +1,158 @@
+"""`clusteremu` as the docs test (`tests/test_docs.py`) runs it.
+
+The commands in README.md and docs/*.md are run exactly as written, except that the
+`clusteremu` they find on `PATH` (and `.venv/bin/clusteremu`) is this wrapper. With
+`CLUSTEREMU_DOCS_SMALL=1` it shrinks what a command computes, never what it means, and
+says on stderr what it changed:
+
+* `stop`: the run length (`stop.jobs`, or `stop.time_s`) is brought down to `SMALL_JOBS`
+  jobs (`SMALL_TIME_S` seconds) and the warm-up scaled by the same factor, whether the
+  length comes from the scenario or from the command's own `--set` (so a command whose
+  warm-up exceeds its jobs still fails, as it would at full size);
+* `--replications N` and `--seeds A-B` keep at most `MAX_REPLICATIONS` / `MAX_SEEDS`;
+* `learn` runs at most `MAX_ITERATIONS` epochs;
+* `--realtime X` paces `REALTIME_SPEEDUP` times faster.
+
+Without the variable it is the real `clusteremu`, unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SMALL_ENV = "CLUSTEREMU_DOCS_SMALL"
+SMALL_JOBS = 3000
+SMALL_TIME_S = 400.0
+MAX_REPLICATIONS = 2
+MAX_SEEDS = 2
+MAX_ITERATIONS = 5
+REALTIME_SPEEDUP = 100.0
+SCENARIO_COMMANDS = {"run", "compare", "sweep", "learn", "bound"}
+
+
+def _option_values(argv: list[str], name: str) -> list[str]:
+    values = []
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            values.append(argv[i + 1])
+        elif arg.startswith(name + "="):
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
+def _replace_option(argv: list[str], name: str, value: str) -> list[str]:
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == name and i + 1 < len(out):
+            out[i + 1] = value
+        elif arg.startswith(name + "="):
+            out[i] = f"{name}={value}"
+    return out
+
+
+def _scenario_stop(scenario: str) -> dict[str, Any]:
+    from scenarios.loader import resolve_path
+
+    try:
+        data = yaml.safe_load(resolve_path(scenario).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    stop = data.get("stop") if isinstance(data, dict) else None
+    return stop if isinstance(stop, dict) else {}
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _positionals(argv: list[str]) -> list[str]:
+    """Positional arguments, skipping every option's value (all options but the flags
+    below take one)."""
+    flags = {"-v", "--verbose", "--json", "--ray", "-h", "--help", "--version", "--quiet"}
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = arg not in flags and "=" not in arg
+        else:
+            out.append(arg)
+    return out
+
+
+def shrink(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The small version of a `clusteremu` command line, and what was changed."""
+    positionals = _positionals(argv)
+    if len(positionals) < 2 or positionals[0] not in SCENARIO_COMMANDS:
+        return argv, []
+    command, scenario = positionals[0], positionals[1]
+    out, notes = list(argv), []
+
+    stop = {k: v for k, v in _scenario_stop(scenario).items()}
+    for override in _option_values(argv, "--set"):
+        key, _, value = override.partition("=")
+        if key.startswith("stop.") and _number(value) is not None:
+            stop[key.removeprefix("stop.")] = _number(value)
+    for length, warmup, small in (
+        ("jobs", "warmup_jobs", SMALL_JOBS),
+        ("time_s", "warmup_s", SMALL_TIME_S),
+    ):
+        total = stop.get(length)
+        if isinstance(total, int | float) and total > small:
+            factor = small / total
+            scaled = {length: small}
+            if isinstance(stop.get(warmup), int | float):
+                scaled[warmup] = stop[warmup] * factor
+            for key, value in scaled.items():
+                text = str(int(value)) if length == "jobs" else f"{value:g}"
+                out += ["--set", f"stop.{key}={text}"]
+                notes.append(f"stop.{key}={text}")
+
+    for option, limit in (("--replications", MAX_REPLICATIONS),):
+        for value in _option_values(out, option):
+            if value.isdigit() and int(value) > limit:
+                out = _replace_option(out, option, str(limit))
+                notes.append(f"{option} {limit}")
+    for value in _option_values(out, "--seeds"):
+        first, dash, last = value.partition("-")
+        if dash and first.isdigit() and last.isdigit() and int(last) - int(first) >= MAX_SEEDS:
+            small_seeds = f"{first}-{int(first) + MAX_SEEDS - 1}"
+            out = _replace_option(out, "--seeds", small_seeds)
+            notes.append(f"--seeds {small_seeds}")
+    for value in _option_values(out, "--realtime"):
+        factor = _number(value)
+        if factor and factor > 0:
+            out = _replace_option(out, "--realtime", f"{factor * REALTIME_SPEEDUP:g}")
+            notes.append(f"--realtime {factor * REALTIME_SPEEDUP:g}")
+    if command == "learn":
+        iterations = [int(v) for v in _option_values(out, "--iterations") if v.isdigit()]
+        if not iterations:
+            out += ["--iterations", str(MAX_ITERATIONS)]
+        elif max(iterations) > MAX_ITERATIONS:
+            out = _replace_option(out, "--iterations", str(MAX_ITERATIONS))
+        notes.append(f"--iterations {MAX_ITERATIONS}")
+    return out, notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    from clusteremu.cli import main as clusteremu_main
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get(SMALL_ENV) == "1":
+        args, notes = shrink(args)
+        if notes:
+            print(f"[{SMALL_ENV}] {', '.join(notes)}", file=sys.stderr)
+    return clusteremu_main(args)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.exit(main())
