@@ -49,7 +49,21 @@ from cluster.jobs import (
     runtime_table,
     stream,
 )
-from cluster.layout import CF, FS, IS, JF, JI, NF, NI, PF, PI, JobState, NodeStatus, Status
+from cluster.layout import (
+    CF,
+    FS,
+    IS,
+    JF,
+    JI,
+    NF,
+    NI,
+    PF,
+    PI,
+    JobState,
+    NodeStatus,
+    Refusal,
+    Status,
+)
 from cluster.metrics import RunResult, build_result
 from cluster.model import SimulationSpec
 from cluster.policies import compiled, registry
@@ -85,6 +99,18 @@ log = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+# Plain ints for the Python hot path (reading an IntEnum member costs a dictionary lookup).
+_Q_HEAD, _Q_TAIL, _NEED_PLACE = int(IS.Q_HEAD), int(IS.Q_TAIL), int(IS.NEED_PLACE)
+_STATE, _QUEUED, _NOW = int(JI.STATE), int(JobState.QUEUED), int(FS.NOW)
+_NEED_SCALE, _STATUS_POOL = int(IS.NEED_SCALE), int(IS.STATUS_POOL)
+_N_WAITING, _DEC_N = int(IS.N_WAITING), int(IS.DEC_N)
+_BAD = int(Status.BAD_DECISION)
+_PLACE, _ALLOC, _SCALE = (
+    int(Status.NEED_PLACE_DECISION),
+    int(Status.NEED_ALLOC_DECISION),
+    int(Status.NEED_SCALE_DECISION),
+)
 
 #: Events per call of the compiled loop between progress reports.
 EVENTS_PER_CALL = 1 << 18
@@ -176,8 +202,10 @@ class Engine:
         self.jobs = jobs if jobs is not None else generate_jobs(spec, seq)
         self._type_index = {t.name: i for i, t in enumerate(spec.node_types)}
         self._s = self._build_state(placer_rng, force_python_policies)
+        self._t = tuple(self._s)  # what compiled entries take (see cluster.kernel)
         self._ro: EngineState | None = None
         self._view_cache: dict[str, Any] = {}
+        self._pending: list[Placement] | tuple[Placement, ...] = []
         self.status = -1
 
     # -- state ------------------------------------------------------------------------
@@ -199,6 +227,8 @@ class Engine:
         istate[IS.PLACER_CODE] = 0 if force_python else self.placer.kernel_code
         istate[IS.ALLOC_CODE] = 0 if force_python else self.allocator.kernel_code
         istate[IS.SCALER_CODE] = self.scaler.kernel_code
+        fcfs = istate[IS.PLACER_CODE] != 0 or bool(getattr(self.placer, "strict_fcfs", False))
+        istate[IS.PLACER_FCFS] = int(fcfs)
         stop = spec.stop
         if stop.time_s is not None:
             fstate[FS.WIN_START] = stop.warmup_s
@@ -236,11 +266,14 @@ class Engine:
             rng=np.array([placer_rng.integers(0, 2**63)], dtype=np.uint64),
             placer_params=np.asarray(self.placer.kernel_params(), dtype=np.float64),
             alloc_params=np.asarray(self.allocator.kernel_params(), dtype=np.float64),
+            decisions=np.zeros((3, max(n, 1)), dtype=np.int64),
+            decision_setup_s=np.zeros(max(n, 1)),
         )
 
     def _replace(self, **arrays: Any) -> None:
         """Swap in grown arrays (the state is immutable as a tuple; its arrays are not)."""
         self._s = self._s._replace(**arrays)
+        self._t = tuple(self._s)
         self._ro = None
         self._view_cache.clear()
 
@@ -314,7 +347,7 @@ class Engine:
 
     def peek(self) -> float:
         """Time of the next event, seconds (+inf if none)."""
-        return float(kernel.next_event_time(self._s))
+        return float(kernel.peek_entry(self._t))
 
     def step(self, until_s: float = math.inf, max_events: int = EVENTS_PER_CALL) -> int:
         """Advance until `until_s`, `max_events` events or the end; answer policy calls.
@@ -322,14 +355,17 @@ class Engine:
         Returns a `cluster.layout.Status`: FINISHED, PAUSED (next event after `until_s`)
         or YIELDED (`max_events` events done).
         """
+        run = kernel.run_entry
         while True:
-            status = kernel.run_kernel(self._s, until_s, max_events)
-            if status == Status.NEED_SCALE_DECISION:
-                self._python_scale()
-            elif status == Status.NEED_PLACE_DECISION:
+            status = run(self._t, until_s, max_events)
+            if status == _PLACE:
                 self._python_place()
-            elif status == Status.NEED_ALLOC_DECISION:
-                self._python_allocate(int(self._s.istate[IS.STATUS_POOL]))
+            elif status == _SCALE:
+                self._python_scale()
+            elif status == _ALLOC:
+                self._python_allocate(int(self._s.istate[_STATUS_POOL]))
+            elif status == _BAD:
+                self._refused()
             else:
                 self.status = status
                 return status
@@ -361,9 +397,7 @@ class Engine:
             raise ValueError(f"advance: {t} s is before now ({self.now} s)")
         if t > self.peek():
             raise ValueError(f"advance: {t} s is after the next event ({self.peek()} s)")
-        for p in range(self._s.pools_f.shape[1]):
-            kernel.advance_pool(self._s, p, t)
-        kernel.advance_to(self._s, t)
+        kernel.advance_entry(self._t, t)
 
     def set_window(
         self,
@@ -382,7 +416,7 @@ class Engine:
 
     def close_window(self, t: float) -> None:
         """Account time integrals up to `t` (end of a shard's run) without moving jobs."""
-        kernel.accumulate(self._s, t)
+        kernel.accumulate_entry(self._t, t)
 
     def set_speedup(self, cls: int, params: Sequence[float]) -> None:
         """Change class `cls`'s speed-up parameters now; running pool jobs' rates follow.
@@ -394,9 +428,7 @@ class Engine:
         s.classes_f[CF.SP_PARAM, cls] = values[0]
         if len(values) > 1:
             s.classes_f[CF.SP_PARAM2, cls] = values[1]
-        for p in range(s.pools_f.shape[1]):
-            kernel.advance_pool(s, p, self.now)
-            kernel.apply_allocation(s, p, self.now)
+        kernel.reallocate_entry(self._t, self.now)
 
     def request_allocation(self, pool: int) -> None:
         """Ask the allocator to decide pool `pool` again before the next event."""
@@ -446,6 +478,8 @@ class Engine:
             "heap_k": grown(s.heap_k, heap),
             "queue": grown(s.queue, queue),
             "members": grown(s.members, queue),
+            "decisions": grown(s.decisions, queue),
+            "decision_setup_s": grown(s.decision_setup_s, queue),
         }
 
     # -- operations ---------------------------------------------------------------------
@@ -468,8 +502,7 @@ class Engine:
         decision = Placement(j, k, gpus=None if gpus is None else tuple(gpus), setup_s=setup_s)
         if not 0 <= j < s.jobs_f.shape[1] or s.jobs_i[JI.STATE, j] != JobState.QUEUED:
             raise PolicyError(policy, self.now, f"job {j} is not waiting in the queue", decision)
-        mask = check_placement(policy, self.now, decision, s)
-        kernel.start_job(s, j, k, self.now, -1.0, float(setup_s), mask)
+        self._apply(policy, decision)
         s.istate[IS.NEED_SCALE] = 1
 
     def kill(
@@ -496,7 +529,7 @@ class Engine:
                 s = self._s
             if request is not None:
                 check_gpu_request(f"kill({j}): request", request[2])
-        kernel.kill_job(s, j, self.now, requeue)
+        kernel.kill_entry(self._t, j, self.now, requeue)
         if requeue and request is not None:
             s.jobs_f[[JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU], j] = request
 
@@ -529,7 +562,7 @@ class Engine:
             self._replace(**self._room(2 * s.heap_t.size, s.queue.size))
             s = self._s
         if status == NodeStatus.BOOTING:
-            kernel.heap_push(s, self.now + delay, k, int(kernel.Event.NODE_READY))
+            kernel.push_entry(self._t, self.now + delay, k, int(kernel.Event.NODE_READY))
         else:
             s.istate[IS.NEED_PLACE] = 1
         self._view_cache.clear()
@@ -576,52 +609,84 @@ class Engine:
         return cache["static"]  # type: ignore[no-any-return]
 
     def placement_view(self) -> PlacementView:
-        """The queue and the nodes now, for a Python placer (a copy of free resources)."""
+        """The queue and the nodes now, for a Python placer (see `_placement_view`)."""
         s = self._s
-        head, tail = int(s.istate[IS.Q_HEAD]), int(s.istate[IS.Q_TAIL])
-        q = s.queue[head:tail]
-        states = s.jobs_i[JI.STATE, q]
-        waiting = states == JobState.QUEUED
-        q = q.copy() if waiting.all() else q[waiting]
-        jf = s.jobs_f
-        return make_placement_view(
-            self.now,
-            q,
-            s.jobs_i[JI.CLS, q],
-            (jf[JF.REQ_CPU, q], jf[JF.REQ_MEM, q], jf[JF.REQ_GPU, q]),
-            s.nodes_f,
-            s.nodes_i,
-            s.gpu_free,
-            self._static_nodes(),
-        )
+        s.istate[_N_WAITING] = kernel.waiting_entry(self._t, s.members)
+        return self._placement_view()
+
+    def _placement_view(self) -> PlacementView:
+        """The queue and the nodes now, for a Python placer.
+
+        One view object per run is re-filled at every call (valid during the call only):
+        free resources are read-only views of the engine's arrays, and the queued jobs'
+        classes and requests are gathered on first read.
+        """
+        s = self._s
+        view = self._view_cache.get("view")
+        if view is None:
+            view = self._view_cache["view"] = LiveView(s, self._static_nodes())
+        n = int(s.istate[_N_WAITING])
+        q = s.members[:n]
+        q.flags.writeable = False
+        view.refill(float(s.fstate[_NOW]), q)
+        return view
 
     def _python_place(self) -> None:
-        view = self.placement_view()
-        decisions = self.placer.place(view) if view.queue.size else []
-        name, now = self.placer.name, self.now
+        """Ask the Python placer; its placements go to the loop, which applies them first."""
+        view = self._placement_view()
+        decisions = self.placer.place(view)
         if not isinstance(decisions, list | tuple):
+            name, now = self.placer.name, self.now
             raise PolicyError(name, now, "place() must return a list of Placement", decisions)
         s = self._s
-        waiting = set(view.queue.tolist()) if len(decisions) > 1 else None
-        for d in decisions:
-            if not isinstance(d, Placement):
-                raise PolicyError(name, now, "not a Placement", d)
-            j = int(d.job)
-            if (j not in waiting) if waiting is not None else (j not in view.queue):
-                raise PolicyError(name, now, f"job {j} is not waiting in the queue", d)
-            mask = check_placement(name, now, d, s)
-            if waiting is not None:
-                waiting.discard(j)
-            kernel.start_job(s, j, int(d.node), now, -1.0, float(d.setup_s), mask)
-        kernel.next_queued(s)
-        s.istate[IS.NEED_PLACE] = 0
+        if len(decisions) > s.decisions.shape[1]:
+            self._replace(**self._room(s.heap_t.size, len(decisions)))
+            s = self._s
+        self._pending = decisions
+        out, setup = s.decisions, s.decision_setup_s
+        for i, d in enumerate(decisions):
+            if type(d) is not Placement and not isinstance(d, Placement):
+                raise PolicyError(self.placer.name, self.now, "not a Placement", d)
+            mask = -1
+            if d.gpus is not None or d.setup_s != 0.0:
+                mask = check_placement(self.placer.name, self.now, d, s)
+            out[0, i] = d.job
+            out[1, i] = d.node
+            out[2, i] = mask
+            setup[i] = d.setup_s
+        s.istate[_DEC_N] = len(decisions)
+        s.istate[_NEED_PLACE] = 0
+
+    def _refused(self) -> None:
+        """The loop refused a placement of the last Python call: raise, naming it."""
+        s = self._s
+        i = int(s.istate[IS.DEC_BAD])
+        d = self._pending[i]
+        why = int(s.istate[IS.DEC_WHY])
+        if why == Refusal.NOT_WAITING:
+            raise PolicyError(
+                self.placer.name, self.now, f"job {d.job} is not waiting in the queue", d
+            )
+        check_placement(self.placer.name, self.now, d, s)  # raises with the details
+        raise PolicyError(self.placer.name, self.now, "the placement cannot be applied", d)
+
+    def _apply(self, policy: str, d: Placement) -> None:
+        """Check and apply one placement now (the compiled `try_start` checks the fit)."""
+        now = float(self._s.fstate[_NOW])
+        mask = -1
+        if d.gpus is not None or d.setup_s != 0.0:
+            mask = check_placement(policy, now, d, self._s)
+        why = kernel.try_start(self._t, int(d.job), int(d.node), now, float(d.setup_s), mask)
+        if why == Refusal.NOT_WAITING:
+            raise PolicyError(policy, now, f"job {d.job} is not waiting in the queue", d)
+        if why != Refusal.NONE:
+            check_placement(policy, now, d, self._s)  # raises with the details
+            raise PolicyError(policy, now, "the placement cannot be applied", d)
 
     def scale_view(self) -> ScaleView:
         s = self._s
         used = self.nodes_used
-        head, tail = int(s.istate[IS.Q_HEAD]), int(s.istate[IS.Q_TAIL])
-        q = s.queue[head:tail]
-        q = q[s.jobs_i[JI.STATE, q] == JobState.QUEUED]
+        q = s.members[: kernel.waiting_entry(self._t, s.members)].copy()
         return ScaleView(
             time_s=self.now,
             queue=q,
@@ -657,7 +722,7 @@ class Engine:
 
     def pool_view(self, p: int) -> PoolView:
         s = self._s
-        n = kernel.pool_members(s, p)
+        n = kernel.pool_members_entry(self._t, p)
         ids = s.members[:n].copy()
         cls = s.jobs_i[JI.CLS, ids]
         return PoolView(
@@ -679,7 +744,71 @@ class Engine:
             decision = self.allocator.allocate(view)
             cores = check_allocation(self.allocator.name, view, decision)
             self._s.jobs_f[JF.CORES, view.job_ids] = cores
-        kernel.apply_allocation(self._s, p, self.now)
+        kernel.apply_allocation_entry(self._t, p, self.now)
+
+
+class LiveView(PlacementView):
+    """The engine's reusable `PlacementView`: re-filled at each call, valid during it.
+
+    Free resources are read-only views of the engine's arrays (no copies); the queued
+    jobs' classes and requests and the `active` mask are gathered on first read.
+    """
+
+    def __init__(self, s: EngineState, static: dict[str, npt.NDArray[Any]]) -> None:
+        put = object.__setattr__
+        for name, array in (
+            ("free_cpu", s.nodes_f[NF.FREE_CPU]),
+            ("free_memory_gb", s.nodes_f[NF.FREE_MEM]),
+            ("free_gpu", s.nodes_f[NF.FREE_GPU]),
+            ("free_slots", s.nodes_f[NF.FREE_SLOTS]),
+            ("gpu_free_milli", s.gpu_free),
+        ):
+            view = array.view()
+            view.flags.writeable = False
+            put(self, name, view)
+        for name in ("capacity_cpu", "capacity_memory_gb", "capacity_gpu", "speed", "node_type"):
+            put(self, name, static[name])
+        put(self, "_s", s)
+        put(self, "_lazy", {})
+        put(self, "time_s", 0.0)
+        put(self, "queue", np.zeros(0, dtype=np.int64))
+
+    def refill(self, time_s: float, queue: IntArray) -> None:
+        put = object.__setattr__
+        put(self, "time_s", time_s)
+        put(self, "queue", queue)
+        put(self, "_lazy", {})
+
+    def _gather(self, key: str, rows: npt.NDArray[Any], row: int) -> Any:
+        lazy = self.__dict__["_lazy"]
+        if key not in lazy:
+            values = rows[row, self.queue]
+            values.flags.writeable = False
+            lazy[key] = values
+        return lazy[key]
+
+    @property  # type: ignore[override]
+    def class_index(self) -> IntArray:
+        return self._gather("class_index", self.__dict__["_s"].jobs_i, JI.CLS)  # type: ignore[no-any-return]
+
+    @property  # type: ignore[override]
+    def request_cpu(self) -> FloatArray:
+        return self._gather("cpu", self.__dict__["_s"].jobs_f, JF.REQ_CPU)  # type: ignore[no-any-return]
+
+    @property  # type: ignore[override]
+    def request_memory_gb(self) -> FloatArray:
+        return self._gather("mem", self.__dict__["_s"].jobs_f, JF.REQ_MEM)  # type: ignore[no-any-return]
+
+    @property  # type: ignore[override]
+    def request_gpu(self) -> FloatArray:
+        return self._gather("gpu", self.__dict__["_s"].jobs_f, JF.REQ_GPU)  # type: ignore[no-any-return]
+
+    @property  # type: ignore[override]
+    def active(self) -> npt.NDArray[np.bool_]:
+        lazy = self.__dict__["_lazy"]
+        if "active" not in lazy:
+            lazy["active"] = self.__dict__["_s"].nodes_i[NI.STATUS] == NodeStatus.UP
+        return lazy["active"]  # type: ignore[no-any-return]
 
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:

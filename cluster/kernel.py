@@ -44,9 +44,24 @@ from cluster.policies.compiled import (
     SCALE_PYTHON,
     allocate,
     choose_gpus,
+    node_fits,
     place,
 )
 from cluster.speedup import AMDAHL, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
+from cluster.state import EngineState
+
+# Return codes as plain ints: an IntEnum member returned to Python is boxed through pickle.
+_FINISHED, _NEED_PLACE_DECISION, _NEED_ALLOC_DECISION = (
+    int(Status.FINISHED),
+    int(Status.NEED_PLACE_DECISION),
+    int(Status.NEED_ALLOC_DECISION),
+)
+_PAUSED, _YIELDED, _NEED_SCALE_DECISION = (
+    int(Status.PAUSED),
+    int(Status.YIELDED),
+    int(Status.NEED_SCALE_DECISION),
+)
+_BAD_DECISION = int(Status.BAD_DECISION)
 
 #: Heap kinds carry the job's attempt number above these bits (stale entries are skipped).
 KIND_BITS = 4
@@ -284,13 +299,15 @@ def _leave(s, j: int, t: float, state: int) -> None:  # type: ignore[no-untyped-
 @kernel_function
 def _enqueue(s, j: int) -> None:  # type: ignore[no-untyped-def]
     s.jobs_i[JI.STATE, j] = JobState.QUEUED
-    # A compiled placer is strict FCFS: behind a blocked head nothing can start, so only
-    # a job joining an empty queue needs a decision. Python placers may backfill, so they
-    # are asked whenever a job joins.
-    if next_queued(s) < 0 or s.istate[IS.PLACER_CODE] == PLACE_PYTHON:
+    # A strict-FCFS placer (every compiled one) starts nothing behind a blocked head, so
+    # only a job joining an empty queue needs a decision. Other Python placers may
+    # backfill, so they are asked whenever a job joins.
+    if next_queued(s) < 0 or s.istate[IS.PLACER_FCFS] == 0:
         s.istate[IS.NEED_PLACE] = 1
-    s.queue[s.istate[IS.Q_TAIL]] = j
-    s.istate[IS.Q_TAIL] += 1
+    tail = s.istate[IS.Q_TAIL]
+    s.queue[tail] = j
+    s.jobs_i[JI.QPOS, j] = tail
+    s.istate[IS.Q_TAIL] = tail + 1
 
 
 @kernel_function
@@ -408,10 +425,35 @@ def next_queued(s) -> int:  # type: ignore[no-untyped-def]
     """The earliest job still waiting for a node (skipping ones placed out of order), or -1."""
     istate = s.istate
     h = istate[IS.Q_HEAD]
-    while h < istate[IS.Q_TAIL] and s.jobs_i[JI.STATE, s.queue[h]] != JobState.QUEUED:
+    while h < istate[IS.Q_TAIL] and not _live(s, h):
         h += 1
     istate[IS.Q_HEAD] = h
     return s.queue[h] if h < istate[IS.Q_TAIL] else -1
+
+
+@kernel_function
+def _live(s, h: int) -> bool:  # type: ignore[no-untyped-def]
+    """Whether queue entry h is a waiting job's current entry (not one it left, or an old
+    entry of a job killed and queued again)."""
+    j = s.queue[h]
+    return s.jobs_i[JI.STATE, j] == JobState.QUEUED and s.jobs_i[JI.QPOS, j] == h
+
+
+@kernel_function
+def waiting_jobs(s, out) -> int:  # type: ignore[no-untyped-def]
+    """Write the waiting jobs in queue order into `out`; return how many."""
+    n = 0
+    for h in range(next_queued_index(s), s.istate[IS.Q_TAIL]):
+        if _live(s, h):
+            out[n] = s.queue[h]
+            n += 1
+    return n
+
+
+@kernel_function
+def next_queued_index(s) -> int:  # type: ignore[no-untyped-def]
+    next_queued(s)
+    return s.istate[IS.Q_HEAD]
 
 
 # --- event handlers ------------------------------------------------------------------------
@@ -488,6 +530,46 @@ def on_arrival(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
         s.istate[IS.NEED_SCALE] = 1
 
 
+@kernel_function
+def start_checked(  # type: ignore[no-untyped-def]
+    s, j: int, k: int, now: float, setup_s: float, gpu_mask: int
+) -> int:
+    """Start job j on node k if it waits and fits (`node_fits`); else the `Refusal`."""
+    if j < 0 or j >= s.jobs_f.shape[1] or s.jobs_i[JI.STATE, j] != JobState.QUEUED:
+        return 1
+    if k < 0 or k >= s.nodes_f.shape[1] or s.nodes_i[NI.STATUS, k] != NodeStatus.UP:
+        return 2
+    if not node_fits(
+        s.nodes_f,
+        s.nodes_i,
+        s.gpu_free,
+        k,
+        s.jobs_f[JF.REQ_CPU, j],
+        s.jobs_f[JF.REQ_MEM, j],
+        s.jobs_f[JF.REQ_GPU, j],
+    ):
+        return 3
+    start_job(s, j, k, now, -1.0, setup_s, gpu_mask)
+    return 0
+
+
+@kernel_function
+def apply_decisions(s, now: float) -> bool:  # type: ignore[no-untyped-def]
+    """Apply the Python placer's placements in order; stop at the first refused one."""
+    d = s.decisions
+    n = s.istate[IS.DEC_N]
+    s.istate[IS.DEC_N] = 0
+    s.istate[IS.NEED_PLACE] = 0
+    for i in range(n):
+        why = start_checked(s, d[0, i], d[1, i], now, s.decision_setup_s[i], d[2, i])
+        if why != 0:
+            s.istate[IS.DEC_BAD] = i
+            s.istate[IS.DEC_WHY] = why
+            return False
+    next_queued(s)
+    return True
+
+
 # --- the loop ------------------------------------------------------------------------------
 
 
@@ -551,20 +633,27 @@ def run_kernel(s, until_s: float, max_events: int) -> int:  # type: ignore[no-un
     events_at_entry = istate[IS.EVENTS]
     while True:
         now = fstate[FS.NOW]
+        # 0. Placements a Python placer returned at the last call.
+        if istate[IS.DEC_N] > 0 and not apply_decisions(s, now):
+            return _BAD_DECISION
         # 1. Decisions owed since the last event: scaling, placement, allocation.
         if istate[IS.NEED_SCALE] == 1:
             if istate[IS.SCALER_CODE] == SCALE_PYTHON:
-                return Status.NEED_SCALE_DECISION
+                return _NEED_SCALE_DECISION
             istate[IS.NEED_SCALE] = 0
         if istate[IS.NEED_PLACE] == 1:
             if istate[IS.PLACER_CODE] == PLACE_PYTHON:
-                return Status.NEED_PLACE_DECISION
+                n = waiting_jobs(s, s.members)
+                if n > 0:
+                    istate[IS.N_WAITING] = n
+                    return _NEED_PLACE_DECISION
+                istate[IS.NEED_PLACE] = 0
             place_compiled(s, now)
         for p in range(n_pools):
             if s.pools_i[PI.NEED_ALLOC, p] == 1:
                 if istate[IS.ALLOC_CODE] == ALLOC_PYTHON:
                     istate[IS.STATUS_POOL] = p
-                    return Status.NEED_ALLOC_DECISION
+                    return _NEED_ALLOC_DECISION
                 allocate_compiled(s, p, now)
 
         # 2. The next event.
@@ -582,13 +671,13 @@ def run_kernel(s, until_s: float, max_events: int) -> int:  # type: ignore[no-un
         t = min(t_arrival, min(t_heap, t_pool))
         if t > fstate[FS.HORIZON]:
             advance_to(s, fstate[FS.HORIZON])
-            return Status.FINISHED
+            return _FINISHED
         if t == math.inf:
-            return Status.FINISHED
+            return _FINISHED
         if t > until_s:
-            return Status.PAUSED
+            return _PAUSED
         if istate[IS.EVENTS] - events_at_entry >= max_events:
-            return Status.YIELDED
+            return _YIELDED
         advance_to(s, t)
         istate[IS.EVENTS] += 1
 
@@ -607,3 +696,79 @@ def run_kernel(s, until_s: float, max_events: int) -> int:  # type: ignore[no-un
         else:
             istate[IS.NEXT_ARRIVAL] = a + 1
             on_arrival(s, a, t)
+
+
+# --- entries from Python ---------------------------------------------------------------------
+# The engine passes its state as a plain tuple: numba's dispatcher types a plain tuple of
+# arrays in C (about 1 us a call), a NamedTuple through Python (about 2.4 us); each entry
+# rebuilds the NamedTuple inside compiled code, where it costs nothing.
+
+
+@kernel_function
+def run_entry(t, until_s: float, max_events: int) -> int:  # type: ignore[no-untyped-def]
+    return run_kernel(EngineState(*t), until_s, max_events)
+
+
+@kernel_function
+def try_start(  # type: ignore[no-untyped-def]
+    t, j: int, k: int, now: float, setup_s: float, gpu_mask: int
+) -> int:
+    """Start job j on node k if it waits and fits; else the `Refusal` (see `start_checked`)."""
+    s = EngineState(*t)
+    why = start_checked(s, j, k, now, setup_s, gpu_mask)
+    if why == 0:
+        next_queued(s)  # the head moves past started jobs
+    return why
+
+
+@kernel_function
+def kill_entry(t, j: int, now: float, requeue: bool) -> None:  # type: ignore[no-untyped-def]
+    kill_job(EngineState(*t), j, now, requeue)
+
+
+@kernel_function
+def advance_entry(t, time_s: float) -> None:  # type: ignore[no-untyped-def]
+    """Bring every pool and the integrals up to `time_s` and move the clock there."""
+    s = EngineState(*t)
+    for p in range(s.pools_f.shape[1]):
+        advance_pool(s, p, time_s)
+    advance_to(s, time_s)
+
+
+@kernel_function
+def accumulate_entry(t, time_s: float) -> None:  # type: ignore[no-untyped-def]
+    accumulate(EngineState(*t), time_s)
+
+
+@kernel_function
+def reallocate_entry(t, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Bring every pool up to now and recompute its rates (after a speed-up change)."""
+    s = EngineState(*t)
+    for p in range(s.pools_f.shape[1]):
+        advance_pool(s, p, now)
+        apply_allocation(s, p, now)
+
+
+@kernel_function
+def apply_allocation_entry(t, p: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    apply_allocation(EngineState(*t), p, now)
+
+
+@kernel_function
+def pool_members_entry(t, p: int) -> int:  # type: ignore[no-untyped-def]
+    return pool_members(EngineState(*t), p)
+
+
+@kernel_function
+def push_entry(t, time_s: float, i: int, kind: int) -> None:  # type: ignore[no-untyped-def]
+    heap_push(EngineState(*t), time_s, i, kind)
+
+
+@kernel_function
+def waiting_entry(t, out) -> int:  # type: ignore[no-untyped-def]
+    return waiting_jobs(EngineState(*t), out)
+
+
+@kernel_function
+def peek_entry(t) -> float:  # type: ignore[no-untyped-def]
+    return next_event_time(EngineState(*t))

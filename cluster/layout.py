@@ -44,6 +44,7 @@ class JI(IntEnum):
     STATE = 5  #: a `JobState`
     RETRIES = 6  #: attempts killed and re-queued
     GPU_MASK = 7  #: bit g set: the job holds (a share of) GPU g of its node
+    QPOS = 8  #: index of the job's live entry in the placement queue
 
 
 class JobState(IntEnum):
@@ -149,6 +150,11 @@ class IS(IntEnum):
     NEED_SCALE = 14
     KILLED_COUNT = 15
     NODES_USED = 16  #: node rows handed out (the rest are unused, pre-allocated)
+    PLACER_FCFS = 17  #: 1: the placer is strict FCFS (asked only when the head may move)
+    N_WAITING = 18  #: with NEED_PLACE_DECISION: waiting jobs written to `members`
+    DEC_N = 19  #: Python placements in `decisions` for the loop to apply first
+    DEC_BAD = 20  #: index of the placement that could not be applied, or -1
+    DEC_WHY = 21  #: why (`Refusal`)
 
 
 class FS(IntEnum):
@@ -180,6 +186,16 @@ class Status(IntEnum):
     PAUSED = 3
     YIELDED = 4
     NEED_SCALE_DECISION = 5
+    BAD_DECISION = 6  #: a Python placement could not be applied (see IS.DEC_BAD, DEC_WHY)
+
+
+class Refusal(IntEnum):
+    """Why a placement could not be applied."""
+
+    NONE = 0
+    NOT_WAITING = 1
+    NODE_NOT_UP = 2
+    NO_ROOM = 3
 
 
 #: Milli-units per GPU.

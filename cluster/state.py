@@ -52,6 +52,8 @@ class EngineState(NamedTuple):
     rng: npt.NDArray[np.uint64]  #: SplitMix64 state of compiled random placers
     placer_params: FloatArray
     alloc_params: FloatArray
+    decisions: IntArray  #: (3, D) Python placements to apply: job, node, GPU mask (-1: any)
+    decision_setup_s: FloatArray  #: (D,) their set-up delays, s
 
 
 def gpu_count(t: NodeType) -> int:

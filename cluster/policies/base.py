@@ -174,7 +174,14 @@ class Policy:
 
 
 class Placer(Policy):
-    """Chooses nodes for waiting jobs. Called whenever the queue or free capacity changes."""
+    """Chooses nodes for waiting jobs. Called whenever the queue or free capacity changes.
+
+    A placer that never starts a job behind a waiting one (strict FCFS) sets
+    `strict_fcfs = True`: the engine then asks it only when the head of the queue may move
+    (a job joins an empty queue, resources are freed), as it does for compiled placers.
+    """
+
+    strict_fcfs: ClassVar[bool] = False
 
     def place(self, view: PlacementView) -> list[Placement]:
         raise NotImplementedError(f"placer {self.name!r} has no Python decision function")

@@ -95,6 +95,26 @@ def choose_gpus(gpu_free: np.ndarray, k: int, gpu: float) -> int:
 
 
 @kernel_function
+def has_room(
+    free_cpu: float,
+    free_mem: float,
+    free_slots: float,
+    gpu_free: np.ndarray,
+    k: int,
+    cpu: float,
+    mem: float,
+    gpu: float,
+) -> bool:
+    """The one fit rule: a free worker slot and room for the request (cores, GB, GPUs)."""
+    return (
+        free_slots >= 1.0
+        and free_cpu >= cpu - FIT_EPS
+        and free_mem >= mem - FIT_EPS
+        and gpu_fits(gpu_free, k, gpu)
+    )
+
+
+@kernel_function
 def node_fits(
     nodes_f: np.ndarray,
     nodes_i: np.ndarray,
@@ -104,35 +124,62 @@ def node_fits(
     mem: float,
     gpu: float,
 ) -> bool:
-    """The one fit predicate: node k is up, has a free worker slot, and has room for the
-    request (cores, GB, GPUs). Compiled placers, the Python placers (`fit_mask`) and the
-    engine's check of Python decisions all use it."""
-    return (
-        nodes_i[NI.STATUS, k] == NodeStatus.UP
-        and nodes_f[NF.FREE_SLOTS, k] >= 1.0
-        and nodes_f[NF.FREE_CPU, k] >= cpu - FIT_EPS
-        and nodes_f[NF.FREE_MEM, k] >= mem - FIT_EPS
-        and gpu_fits(gpu_free, k, gpu)
+    """Node k is up and `has_room` for the request. Compiled placers, the Python placers
+    (`fit_mask`, `first_fit`) and the engine's check of Python decisions all use it."""
+    return nodes_i[NI.STATUS, k] == NodeStatus.UP and has_room(
+        nodes_f[NF.FREE_CPU, k],
+        nodes_f[NF.FREE_MEM, k],
+        nodes_f[NF.FREE_SLOTS, k],
+        gpu_free,
+        k,
+        cpu,
+        mem,
+        gpu,
     )
 
 
 @kernel_function
 def fit_mask(
-    nodes_f: np.ndarray,
-    nodes_i: np.ndarray,
+    active: np.ndarray,
+    free_cpu: np.ndarray,
+    free_mem: np.ndarray,
+    free_slots: np.ndarray,
     gpu_free: np.ndarray,
     cpu: float,
     mem: float,
     gpu: float,
     out: np.ndarray,
 ) -> int:
-    """Write `node_fits` of every node row into the boolean array `out`; return the count."""
+    """For a Python placer's view: write whether each node fits into `out`; return the
+    count. Same rule as `node_fits` (`active` = node up)."""
     count = 0
-    for k in range(nodes_f.shape[1]):
-        ok = node_fits(nodes_f, nodes_i, gpu_free, k, cpu, mem, gpu)
+    for k in range(free_cpu.shape[0]):
+        ok = active[k] and has_room(
+            free_cpu[k], free_mem[k], free_slots[k], gpu_free, k, cpu, mem, gpu
+        )
         out[k] = ok
         count += ok
     return count
+
+
+@kernel_function
+def first_fit(
+    active: np.ndarray,
+    free_cpu: np.ndarray,
+    free_mem: np.ndarray,
+    free_slots: np.ndarray,
+    gpu_free: np.ndarray,
+    cpu: float,
+    mem: float,
+    gpu: float,
+) -> int:
+    """For a Python placer's view: the first node that fits (`fit_mask`'s rule), or -1."""
+    for k in range(free_cpu.shape[0]):
+        if active[k] and has_room(
+            free_cpu[k], free_mem[k], free_slots[k], gpu_free, k, cpu, mem, gpu
+        ):
+            return k
+    return -1
 
 
 @kernel_function

@@ -8,8 +8,9 @@ conformance tests check that both paths give identical runs.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
-from cluster.layout import GPU_MILLI, NF, NI, NodeStatus
+from cluster.layout import GPU_MILLI
 from cluster.model import SimulationSpec
 from cluster.policies import compiled
 from cluster.policies.base import (
@@ -33,39 +34,42 @@ FIT_EPS = compiled.FIT_EPS
 class FcfsPlacer(Placer):
     """Strict FCFS: place queue heads in order until the head fits nowhere.
 
-    Feasibility is `compiled.node_fits` (cores, GB, GPUs per GPU, worker slots), the
-    compiled placers' own predicate, applied to the view's free resources as this call's
-    decisions use them up.
+    Feasibility is the compiled placers' own rule (`compiled.has_room`: cores, GB, GPUs per
+    GPU, worker slots) applied to the view's free resources as this call's decisions use
+    them up.
     """
 
-    def choose(self, candidates: IntArray) -> int:
+    #: Behind a blocked head nothing starts: the engine asks only when the head may move.
+    strict_fcfs = True
+
+    def choose(self, fits: npt.NDArray[np.bool_], count: int) -> int:
         raise NotImplementedError
 
     def place(self, view: PlacementView) -> list[Placement]:
-        free = np.vstack([view.free_cpu, view.free_memory_gb, view.free_gpu, view.free_slots])
-        gpu_free = view.gpu_free_milli.copy()
-        status = np.where(view.active, NodeStatus.UP, NodeStatus.BOOTING).astype(np.int64)
-        nodes_f = np.zeros((len(NF), free.shape[1]))
-        rows = [NF.FREE_CPU, NF.FREE_MEM, NF.FREE_GPU, NF.FREE_SLOTS]
-        nodes_f[rows] = free
-        nodes_i = np.zeros((len(NI), free.shape[1]), dtype=np.int64)
-        nodes_i[NI.STATUS] = status
-        ok = np.zeros(free.shape[1], dtype=np.bool_)
+        queue = view.queue.tolist()
+        cpu, mem, gpu = view.request_cpu, view.request_memory_gb, view.request_gpu
+        free = (view.free_cpu, view.free_memory_gb, view.free_slots, view.gpu_free_milli)
+        if len(queue) > 1:  # later decisions of this call see the earlier ones
+            free = tuple(a.copy() for a in free)
+        ok = np.zeros(view.free_cpu.size, dtype=np.bool_)
         out: list[Placement] = []
-        for i, job in enumerate(view.queue.tolist()):
-            cpu = float(view.request_cpu[i])
-            mem = float(view.request_memory_gb[i])
-            gpu = float(view.request_gpu[i])
-            if compiled.fit_mask(nodes_f, nodes_i, gpu_free, cpu, mem, gpu, ok) == 0:
+        for i, job in enumerate(queue):
+            c, m, g = float(cpu[i]), float(mem[i]), float(gpu[i])
+            count = compiled.fit_mask(view.active, *free, c, m, g, ok)
+            if count == 0:
                 break
-            k = self.choose(np.flatnonzero(ok))
-            nodes_f[rows, k] -= (cpu, mem, gpu, 1.0)
-            if gpu > 0:
-                mask = compiled.choose_gpus(gpu_free, k, gpu)
-                gpu_free[k, [g for g in range(gpu_free.shape[1]) if mask >> g & 1]] -= (
-                    np.floor(gpu * GPU_MILLI + 0.5) if gpu < 1 else GPU_MILLI
-                )
+            k = self.choose(ok, count)
             out.append(Placement(job, k))
+            if len(queue) > 1:
+                free[0][k] -= c
+                free[1][k] -= m
+                free[2][k] -= 1.0
+                if g > 0:
+                    mask = compiled.choose_gpus(free[3], k, g)
+                    milli = np.floor(g * GPU_MILLI + 0.5) if g < 1 else GPU_MILLI
+                    for b in range(free[3].shape[1]):
+                        if mask >> b & 1:
+                            free[3][k, b] -= milli
         return out
 
 
@@ -75,8 +79,8 @@ class FirstFit(FcfsPlacer):
 
     kernel_code = compiled.PLACE_FIRST_FIT
 
-    def choose(self, candidates: IntArray) -> int:
-        return int(candidates[0])
+    def choose(self, fits: npt.NDArray[np.bool_], count: int) -> int:
+        return int(np.argmax(fits))
 
 
 @register("placer", "random-fit")
@@ -92,8 +96,9 @@ class RandomFit(FcfsPlacer):
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         self.stream = np.array([rng.integers(0, 2**63)], dtype=np.uint64)
 
-    def choose(self, candidates: IntArray) -> int:
-        return int(candidates[compiled.uniform_index(self.stream, candidates.size)])
+    def choose(self, fits: npt.NDArray[np.bool_], count: int) -> int:
+        pick = compiled.uniform_index(self.stream, count)
+        return int(np.flatnonzero(fits)[pick])
 
 
 @register("allocator", "equi")
