@@ -6,9 +6,10 @@ on the same 500- and 2,500-node clusters, and a full run of the hybrid_balanced 
     python benchmarks/scoring.py --json    # {"skippy_ms_per_decision": {...},
                                            #  "ours_ms_per_decision": {...}, ...}
 
-Skippy is installed only for this benchmark (``pip install edgerun-skippy-core``); without
-it the Skippy figures are null. Both schedulers see the same cluster: the same devices,
-capacities, labels, images cached on the same nodes (20% of nodes per image), the same
+Skippy comes with the ``dev`` extra (``edgerun-skippy-core==0.1.1``; the scoring tests compare
+``compat: skippy`` with it decision by decision); without it the Skippy figures are null.
+Both schedulers see the same cluster: the same devices, capacities, labels, images cached on
+the same nodes (20% of nodes per image), the same
 registry / storage bandwidths and a pod of the same function (resnet50-preprocessing, which
 has an image and data to transfer). Skippy scores with its five default priorities; ours with
 all ten scorers. A decision is timed as its median over repeated calls; where both run, the
