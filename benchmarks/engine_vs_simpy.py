@@ -6,7 +6,12 @@ first-fit, through the same code path as `clusteremu run` (scenario dict -> load
 mean response times (which must agree with each other and with Erlang C), and events per
 second of EQUI on a 1,000-core pool.
 
-    python benchmarks/engine_vs_simpy.py [--jobs 1000000] [--json]
+A second row measures the Python policy path: a user's own first-fit placer written in
+plain Python (`UserFirstFit` below, called back by the engine at every decision) on M/M/10
+at load 0.9, against the SimPy model of the same M/M/10 queue. Runs of the two are
+interleaved and the best of `--repeat` kept, so a busy machine slows both alike.
+
+    python benchmarks/engine_vs_simpy.py [--jobs 1000000] [--python-jobs 200000] [--json]
 """
 
 from __future__ import annotations
@@ -20,7 +25,38 @@ from typing import Any
 import numpy as np
 
 from cluster.engine import Engine
+from cluster.policies.base import Placement, PlacementView, Placer
 from scenarios.loader import spec_from_dict
+
+
+class UserFirstFit(Placer):
+    """A first-fit placer as a user writes it in Python: FCFS, first node with room."""
+
+    name = "user-first-fit"
+    strict_fcfs = True  # never starts a job behind a blocked one
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        queue = view.queue.tolist()
+        several = len(queue) > 1
+        free = view.free_cpu.copy() if several else view.free_cpu
+        need = view.request_cpu.tolist()
+        out = []
+        for job, cpu in zip(queue, need, strict=True):
+            k = int((free >= cpu).argmax())
+            if free[k] < cpu:
+                break
+            if several:
+                free[k] -= cpu
+            out.append(Placement(job, k))
+        return out
+
+
+def run_python_policy(jobs: int, servers: int = 10) -> tuple[float, float]:
+    """Seconds and mean response of M/M/`servers` with `UserFirstFit` (Python path)."""
+    spec = spec_from_dict(mmc_scenario(jobs, servers))
+    start = time.perf_counter()
+    result = Engine(spec, placer=UserFirstFit()).run()
+    return time.perf_counter() - start, float(result.summary["mean_response_time_s"])
 
 
 def mmc_scenario(jobs: int, servers: int = 100, load: float = 0.9) -> dict[str, Any]:
@@ -117,6 +153,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs for each")
+    parser.add_argument("--python-jobs", type=int, default=200_000, help="jobs of the M/M/10 row")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -128,7 +165,21 @@ def main() -> None:
     equi_s, equi_summary = min(
         (run_engine(equi_scenario(args.jobs)) for _ in range(args.repeat)), key=lambda r: r[0]
     )
+    run_python_policy(2_000)  # compile the entries used by Python policies
+    py_runs, simpy10_runs = [], []
+    for _ in range(args.repeat):  # interleaved: a busy machine slows both alike
+        py_runs.append(run_python_policy(args.python_jobs))
+        simpy10_runs.append(run_simpy(args.python_jobs, servers=10))
+    py_s, py_mean = min(py_runs)
+    simpy10_s, simpy10_mean = min(simpy10_runs)
     out = {
+        "python_policy_jobs": args.python_jobs,
+        "python_policy_jobs_per_s": args.python_jobs / py_s,
+        "simpy_mm10_jobs_per_s": args.python_jobs / simpy10_s,
+        "python_policy_vs_simpy": simpy10_s / py_s,
+        "python_policy_mean_response_s": py_mean,
+        "simpy_mm10_mean_response_s": simpy10_mean,
+        "erlang_c_mm10_mean_response_s": erlang_c(9.0, 10),
         "jobs": args.jobs,
         "repeat": args.repeat,
         "engine_first_run_jobs_per_s": args.jobs / engine_runs[0][0],
@@ -152,6 +203,13 @@ def main() -> None:
     print(
         f"  ratio engine / SimPy: {out['speedup_vs_simpy']:.1f}x "
         f"(engine's first run: {out['engine_first_run_jobs_per_s']:,.0f} jobs/s)"
+    )
+    print(
+        f"Python first-fit (user policy) on M/M/10, {args.python_jobs:,} jobs: "
+        f"{out['python_policy_jobs_per_s']:,.0f} jobs/s vs SimPy "
+        f"{out['simpy_mm10_jobs_per_s']:,.0f} jobs/s -> {out['python_policy_vs_simpy']:.2f}x "
+        f"(mean T {py_mean:.4f} s, SimPy {simpy10_mean:.4f} s, "
+        f"Erlang C {out['erlang_c_mm10_mean_response_s']:.4f} s)"
     )
     print(
         f"EQUI, 1,000-core pool, Amdahl 0.95: {out['equi_1000_cores_events_per_s']:,.0f} events/s "

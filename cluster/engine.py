@@ -203,6 +203,7 @@ class Engine:
         self._type_index = {t.name: i for i, t in enumerate(spec.node_types)}
         self._s = self._build_state(placer_rng, force_python_policies)
         self._t = tuple(self._s)  # what compiled entries take (see cluster.kernel)
+        self._run: Callable[..., int] | None = None  # run_entry without type dispatch
         self._ro: EngineState | None = None
         self._view_cache: dict[str, Any] = {}
         self._pending: list[Placement] | tuple[Placement, ...] = []
@@ -268,12 +269,15 @@ class Engine:
             alloc_params=np.asarray(self.allocator.kernel_params(), dtype=np.float64),
             decisions=np.zeros((3, max(n, 1)), dtype=np.int64),
             decision_setup_s=np.zeros(max(n, 1)),
+            wait_i=np.zeros(max(n, 1), dtype=np.int64),
+            wait_f=np.zeros((3, max(n, 1))),
         )
 
     def _replace(self, **arrays: Any) -> None:
         """Swap in grown arrays (the state is immutable as a tuple; its arrays are not)."""
         self._s = self._s._replace(**arrays)
         self._t = tuple(self._s)
+        self._run = None
         self._ro = None
         self._view_cache.clear()
 
@@ -355,7 +359,9 @@ class Engine:
         Returns a `cluster.layout.Status`: FINISHED, PAUSED (next event after `until_s`)
         or YIELDED (`max_events` events done).
         """
-        run = kernel.run_entry
+        run = self._run
+        if run is None:
+            run = self._run = direct_entry(kernel.run_entry, self._t, until_s, max_events)
         while True:
             status = run(self._t, until_s, max_events)
             if status == _PLACE:
@@ -480,6 +486,8 @@ class Engine:
             "members": grown(s.members, queue),
             "decisions": grown(s.decisions, queue),
             "decision_setup_s": grown(s.decision_setup_s, queue),
+            "wait_i": grown(s.wait_i, queue),
+            "wait_f": grown(s.wait_f, queue),
         }
 
     # -- operations ---------------------------------------------------------------------
@@ -610,8 +618,7 @@ class Engine:
 
     def placement_view(self) -> PlacementView:
         """The queue and the nodes now, for a Python placer (see `_placement_view`)."""
-        s = self._s
-        s.istate[_N_WAITING] = kernel.waiting_entry(self._t, s.members)
+        kernel.gather_entry(self._t)
         return self._placement_view()
 
     def _placement_view(self) -> PlacementView:
@@ -625,16 +632,12 @@ class Engine:
         view = self._view_cache.get("view")
         if view is None:
             view = self._view_cache["view"] = LiveView(s, self._static_nodes())
-        n = int(s.istate[_N_WAITING])
-        q = s.members[:n]
-        q.flags.writeable = False
-        view.refill(float(s.fstate[_NOW]), q)
+        view.refill(float(s.fstate[_NOW]), int(s.istate[_N_WAITING]))
         return view
 
     def _python_place(self) -> None:
         """Ask the Python placer; its placements go to the loop, which applies them first."""
-        view = self._placement_view()
-        decisions = self.placer.place(view)
+        decisions = self.placer.place(self._placement_view())
         if not isinstance(decisions, list | tuple):
             name, now = self.placer.name, self.now
             raise PolicyError(name, now, "place() must return a list of Placement", decisions)
@@ -686,7 +689,7 @@ class Engine:
     def scale_view(self) -> ScaleView:
         s = self._s
         used = self.nodes_used
-        q = s.members[: kernel.waiting_entry(self._t, s.members)].copy()
+        q = s.members[: kernel.gather_entry(self._t)].copy()
         return ScaleView(
             time_s=self.now,
             queue=q,
@@ -747,6 +750,25 @@ class Engine:
         kernel.apply_allocation_entry(self._t, p, self.now)
 
 
+def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
+    """The compiled function `dispatcher` runs for arguments of these types, callable with
+    no type dispatch (numba's per-signature entry point: a third of the call's cost when a
+    Python policy makes the engine re-enter the loop at every decision).
+
+    Only valid while the argument types stay the same: the engine asks again whenever it
+    swaps in new arrays. Falls back to the dispatcher itself.
+    """
+    from numba import typeof
+
+    try:
+        sig = tuple(typeof(a) for a in args)
+        if sig not in dispatcher.overloads:
+            dispatcher.compile(sig)
+        return dispatcher.overloads[sig].entry_point  # type: ignore[no-any-return]
+    except Exception:  # pragma: no cover - numba internals changed: dispatch normally
+        return dispatcher  # type: ignore[no-any-return]
+
+
 class LiveView(PlacementView):
     """The engine's reusable `PlacementView`: re-filled at each call, valid during it.
 
@@ -770,38 +792,43 @@ class LiveView(PlacementView):
             put(self, name, static[name])
         put(self, "_s", s)
         put(self, "_lazy", {})
+        put(self, "_n", 0)
         put(self, "time_s", 0.0)
-        put(self, "queue", np.zeros(0, dtype=np.int64))
 
-    def refill(self, time_s: float, queue: IntArray) -> None:
-        put = object.__setattr__
-        put(self, "time_s", time_s)
-        put(self, "queue", queue)
-        put(self, "_lazy", {})
+    def refill(self, time_s: float, n: int) -> None:
+        """Point the view at the `n` waiting jobs the loop gathered, at `time_s`."""
+        d = self.__dict__
+        d["time_s"] = time_s
+        d["_n"] = n
+        d["_lazy"].clear()
 
-    def _gather(self, key: str, rows: npt.NDArray[Any], row: int) -> Any:
+    @property  # type: ignore[override]
+    def queue(self) -> IntArray:
+        return self._slice("queue", self.__dict__["_s"].members)  # type: ignore[no-any-return]
+
+    def _slice(self, key: str, array: npt.NDArray[Any]) -> Any:
         lazy = self.__dict__["_lazy"]
         if key not in lazy:
-            values = rows[row, self.queue]
+            values = array[: self.__dict__["_n"]]
             values.flags.writeable = False
             lazy[key] = values
         return lazy[key]
 
     @property  # type: ignore[override]
     def class_index(self) -> IntArray:
-        return self._gather("class_index", self.__dict__["_s"].jobs_i, JI.CLS)  # type: ignore[no-any-return]
+        return self._slice("class_index", self.__dict__["_s"].wait_i)  # type: ignore[no-any-return]
 
     @property  # type: ignore[override]
     def request_cpu(self) -> FloatArray:
-        return self._gather("cpu", self.__dict__["_s"].jobs_f, JF.REQ_CPU)  # type: ignore[no-any-return]
+        return self._slice("cpu", self.__dict__["_s"].wait_f[0])  # type: ignore[no-any-return]
 
     @property  # type: ignore[override]
     def request_memory_gb(self) -> FloatArray:
-        return self._gather("mem", self.__dict__["_s"].jobs_f, JF.REQ_MEM)  # type: ignore[no-any-return]
+        return self._slice("mem", self.__dict__["_s"].wait_f[1])  # type: ignore[no-any-return]
 
     @property  # type: ignore[override]
     def request_gpu(self) -> FloatArray:
-        return self._gather("gpu", self.__dict__["_s"].jobs_f, JF.REQ_GPU)  # type: ignore[no-any-return]
+        return self._slice("gpu", self.__dict__["_s"].wait_f[2])  # type: ignore[no-any-return]
 
     @property  # type: ignore[override]
     def active(self) -> npt.NDArray[np.bool_]:

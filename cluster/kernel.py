@@ -451,6 +451,21 @@ def waiting_jobs(s, out) -> int:  # type: ignore[no-untyped-def]
 
 
 @kernel_function
+def gather_waiting(s) -> int:  # type: ignore[no-untyped-def]
+    """For a Python placer: the waiting jobs into `members`, their class into `wait_i`
+    and their (cpu, GB, GPU) requests into `wait_f`; return how many."""
+    n = waiting_jobs(s, s.members)
+    for i in range(n):
+        j = s.members[i]
+        s.wait_i[i] = s.jobs_i[JI.CLS, j]
+        s.wait_f[0, i] = s.jobs_f[JF.REQ_CPU, j]
+        s.wait_f[1, i] = s.jobs_f[JF.REQ_MEM, j]
+        s.wait_f[2, i] = s.jobs_f[JF.REQ_GPU, j]
+    s.istate[IS.N_WAITING] = n
+    return n
+
+
+@kernel_function
 def next_queued_index(s) -> int:  # type: ignore[no-untyped-def]
     next_queued(s)
     return s.istate[IS.Q_HEAD]
@@ -643,9 +658,7 @@ def run_kernel(s, until_s: float, max_events: int) -> int:  # type: ignore[no-un
             istate[IS.NEED_SCALE] = 0
         if istate[IS.NEED_PLACE] == 1:
             if istate[IS.PLACER_CODE] == PLACE_PYTHON:
-                n = waiting_jobs(s, s.members)
-                if n > 0:
-                    istate[IS.N_WAITING] = n
+                if gather_waiting(s) > 0:
                     return _NEED_PLACE_DECISION
                 istate[IS.NEED_PLACE] = 0
             place_compiled(s, now)
@@ -765,8 +778,8 @@ def push_entry(t, time_s: float, i: int, kind: int) -> None:  # type: ignore[no-
 
 
 @kernel_function
-def waiting_entry(t, out) -> int:  # type: ignore[no-untyped-def]
-    return waiting_jobs(EngineState(*t), out)
+def gather_entry(t) -> int:  # type: ignore[no-untyped-def]
+    return gather_waiting(EngineState(*t))
 
 
 @kernel_function

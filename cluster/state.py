@@ -54,6 +54,8 @@ class EngineState(NamedTuple):
     alloc_params: FloatArray
     decisions: IntArray  #: (3, D) Python placements to apply: job, node, GPU mask (-1: any)
     decision_setup_s: FloatArray  #: (D,) their set-up delays, s
+    wait_i: IntArray  #: (Q,) scratch: classes of the waiting jobs (for a Python placer)
+    wait_f: FloatArray  #: (3, Q) scratch: their (cpu, GB, GPU) requests
 
 
 def gpu_count(t: NodeType) -> int:

@@ -10,7 +10,7 @@ then decides inside its compiled loop, through the same event handling.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -102,14 +102,14 @@ class PlacementView:
     gpu_free_milli: FloatArray
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """Start job `job` (an id from PlacementView.queue) on node index `node` now.
 
     `gpus` names the GPUs of the node the job gets (indices; one for a share of a GPU,
     n for n whole GPUs); None lets the engine take the first with room. `setup_s` is a
     delay before execution (image pull, data transfer) while the job holds its request.
-    Execution time is physics, not policy: the engine computes it.
+    Execution time is physics, not policy: the engine computes it. (A NamedTuple: cheap to
+    make, since a placer makes one per decision.)
     """
 
     job: int
