@@ -94,6 +94,7 @@ from cluster.state import (
     pool_arrays,
     read_only,
 )
+from cluster.world import build_world, initial_cache
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +223,10 @@ class Engine:
             fill_node(nodes_f, nodes_i, gpu_free, k, spec.node_types[t], t, 0.0, NodeStatus.UP)
         pools_f, pools_i = pool_arrays(spec)
         classes_f, classes_i, tx, ty = class_arrays(spec)
+        world_f, world_i, items = build_world(spec)
+        cached = np.zeros((nodes_f.shape[1], max(items, 1)))
+        for k, type_name in enumerate(spec.nodes):
+            cached[k] = initial_cache(spec, self._type_index[type_name], items)
         istate = np.zeros(len(IS), dtype=np.int64)
         fstate = np.zeros(len(FS))
         istate[IS.NODES_USED] = m
@@ -271,6 +276,9 @@ class Engine:
             decision_setup_s=np.zeros(max(n, 1)),
             wait_i=np.zeros(max(n, 1), dtype=np.int64),
             wait_f=np.zeros((3, max(n, 1))),
+            world_f=world_f,
+            world_i=world_i,
+            cached=cached,
         )
 
     def _replace(self, **arrays: Any) -> None:
@@ -558,6 +566,7 @@ class Engine:
                 nodes_f=nodes_f,
                 nodes_i=nodes_i,
                 gpu_free=gpu_free,
+                cached=grown(s.cached, rows, axis=0),
                 **self._room(s.heap_t.size + k + 1, s.queue.size),
             )
             s = self._s
@@ -565,6 +574,7 @@ class Engine:
         delay = float(nt.startup_delay_s)
         status = NodeStatus.UP if delay <= 0 else NodeStatus.BOOTING
         fill_node(s.nodes_f, s.nodes_i, s.gpu_free, k, nt, t, self.now, status)
+        s.cached[k] = initial_cache(self.spec, t, s.cached.shape[1])
         s.istate[IS.NODES_USED] = k + 1
         if s.istate[IS.HEAP_N] + 1 >= s.heap_t.size:
             self._replace(**self._room(2 * s.heap_t.size, s.queue.size))

@@ -49,6 +49,7 @@ from cluster.policies.compiled import (
 )
 from cluster.speedup import AMDAHL, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
 from cluster.state import EngineState
+from cluster.world import setup_delay
 
 # Return codes as plain ints: an IntEnum member returned to Python is boxed through pickle.
 _FINISHED, _NEED_PLACE_DECISION, _NEED_ALLOC_DECISION = (
@@ -225,8 +226,9 @@ def start_job(  # type: ignore[no-untyped-def]
     The job runs for `run_s` seconds (size / (node speed * s(cpu)) when negative) after a
     set-up delay of `setup_s` seconds (image pull, data transfer) during which it already
     holds its request. `run_by_type[node type, j]`, when present and not negative, is the
-    job's run time on that node type. `gpu_mask` names the GPUs of node k the job gets (bit
-    g = GPU g); -1 lets `choose_gpus` pick (the first GPUs with room).
+    job's run time on that node type. The world model (`cluster.world`) adds the set-up
+    delay of pulls and transfers the node needs. `gpu_mask` names the GPUs of node k the
+    job gets (bit g = GPU g); -1 lets `choose_gpus` pick (the first GPUs with room).
     """
     jobs_f, jobs_i, nodes_f = s.jobs_f, s.jobs_i, s.nodes_f
     c = jobs_i[JI.CLS, j]
@@ -238,6 +240,8 @@ def start_job(  # type: ignore[no-untyped-def]
     rate = nodes_f[NF.SPEED, k] * speedup_value(
         c, cores, s.classes_f, s.classes_i, s.class_tx, s.class_ty
     )
+    if s.world_i.shape[0] > 0:
+        setup_s += setup_delay(s, j, k)
     duration = (jobs_f[JF.SIZE, j] / rate if run_s < 0.0 else run_s) + setup_s
     jobs_f[JF.SETUP_S, j] = setup_s
     jobs_f[JF.START, j] = now

@@ -56,6 +56,9 @@ class EngineState(NamedTuple):
     decision_setup_s: FloatArray  #: (D,) their set-up delays, s
     wait_i: IntArray  #: (Q,) scratch: classes of the waiting jobs (for a Python placer)
     wait_f: FloatArray  #: (3, Q) scratch: their (cpu, GB, GPU) requests
+    world_f: FloatArray  #: the world model's float tables (`cluster.world`); (0, 0) if none
+    world_i: IntArray  #: its integer tables; (0, 0) if none
+    cached: FloatArray  #: (N, I) 1.0 where node row k holds image (or data item) i
 
 
 def gpu_count(t: NodeType) -> int:
@@ -81,7 +84,7 @@ def check_gpu_request(where: str, gpu: float) -> None:
 
 
 def empty_nodes(rows: int, gpus: int) -> tuple[FloatArray, IntArray, FloatArray]:
-    """Unused node rows (released-at +inf, status UNUSED)."""
+    """Unused node rows (released-at +inf, status UNUSED) and their GPUs."""
     nodes_f = np.zeros((len(NF), rows))
     nodes_f[NF.RELEASED_AT] = math.inf
     nodes_i = np.zeros((len(NI), rows), dtype=np.int64)
