@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 
@@ -27,3 +28,25 @@ class ScenarioError(ValueError):
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle by the constructor's arguments, so the error crosses Ray tasks intact."""
         return (type(self), (self.source, list(self.problems)))
+
+
+#: The most characters of a user's value quoted in an error message.
+SHOWN_CHARS = 60
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxstring = SHOWN_CHARS
+_REPR.maxother = SHOWN_CHARS
+_REPR.maxlong = 24
+
+
+def shorten(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """A short `repr` of a user's value for an error message: at most `limit` characters.
+
+    A value can be as large as its input allows (an alias bomb, a pasted file); an error
+    names it, never prints it whole (`reprlib` also bounds the work on nested values).
+    """
+    text = _REPR.repr(value)
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"

@@ -10,6 +10,7 @@ failure raises `ScenarioError` naming the file, the field path and what was expe
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 from pathlib import Path
 from typing import Any
@@ -32,27 +33,21 @@ from cluster.model import (
     StopRule,
 )
 from cluster.policies import registry
-from scenarios import schema
-from scenarios.errors import ScenarioError
+from cluster.policies.base import PolicyError
+from scenarios import limits, schema
+from scenarios.errors import ScenarioError, shorten
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
-_TAGS = {
-    "exponential",
-    "hyperexponential",
-    "lognormal",
-    "deterministic",
-    "empirical",
-    "poisson",
-    "batch",
-    "renewal",
-    "trace",
-    "linear",
-    "amdahl",
-    "power",
-    "rooftop",
-    "smooth-rooftop",
-    "table",
-}
+_TAGS = set(schema.DISTRIBUTION_KINDS + schema.ARRIVAL_KINDS + schema.SPEEDUP_KINDS)
+
+#: The most problems listed in one error (the rest are counted).
+MAX_PROBLEMS = 12
+#: The largest scenario file read (bytes): scenarios are small; `/dev/zero` is not one.
+MAX_INPUT_BYTES = 16 * 2**20
+#: The deepest nesting of mappings and lists accepted in YAML (scenarios need about 8).
+MAX_YAML_DEPTH = 64
+#: The most YAML values accepted once aliases are expanded (an alias bomb is refused).
+MAX_YAML_VALUES = 2_000_000
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 
@@ -73,23 +68,178 @@ def resolve_path(name: str | Path) -> Path:
     return path
 
 
+def canonical_name(name: str | Path) -> str:
+    """One name per scenario file: a shipped scenario's stem (`mm-c`, whether given as
+    `mm-c`, `mm-c.yaml` or a path to the shipped file), else the absolute, resolved path."""
+    path = resolve_path(name).resolve()
+    if path.parent == SHIPPED_DIR and path.suffix == ".yaml":
+        return path.stem
+    return str(path)
+
+
+def nearest_shipped(name: str | Path) -> list[str]:
+    """The shipped scenario names closest to `name` (a misspelling), best first."""
+    stem = Path(name).name.removesuffix(".yaml").removesuffix(".yml")
+    names = [p.stem for p in shipped_scenarios()]
+    return difflib.get_close_matches(stem, names, n=3, cutoff=0.6)
+
+
+def _not_found(path: Path) -> str:
+    close = nearest_shipped(path)
+    if close:
+        return f"file not found (did you mean the shipped scenario {' or '.join(close)}?)"
+    if len(path.parts) == 1 and path.suffix == "":
+        names = ", ".join(p.stem for p in shipped_scenarios())
+        return f"file not found, and no shipped scenario has that name (shipped: {names})"
+    return "file not found"
+
+
+class _ScenarioYamlLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses duplicate keys and nesting deeper than MAX_YAML_DEPTH.
+
+    (Aliases are counted after composing, in `_check_expansion`.)
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"nesting deeper than {MAX_YAML_DEPTH} levels",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = first_line.get(key)
+                except TypeError:  # an unhashable key: SafeConstructor reports it
+                    continue
+                if seen is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"duplicate key {shorten(key)} (first at line {seen}); "
+                        "a repeated key would silently replace the first",
+                        key_node.start_mark,
+                    )
+                first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_expansion(root: Any) -> None:
+    """Refuse a YAML graph that expands (through aliases) into too many values, too deep,
+    or into itself: the expanded size of every node, each counted once."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    visiting: set[int] = set()
+
+    def walk(node: Any) -> None:
+        key = id(node)
+        if key in size:
+            return
+        if key in visiting:
+            raise yaml.composer.ComposerError(
+                None, None, "an alias refers to a node that contains it", node.start_mark
+            )
+        visiting.add(key)
+        children: list[Any] = []
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [item for pair in node.value for item in pair]
+        for child in children:
+            walk(child)
+        visiting.discard(key)
+        size[key] = 1 + sum(size[id(c)] for c in children)
+        depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+        if size[key] > MAX_YAML_VALUES:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"the document expands (through aliases) to more than {MAX_YAML_VALUES:,} values",
+                node.start_mark,
+            )
+        if depth[key] > MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"nesting deeper than {MAX_YAML_DEPTH} levels once aliases are expanded",
+                node.start_mark,
+            )
+
+    walk(root)
+
+
+def safe_yaml(text: str) -> Any:
+    """Parse YAML data (never code) with duplicate keys, deep nesting and alias bombs refused.
+
+    Raises `yaml.YAMLError` (with a mark naming the line) for every problem.
+    """
+    loader = _ScenarioYamlLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node)
+        return loader.construct_document(node)
+    except RecursionError:  # a guard: the depth check should come first
+        raise yaml.YAMLError(f"nesting deeper than {MAX_YAML_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """'YAML error at line 3, column 5: <problem>' (the problem shortened, no file lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or (str(exc) if not mark else "syntax error")
+    if len(problem) > 200:
+        problem = problem[:199] + "…"
+    return f"YAML syntax error{where}: {problem}"
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_INPUT_BYTES + 1)
     except FileNotFoundError:
-        raise ScenarioError(source, [("", "file not found")]) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ScenarioError(source, [("", _not_found(path))]) from None
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise ScenarioError(source, [("", f"cannot read the file ({reason})")]) from None
+    if len(raw) > MAX_INPUT_BYTES:
         raise ScenarioError(
-            source, [("", f"cannot read the file ({exc.__class__.__name__})")]
-        ) from None
+            source,
+            [("", f"larger than {MAX_INPUT_BYTES // 2**20} MiB; expected a scenario YAML file")],
+        )
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError(
+            source, [("", "not UTF-8 text; expected a scenario YAML file")]
+        ) from None
+    if "\x00" in text:
+        raise ScenarioError(source, [("", "contains NUL bytes; expected a scenario YAML file")])
+    try:
+        data = safe_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise ScenarioError(source, [("", f"YAML syntax error{where}: {problem}")]) from None
+        raise ScenarioError(source, [("", yaml_problem(exc))]) from None
     if not isinstance(data, dict):
         raise ScenarioError(
             source, [("", f"expected a mapping at the top level, got {type(data).__name__}")]
@@ -100,15 +250,19 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """`a.b.0.c=value` -> (['a', 'b', '0', 'c'], value parsed as YAML)."""
     if "=" not in text:
-        raise ValueError(f"override {text!r} must look like path.to.field=value")
+        raise ValueError(f"override {shorten(text)} must look like path.to.field=value")
     key, raw = text.split("=", 1)
     parts = [p for p in key.strip().split(".") if p]
     if not parts:
-        raise ValueError(f"override {text!r} has an empty field path")
+        raise ValueError(f"override {shorten(text)} has an empty field path")
+    if len(raw) > MAX_INPUT_BYTES:
+        raise ValueError(f"override {shorten(text)}: value longer than {MAX_INPUT_BYTES} bytes")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+        value = safe_yaml(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        if isinstance(exc, yaml.composer.ComposerError | yaml.constructor.ConstructorError):
+            raise ValueError(f"override {shorten(text)}: {yaml_problem(exc)}") from None
+        value = raw  # not YAML: the plain string
     return parts, value
 
 
@@ -123,7 +277,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
         node: Any = out
         for depth, part in enumerate(parts):
             last = depth == len(parts) - 1
-            where = ".".join(parts[: depth + 1])
+            where = shorten(".".join(parts[: depth + 1]), 120).strip("'")
             if isinstance(node, list):
                 if not part.isdigit() or int(part) >= len(node):
                     raise ScenarioError(
@@ -149,8 +303,19 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
         # Drop discriminator tags and pydantic's internal branch names.
         if isinstance(item, str) and (item in _TAGS or item.startswith("function-")) and i > 0:
             continue
-        parts.append(str(item))
+        text = str(item)
+        parts.append(text if len(text) <= 40 else text[:39] + "…")
     return ".".join(parts)
+
+
+def _kinds_at(loc: tuple[Any, ...]) -> tuple[str, ...]:
+    """The `kind` values allowed at a location (which discriminated union it is)."""
+    names = [str(item) for item in loc if not isinstance(item, int)]
+    if "speedup" in names[-1:]:
+        return schema.SPEEDUP_KINDS
+    if "arrival" in names[-1:]:
+        return schema.ARRIVAL_KINDS
+    return schema.DISTRIBUTION_KINDS
 
 
 def _format_error(err: Any) -> tuple[str, str]:
@@ -159,18 +324,22 @@ def _format_error(err: Any) -> tuple[str, str]:
         msg = msg.removeprefix(prefix)
     kind = err.get("type", "")
     given = err.get("input")
+    loc = tuple(err.get("loc", ()))
     if kind == "extra_forbidden":
         msg = "unknown field (check the spelling; see docs/scenarios.md)"
     elif kind == "missing":
         msg = "required field is missing"
-    elif kind in ("union_tag_invalid", "union_tag_not_found"):
-        expected = err.get("ctx", {}).get("expected_tags", "")
-        msg = f"expected `kind` to be one of {expected}"
-    elif not isinstance(given, dict | list) and given is not None:
-        shown = repr(given)
+    elif kind == "union_tag_not_found":
+        msg = f"`kind` is missing; expected one of {', '.join(_kinds_at(loc))}"
+    elif kind == "union_tag_invalid":
+        tag = err.get("ctx", {}).get("tag")
+        msg = f"expected `kind` to be one of {', '.join(_kinds_at(loc))}, got {shorten(tag)}"
+    elif msg.startswith("Input") and not isinstance(given, dict | list) and given is not None:
         wanted = msg.removeprefix("Input should be ").removeprefix("Input ")
-        msg = f"expected {wanted[0].lower() + wanted[1:]}, got {shown[:60]}"
-    return _format_loc(tuple(err.get("loc", ()))), msg
+        msg = f"expected {wanted[0].lower() + wanted[1:]}, got {shorten(given)}"
+    if len(msg) > 300:
+        msg = msg[:299] + "…"
+    return _format_loc(loc), msg
 
 
 def validate(data: dict[str, Any], source: str) -> schema.ScenarioModel:
@@ -179,7 +348,13 @@ def validate(data: dict[str, Any], source: str) -> schema.ScenarioModel:
         model = schema.ScenarioModel.model_validate(data)
     except ValidationError as exc:
         problems = [_format_error(e) for e in exc.errors()]
+        if len(problems) > MAX_PROBLEMS:
+            more = len(problems) - MAX_PROBLEMS
+            problems = [*problems[:MAX_PROBLEMS], ("", f"and {more} more problem(s)")]
         raise ScenarioError(source, problems) from None
+    except RecursionError:  # a guard: read_yaml and the overrides cap the depth first
+        raise ScenarioError(source, [("", "nested too deeply")]) from None
+    limits.check_scenario(model, source)  # before anything is expanded or built
     if model.cluster.generator is not None:
         from scenarios.faas import apply_cluster_generator
 
@@ -203,13 +378,14 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
     ):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            problems.append((label, f"names must be unique, repeated: {', '.join(dupes)}"))
+            problems.append((label, f"names must be unique, repeated: {shorten(dupes, 200)}"))
     for i, group in enumerate(cluster.nodes):
         if group.type not in type_names:
             problems.append(
                 (
                     f"cluster.nodes.{i}.type",
-                    f"expected one of the node types {type_names}, got {group.type!r}",
+                    f"expected one of the node types {shorten(type_names, 200)}, "
+                    f"got {shorten(group.type)}",
                 )
             )
     has_nodes = any(g.count > 0 for g in cluster.nodes)
@@ -217,14 +393,17 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
         where = f"workload.classes.{i}"
         if jc.pool is not None and jc.pool not in pool_names:
             problems.append(
-                (f"{where}.pool", f"expected one of the pools {pool_names}, got {jc.pool!r}")
+                (
+                    f"{where}.pool",
+                    f"expected one of the pools {shorten(pool_names, 200)}, got {shorten(jc.pool)}",
+                )
             )
         for t in jc.runtime_by_node_type:
             if t not in type_names:
                 problems.append(
                     (
-                        f"{where}.runtime_by_node_type.{t}",
-                        f"expected one of the node types {type_names}",
+                        f"{where}.runtime_by_node_type.{shorten(t)}",
+                        f"expected one of the node types {shorten(type_names, 200)}",
                     )
                 )
         if jc.pool is None and not has_nodes and len(pool_names) != 1:
@@ -242,7 +421,7 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
                 (
                     f"scheduler.{kind}.name",
                     f"expected a registered {kind} ({', '.join(registry.names(kind))}), "
-                    f"got {ref.name!r}",
+                    f"got {shorten(ref.name)}",
                 )
             )
     if problems:
@@ -305,22 +484,46 @@ def _read_trace(
     import pyarrow.parquet as pq
 
     path = Path(m.path) if Path(m.path).is_absolute() else base_dir / m.path
+    shown = shorten(str(path), 200)
+    kind = "Parquet" if path.suffix == ".parquet" else "CSV"
     try:
-        table = pq.read_table(path) if path.suffix == ".parquet" else pacsv.read_csv(path)
+        file_bytes = path.stat().st_size
     except FileNotFoundError:
+        raise ScenarioError(source, [(f"{where}.path", f"trace file {shown} not found")]) from None
+    except OSError as exc:
         raise ScenarioError(
-            source, [(f"{where}.path", f"trace file {str(path)!r} not found")]
+            source, [(f"{where}.path", f"cannot read trace {shown} ({exc.strerror})")]
         ) from None
+    refusal = limits.count_refusal(
+        file_bytes, limits.TRACE_BYTES_FACTOR, f"bytes of trace file {shown}"
+    )
+    if refusal is not None:
+        raise ScenarioError(source, [(f"{where}.path", refusal)])
+    try:
+        table = pq.read_table(path) if kind == "Parquet" else pacsv.read_csv(path)
     except Exception as exc:  # pyarrow raises several types for unreadable files
+        # Its message may quote lines of the file (any file the path names): not shown.
         raise ScenarioError(
-            source, [(f"{where}.path", f"cannot read trace {str(path)!r}: {exc}")]
+            source,
+            [
+                (
+                    f"{where}.path",
+                    f"cannot read trace {shown} as a {kind} file with a header row "
+                    f"({type(exc).__name__})",
+                )
+            ],
         ) from None
-    cols = [m.column] + ([m.size_column] if m.size_column else [])
-    for col in cols:
-        if col not in table.column_names:
+    for col, field in ((m.column, "column"), (m.size_column, "size_column")):
+        if col is not None and col not in table.column_names:
             raise ScenarioError(
                 source,
-                [(f"{where}.column", f"expected a column of {table.column_names}, got {col!r}")],
+                [
+                    (
+                        f"{where}.{field}",
+                        f"expected a column of {shorten(table.column_names, 200)}, "
+                        f"got {shorten(col)}",
+                    )
+                ],
             )
     try:
         raw = np.asarray(table[m.column].to_numpy(), dtype=np.float64)
@@ -431,6 +634,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         replications=model.replications,
     )
     check_feasible(spec, source)
+    check_job_supply(spec, source)
     _check_policy_params(spec, source)
     return spec
 
@@ -441,7 +645,83 @@ def _check_policy_params(spec: SimulationSpec, source: str) -> None:
         try:
             registry.create(kind, ref.name, **ref.params)
         except ValueError as exc:
-            raise ScenarioError(source, [(f"scheduler.{kind}.params", str(exc))]) from None
+            raise ScenarioError(
+                source, [(f"scheduler.{kind}.params", shorten(str(exc), 300).strip("'\""))]
+            ) from None
+
+
+def check_policies(spec: SimulationSpec, source: str) -> None:
+    """Build and set up every policy of `spec` as a run would, without running it.
+
+    A scenario the policies cannot serve (an MDP allocator with one class, parameters a
+    policy does not take) raises ScenarioError naming `scheduler.<kind>`: what `validate`
+    accepts, `run` accepts too. Set-up may be as costly as the policy's (an MDP solve).
+    """
+    from cluster.policies.mdp.model import MdpModelError
+
+    rng = np.random.default_rng(0)
+    for kind in registry.KINDS:
+        ref: PolicyRef = getattr(spec.scheduler, kind)
+        where = f"scheduler.{kind}"
+        try:
+            policy = registry.create(kind, ref.name, **ref.params)
+            policy.setup(spec, rng)
+        except registry.UnknownPolicyError as exc:
+            raise ScenarioError(source, [(f"{where}.name", str(exc))]) from None
+        except PolicyError as exc:
+            problem = exc.problem if isinstance(exc.problem, str) else str(exc)
+            raise ScenarioError(source, [(where, shorten(problem, 300).strip("'\""))]) from None
+        except MdpModelError as exc:
+            raise ScenarioError(source, [(f"{where}.params.{exc.field}", exc.expected)]) from None
+        except (ValueError, TypeError) as exc:
+            raise ScenarioError(
+                source, [(f"{where}.params", shorten(str(exc), 300).strip("'\""))]
+            ) from None
+
+
+def check_job_supply(spec: SimulationSpec, source: str) -> None:
+    """Refuse a run that cannot measure a job: finite classes only (batches, traces) that
+    bring fewer jobs than `stop.jobs`, or none inside the `stop.time_s` window."""
+    if not spec.classes or not all(jc.arrival.is_finite() for jc in spec.classes):
+        return
+    stop = spec.stop
+    horizon = math.inf if stop.time_s is None else float(stop.time_s)
+    start = 0.0 if stop.time_s is None else stop.warmup_s
+    total = inside = 0
+    for jc in spec.classes:
+        a = jc.arrival
+        if isinstance(a, wl.BatchArrivals):
+            total += a.count
+            inside += a.count if start <= a.at_s <= horizon else 0
+        elif isinstance(a, wl.TraceArrivals):
+            times = np.asarray(a.times_s, dtype=np.float64)
+            total += times.size
+            inside += int(np.count_nonzero((times >= start) & (times <= horizon)))
+        else:
+            return  # a finite process this check does not know
+    if stop.jobs is not None and total < stop.jobs:
+        raise ScenarioError(
+            source,
+            [
+                (
+                    "stop.jobs",
+                    f"the classes' batches and traces bring {total:,} jobs, fewer than "
+                    f"stop.jobs = {stop.jobs:,}; expected stop.jobs <= {total:,} "
+                    "(or an open arrival process)",
+                )
+            ],
+        )
+    if stop.time_s is not None and inside == 0:
+        raise ScenarioError(
+            source,
+            [
+                (
+                    "stop.time_s",
+                    f"no batch or trace job arrives between warmup_s = {stop.warmup_s:g} s and "
+                    f"time_s = {horizon:g} s; expected a window that holds arrivals",
+                )
+            ],
+        )
 
 
 def check_feasible(spec: SimulationSpec, source: str) -> None:

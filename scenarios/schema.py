@@ -8,12 +8,31 @@ cores (`cpu`, `cores`), GB (`memory_gb`), GPUs (`gpu`), dollars (`price_per_hour
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+#: The largest holding cost, price or start-up cost accepted: these are weights and rates
+#: that the summary multiplies by job counts and hours; beyond this their sums overflow.
+MAX_COST = 1e12
+#: The largest exponent a lognormal's moments may reach (exp(709) is a double's limit).
+MAX_LOG_MOMENT = 700.0
+
+
+def _at_most_max_cost(value: float) -> float:
+    if value > MAX_COST:
+        raise ValueError(
+            f"expected at most {MAX_COST:g} (costs are weights and rates; larger ones overflow "
+            f"the summary's sums), got {value:g}"
+        )
+    return value
+
+
+Cost = Annotated[float, Field(ge=0, allow_inf_nan=False), AfterValidator(_at_most_max_cost)]
+PositiveCost = Annotated[float, Field(gt=0, allow_inf_nan=False), AfterValidator(_at_most_max_cost)]
 
 
 class Strict(BaseModel):
@@ -53,6 +72,23 @@ class LognormalDist(Strict):
     def _bounds(self) -> LognormalDist:
         if self.max_s <= self.min_s:
             raise ValueError(f"max_s ({self.max_s}) must exceed min_s ({self.min_s})")
+        variance = self.sigma * self.sigma  # inf, never OverflowError, for a huge sigma
+        exponent = max(self.mu + variance / 2.0, 2.0 * self.mu + 2.0 * variance)
+        if not exponent <= MAX_LOG_MOMENT:
+            raise ValueError(
+                f"mu = {self.mu:g} and sigma = {self.sigma:g} give a mean exp(mu + sigma^2/2) "
+                "or second moment exp(2 mu + 2 sigma^2) beyond a double's range; expected "
+                f"2 mu + 2 sigma^2 <= {MAX_LOG_MOMENT:g}"
+            )
+        low = -math.inf if self.min_s <= 0 else (math.log(self.min_s) - self.mu) / self.sigma
+        high = math.inf if math.isinf(self.max_s) else (math.log(self.max_s) - self.mu) / self.sigma
+        mass = 0.5 * (math.erfc(-high / math.sqrt(2.0)) - math.erfc(-low / math.sqrt(2.0)))
+        if not mass > 1e-12:
+            raise ValueError(
+                f"the lognormal (mu = {self.mu:g}, sigma = {self.sigma:g}) puts no probability "
+                f"between min_s = {self.min_s:g} and max_s = {self.max_s:g}; expected bounds "
+                "around exp(mu)"
+            )
         return self
 
 
@@ -70,6 +106,13 @@ Distribution = Annotated[
     ExponentialDist | HyperExponentialDist | LognormalDist | DeterministicDist | EmpiricalDist,
     Field(discriminator="kind"),
 ]
+
+
+def _kinds(union: Any) -> tuple[str, ...]:
+    """The `kind` values of a discriminated union of models, in declaration order."""
+    members = get_args(get_args(union)[0])
+    return tuple(get_args(m.model_fields["kind"].annotation)[0] for m in members)
+
 
 # --- arrivals ------------------------------------------------------------------------------
 
@@ -158,6 +201,11 @@ Speedup = Annotated[
     Field(discriminator="kind"),
 ]
 
+#: The `kind` values of each discriminated union (named in error messages).
+DISTRIBUTION_KINDS = _kinds(Distribution)
+ARRIVAL_KINDS = _kinds(Arrival)
+SPEEDUP_KINDS = _kinds(Speedup)
+
 # --- cluster -------------------------------------------------------------------------------
 
 
@@ -168,8 +216,8 @@ class NodeTypeModel(Strict):
     gpu: NonNegFloat = 0.0
     speed: PositiveFloat = 1.0
     labels: dict[str, str] = Field(default_factory=dict)
-    price_per_hour: NonNegFloat = 0.0
-    startup_cost: NonNegFloat = 0.0
+    price_per_hour: Cost = 0.0
+    startup_cost: Cost = 0.0
     startup_delay_s: NonNegFloat = 0.0
     max_jobs: int | None = Field(default=None, ge=1, description="worker slots per node")
 
@@ -183,7 +231,7 @@ class PoolModel(Strict):
     name: str = Field(min_length=1)
     cores: PositiveFloat
     speed: PositiveFloat = 1.0
-    price_per_hour: NonNegFloat = 0.0
+    price_per_hour: Cost = 0.0
 
 
 class ClusterGeneratorModel(Strict):
@@ -216,7 +264,7 @@ class JobClassModel(Strict):
     arrival: Arrival
     size: Distribution
     speedup: Speedup = Field(default_factory=lambda: LinearSpeedupModel(kind="linear"))
-    holding_cost: PositiveFloat = 1.0
+    holding_cost: PositiveCost = 1.0
     request: RequestModel = Field(default_factory=RequestModel)
     pool: str | None = Field(
         default=None, description="malleable pool the class runs in; absent = placed on nodes"

@@ -1,0 +1,283 @@
+"""Will a run fit in memory? An estimate from the scenario, before anything is built.
+
+A scenario names sizes (nodes, jobs, replications, a run length, an MDP truncation) that
+the engine turns into arrays; a size the machine cannot hold used to surface as a
+`MemoryError` (or a long swap) after seconds or minutes of work. `scenario_needs` estimates
+the bytes each size costs from the validated model alone, and `check_scenario` refuses a
+scenario whose estimate exceeds `memory_budget_bytes()` with one `ScenarioError` naming the
+field that drives it, the estimate and the budget.
+
+The per-item costs are measured (mm-c, one replication: about 210 bytes per job at peak,
+the per-job table about 150 bytes per job and replication) and rounded up: the estimate is
+an order of magnitude, meant to refuse the impossible, not to predict the peak.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scenarios import schema
+from scenarios.errors import ScenarioError
+
+#: Bytes one job costs while its replication runs (engine arrays, per-job table, merge).
+BYTES_PER_JOB_RUN = 256
+#: Bytes one job's row costs in the per-job table kept for every replication until written.
+BYTES_PER_JOB_KEPT = 160
+#: Bytes one node costs (its name, its rows in the engine's node arrays).
+BYTES_PER_NODE = 400
+#: Bytes one replication costs besides its jobs (its summary).
+BYTES_PER_REPLICATION = 4096
+#: Bytes one sweep cell costs in the driver (its plan entry and its row).
+BYTES_PER_CELL = 1024
+#: Bytes one learning epoch costs (its row of estimates).
+BYTES_PER_EPOCH = 512
+#: Bytes one row of a trace file costs once read (the file's bytes times this factor).
+TRACE_BYTES_FACTOR = 4
+#: The share of the machine's memory (or of the process's cgroup limit) a run may plan for.
+MEMORY_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class Need:
+    """Bytes a run needs for one reason: the field that drives them and how they add up."""
+
+    field: str
+    bytes: float
+    detail: str
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory, or the cgroup memory limit of this process when that is lower."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume a small machine
+        total = 8 * 2**30
+    for limit_file in (
+        Path("/sys/fs/cgroup/memory.max"),
+        Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+    ):
+        try:
+            text = limit_file.read_text(encoding="ascii").strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            total = int(text)
+    return int(total)
+
+
+def memory_budget_bytes() -> int:
+    """The most memory a run may plan for: `MEMORY_FRACTION` of `machine_memory_bytes()`."""
+    return int(MEMORY_FRACTION * machine_memory_bytes())
+
+
+def format_bytes(count: float) -> str:
+    """`3.2e9` -> '3.2 GB' (powers of 1000; 'more than 1e30 bytes' beyond any unit)."""
+    if not math.isfinite(count) or count >= 1e30:
+        return "more than 1e30 bytes"
+    for unit, scale in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count:.0f} bytes"
+
+
+def _count(value: float) -> str:
+    if not math.isfinite(value):
+        return "unboundedly many"
+    return f"{value:,.0f}" if value < 1e15 else f"{value:.3g}"
+
+
+def _mean_s(dist: Any) -> float:
+    """The mean of a schema distribution (0 for an all-zero empirical one)."""
+    if isinstance(dist, schema.ExponentialDist):
+        return dist.mean_s
+    if isinstance(dist, schema.HyperExponentialDist):
+        return sum(p * m for p, m in zip(dist.probabilities, dist.means_s, strict=True))
+    if isinstance(dist, schema.DeterministicDist):
+        return dist.value_s
+    if isinstance(dist, schema.EmpiricalDist):
+        return sum(dist.values_s) / len(dist.values_s)
+    if isinstance(dist, schema.LognormalDist):
+        if math.isfinite(dist.max_s):
+            return dist.min_s  # truncated: at least min_s (a lower bound keeps the count high)
+        exponent = dist.mu + dist.sigma**2 / 2.0
+        return math.exp(exponent) if exponent < 700 else math.inf
+    return math.nan
+
+
+def _node_cores(model: schema.ScenarioModel) -> float:
+    cpu = {t.name: t.cpu for t in model.cluster.node_types}
+    return float(sum(cpu.get(g.type, 0.0) * g.count for g in model.cluster.nodes))
+
+
+def _class_jobs(model: schema.ScenarioModel, i: int, horizon_s: float) -> tuple[float, str]:
+    """Jobs class `i` brings by `horizon_s`, and the field that sets the count."""
+    jc = model.workload.classes[i]
+    a = jc.arrival
+    where = f"workload.classes.{i}.arrival"
+    if isinstance(a, schema.BatchArrival):
+        return (float(a.count) if a.at_s <= horizon_s else 0.0), f"{where}.count"
+    if isinstance(a, schema.PoissonArrival):
+        if a.rate_per_s is not None:
+            return a.rate_per_s * horizon_s, f"{where}.rate_per_s"
+        pools = {p.name: p.cores for p in model.cluster.pools}
+        if jc.pool is not None:
+            cores = pools.get(jc.pool, 0.0)
+        elif len(pools) == 1 and not model.cluster.nodes:
+            cores = next(iter(pools.values()))
+        else:
+            cores = _node_cores(model)
+        return (a.rate_per_s_per_core or 0.0) * cores * horizon_s, f"{where}.rate_per_s_per_core"
+    if isinstance(a, schema.RenewalArrival):
+        mean = _mean_s(a.interarrival)
+        jobs = math.inf if mean <= 0.0 else horizon_s / mean
+        return jobs, f"{where}.interarrival"
+    return 0.0, f"{where}.path"  # a trace: its file size is checked when it is read
+
+
+def _jobs_per_replication(model: schema.ScenarioModel) -> tuple[float, str, str]:
+    """Jobs one replication draws, the field that drives the count, and how it adds up."""
+    stop = model.stop
+    if stop.jobs is not None:
+        return float(stop.jobs), "stop.jobs", f"{_count(stop.jobs)} jobs per replication"
+    horizon = float(stop.time_s or 0.0)
+    per_class = [_class_jobs(model, i, horizon) for i in range(len(model.workload.classes))]
+    total = (
+        math.fsum(n for n, _ in per_class)
+        if all(math.isfinite(n) for n, _ in per_class)
+        else math.inf
+    )
+    biggest, field = max(per_class, key=lambda item: item[0])
+    if field.endswith(".count"):
+        detail = f"{_count(total)} jobs per replication, {_count(biggest)} of them from {field}"
+    else:
+        detail = (
+            f"{_count(total)} jobs per replication by stop.time_s = {horizon:g} s, "
+            f"most of them from {field}"
+        )
+        field = "stop.time_s"
+    return total, field, detail
+
+
+def _mdp_need(model: schema.ScenarioModel) -> Need | None:
+    """The MDP allocator's tables: (B + 1)^m states for truncation B and m classes."""
+    ref = model.scheduler.allocator
+    if ref.name != "mdp":
+        return None
+    params = ref.params
+    truncation, actions = params.get("truncation", 20), params.get("actions", 100)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (truncation, actions)):
+        return None  # the policy itself reports a malformed parameter
+    classes = params.get("classes")
+    m = len(classes) if isinstance(classes, list) else len(model.workload.classes)
+    m = max(m, 2)
+    states = float(max(truncation, 1) + 1) ** m
+    state_bytes = states * (48 + 40 * m)  # values, shares, neighbours, the sparse chain
+    share_vectors = math.comb(max(actions, 1) + m - 1, m - 1)
+    action_bytes = float(share_vectors) * m * 8
+    where = "scheduler.allocator.params"
+    if action_bytes > state_bytes:
+        detail = f"{share_vectors:.3g} share vectors of {m} classes for actions = {actions}"
+        return Need(f"{where}.actions", state_bytes + action_bytes, detail)
+    detail = f"{states:.3g} states ((truncation + 1)^{m} with truncation = {truncation})"
+    return Need(f"{where}.truncation", state_bytes + action_bytes, detail)
+
+
+def scenario_needs(model: schema.ScenarioModel, replications: int | None = None) -> list[Need]:
+    """The memory a run of the validated `model` needs, one entry per reason (with
+    `replications`, as if the scenario had that many)."""
+    jobs, job_field, job_detail = _jobs_per_replication(model)
+    reps = model.replications if replications is None else replications
+    generator = model.cluster.generator
+    nodes = float(sum(g.count for g in model.cluster.nodes))
+    node_field = "cluster.nodes"
+    if generator is not None and generator.nodes >= nodes:
+        node_field = "cluster.generator.nodes"
+    elif model.cluster.nodes:
+        biggest = max(range(len(model.cluster.nodes)), key=lambda i: model.cluster.nodes[i].count)
+        node_field = f"cluster.nodes.{biggest}.count"
+    nodes += generator.nodes if generator is not None else 0
+    needs = [
+        Need(job_field, jobs * BYTES_PER_JOB_RUN, job_detail),
+        Need(
+            "replications" if reps > 1 else job_field,
+            jobs * reps * BYTES_PER_JOB_KEPT + reps * BYTES_PER_REPLICATION,
+            f"{_count(reps)} replication(s) of {_count(jobs)} jobs, every job's row kept",
+        ),
+        Need(node_field, nodes * BYTES_PER_NODE, f"{_count(nodes)} nodes"),
+    ]
+    types = len(model.cluster.node_types) + (8 if generator is not None else 0)
+    if any(jc.runtime_by_node_type for jc in model.workload.classes):
+        needs.append(
+            Need(
+                job_field,
+                jobs * types * 8,
+                f"a run time per job and node type ({_count(jobs)} x {types})",
+            )
+        )
+    mdp = _mdp_need(model)
+    if mdp is not None:
+        needs.append(mdp)
+    return needs
+
+
+def total_bytes(needs: list[Need]) -> float:
+    """The sum of the needs (infinite when any is)."""
+    if not all(math.isfinite(n.bytes) for n in needs):
+        return math.inf
+    return math.fsum(n.bytes for n in needs)
+
+
+def exceeds(needs: list[Need], budget: float | None = None) -> Need | None:
+    """The largest need, with the total as its bytes, when the total exceeds the budget."""
+    limit = memory_budget_bytes() if budget is None else budget
+    total = total_bytes(needs)
+    if total <= limit:
+        return None
+    worst = max(needs, key=lambda n: n.bytes)
+    return Need(worst.field, total, worst.detail)
+
+
+def describe(need: Need, budget: float | None = None) -> str:
+    """'needs about 7.3 TB of memory (...), more than the 18 GB this machine allows; ...'."""
+    limit = memory_budget_bytes() if budget is None else budget
+    amount = format_bytes(need.bytes)
+    amount = amount if amount.startswith("more") else f"about {amount}"
+    return (
+        f"needs {amount} of memory ({need.detail}), more than the "
+        f"{format_bytes(limit)} this machine allows ({MEMORY_FRACTION:.0%} of its memory); "
+        "expected a smaller value"
+    )
+
+
+def check_scenario(model: schema.ScenarioModel, source: str, budget: float | None = None) -> None:
+    """Raise ScenarioError when a run of `model` cannot fit in memory.
+
+    The error names the largest need's field; `replications` only when one replication
+    alone would fit.
+    """
+    worst = exceeds(scenario_needs(model), budget)
+    if worst is None:
+        return
+    if worst.field != "replications" and model.replications > 1:
+        if exceeds(scenario_needs(model, replications=1), budget) is None:
+            kept = scenario_needs(model)[1]
+            worst = Need("replications", worst.bytes, kept.detail)
+    elif worst.field == "replications":
+        alone = exceeds(scenario_needs(model, replications=1), budget)
+        if alone is not None:
+            worst = Need(alone.field, worst.bytes, alone.detail)
+    raise ScenarioError(source, [(worst.field, describe(worst, budget))])
+
+
+def count_refusal(
+    count: float, bytes_each: float, what: str, budget: float | None = None
+) -> str | None:
+    """A message when `count` items of `bytes_each` bytes cannot fit, else None."""
+    need = Need("", count * bytes_each, f"{_count(count)} {what}")
+    if exceeds([need], budget) is None:
+        return None
+    return describe(need, budget)
