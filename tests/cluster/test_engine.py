@@ -17,9 +17,9 @@ from cluster.engine import Engine
 from cluster.io import write_parquet
 from cluster.policies.base import Allocation, Allocator, Placement, Placer, PolicyError
 from cluster.runner import run_spec, with_policies
+from cluster.testing import equal_tables
 from scenarios.loader import load_scenario, spec_from_dict
 from tests.builders import node_scenario, pool_scenario
-from tests.cluster.policies.conformance import equal_tables
 
 
 def _hash(table: pa.Table, path: Path) -> str:

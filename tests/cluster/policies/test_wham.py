@@ -30,8 +30,8 @@ from cluster.policies.wham import (
     workspace,
 )
 from cluster.speedup import Speedup
+from cluster.testing import AllocatorConformance, small_pool_scenario
 from scenarios.loader import load_scenario, spec_from_dict
-from tests.cluster.policies.conformance import AllocatorConformance, small_pool_scenario
 
 EPS = 1e-9
 

@@ -14,9 +14,9 @@ from cluster.policies.base import Allocator, PolicyError, PoolView
 from cluster.policies.mdp.allocator import MdpAllocator
 from cluster.policies.mdp.solver import equi_table
 from cluster.policies.registry import create
+from cluster.testing import AllocatorConformance
 from scenarios.errors import ScenarioError
 from scenarios.loader import spec_from_dict
-from tests.cluster.policies.conformance import AllocatorConformance
 from tests.cluster.policies.mdp.conftest import mdp_scenario, three_class_scenario
 
 

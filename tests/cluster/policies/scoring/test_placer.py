@@ -16,13 +16,19 @@ from cluster.policies.scoring.framework import Cycle
 from cluster.policies.scoring.placer import ScoringPlacer
 from cluster.policies.scoring.score import Bounds, norm, per_function, seed_score
 from cluster.policies.scoring.scorers import ALL_SCORERS, SEED_SCORERS
+from cluster.testing import PlacerConformance, equal_tables, small_placement_scenario
 from scenarios import faas
 from scenarios.errors import ScenarioError
 from scenarios.loader import spec_from_dict
-from tests.cluster.policies.conformance import (
-    PlacerConformance,
-    equal_tables,
-    small_placement_scenario,
+
+# Found by the shipped conformance suite (issue 10 item 11), not yet fixed in the placer:
+# its state is sized from the scenario's nodes, so rented node rows break it, and it checks
+# GPUs as one scalar per node, so it places a whole-GPU job where only shares are free.
+ROWS_GROW = pytest.mark.xfail(
+    strict=True, raises=ValueError, reason="ScoringPlacer state does not grow with rented rows"
+)
+PER_GPU = pytest.mark.xfail(
+    strict=True, reason="ScoringPlacer checks free GPU as a scalar, not per GPU (milli)"
 )
 
 
@@ -31,6 +37,14 @@ class TestScoringDefault(PlacerConformance):
 
     def make_placer(self) -> Placer:
         return ScoringPlacer()
+
+    @ROWS_GROW
+    def test_inactive_nodes_are_never_used(self) -> None:
+        super().test_inactive_nodes_are_never_used()
+
+    @PER_GPU
+    def test_shared_gpus(self) -> None:
+        super().test_shared_gpus()
 
 
 def small_faas(nodes: int = 40, time_s: float = 60.0, rate: float = 3.0) -> dict[str, Any]:
@@ -49,6 +63,17 @@ class TestScoringFaas(PlacerConformance):
         params = copy.deepcopy(spec_from_dict(small_faas()).scheduler.placer.params)
         params.update(scorers=list(ALL_SCORERS), weights=dict.fromkeys(ALL_SCORERS, 1.0))
         return ScoringPlacer(**params)
+
+    def gpu_scenario(self) -> None:
+        return None  # the placer's pods name the faas classes only
+
+    @ROWS_GROW
+    def test_inactive_nodes_are_never_used(self) -> None:
+        super().test_inactive_nodes_are_never_used()
+
+    @PER_GPU
+    def test_gpu_shares_in_a_view(self) -> None:
+        super().test_gpu_shares_in_a_view()
 
 
 def test_fused_kernel_and_numpy_plugins_agree_on_random_states() -> None:
