@@ -73,6 +73,7 @@ from cluster.policies.base import (
     Placement,
     PlacementView,
     Placer,
+    Policy,
     PolicyError,
     PoolView,
     Provisioner,
@@ -153,7 +154,7 @@ def job_state(
 def _policy(spec: SimulationSpec, kind: registry.Kind, given: Any, base: type) -> Any:
     ref = getattr(spec.scheduler, kind)
     policy = given if given is not None else registry.create(kind, ref.name, **ref.params)
-    if not isinstance(policy, base):
+    if not isinstance(policy, Policy) or not isinstance(policy, base):
         raise TypeError(f"{policy!r} is not a {base.__name__}")
     code = int(policy.kernel_code)
     if not check_code(kind, code):
@@ -350,7 +351,7 @@ class Engine:
 
     def snapshot(self, copy: bool = False) -> RunState:
         """A frozen view of the state now (read-only arrays; `copy` for an independent one)."""
-        state = EngineState(*(a.copy() for a in self._s)) if copy else self.state
+        state = EngineState(*(a.copy() for a in self._s)) if copy else self.state  # type: ignore[arg-type]
         if copy:
             state = read_only(state)
         return RunState(self.spec, self.replication, state, self.now)
@@ -624,7 +625,7 @@ class Engine:
         cache = self._view_cache
         if "static" not in cache:
             cache["static"] = static_node_arrays(self._s.nodes_f, self._s.nodes_i)
-        return cache["static"]  # type: ignore[no-any-return]
+        return cache["static"]
 
     def placement_view(self) -> PlacementView:
         """The queue and the nodes now, for a Python placer (see `_placement_view`)."""
@@ -774,9 +775,9 @@ def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
         sig = tuple(typeof(a) for a in args)
         if sig not in dispatcher.overloads:
             dispatcher.compile(sig)
-        return dispatcher.overloads[sig].entry_point  # type: ignore[no-any-return]
+        return dispatcher.overloads[sig].entry_point
     except Exception:  # pragma: no cover - numba internals changed: dispatch normally
-        return dispatcher  # type: ignore[no-any-return]
+        return dispatcher
 
 
 class LiveView(PlacementView):
@@ -812,9 +813,9 @@ class LiveView(PlacementView):
         d["_n"] = n
         d["_lazy"].clear()
 
-    @property  # type: ignore[override]
+    @property
     def queue(self) -> IntArray:
-        return self._slice("queue", self.__dict__["_s"].members)  # type: ignore[no-any-return]
+        return self._slice("queue", self.__dict__["_s"].members)
 
     def _slice(self, key: str, array: npt.NDArray[Any]) -> Any:
         lazy = self.__dict__["_lazy"]
@@ -824,28 +825,28 @@ class LiveView(PlacementView):
             lazy[key] = values
         return lazy[key]
 
-    @property  # type: ignore[override]
+    @property
     def class_index(self) -> IntArray:
-        return self._slice("class_index", self.__dict__["_s"].wait_i)  # type: ignore[no-any-return]
+        return self._slice("class_index", self.__dict__["_s"].wait_i)
 
-    @property  # type: ignore[override]
+    @property
     def request_cpu(self) -> FloatArray:
-        return self._slice("cpu", self.__dict__["_s"].wait_f[0])  # type: ignore[no-any-return]
+        return self._slice("cpu", self.__dict__["_s"].wait_f[0])
 
-    @property  # type: ignore[override]
+    @property
     def request_memory_gb(self) -> FloatArray:
-        return self._slice("mem", self.__dict__["_s"].wait_f[1])  # type: ignore[no-any-return]
+        return self._slice("mem", self.__dict__["_s"].wait_f[1])
 
-    @property  # type: ignore[override]
+    @property
     def request_gpu(self) -> FloatArray:
-        return self._slice("gpu", self.__dict__["_s"].wait_f[2])  # type: ignore[no-any-return]
+        return self._slice("gpu", self.__dict__["_s"].wait_f[2])
 
-    @property  # type: ignore[override]
+    @property
     def active(self) -> npt.NDArray[np.bool_]:
         lazy = self.__dict__["_lazy"]
         if "active" not in lazy:
             lazy["active"] = self.__dict__["_s"].nodes_i[NI.STATUS] == NodeStatus.UP
-        return lazy["active"]  # type: ignore[no-any-return]
+        return lazy["active"]
 
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:

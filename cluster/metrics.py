@@ -172,8 +172,8 @@ def in_window(run: RunState) -> np.ndarray:
     stop = run.spec.stop
     arrival = run.state.jobs_f[JF.ARRIVAL]
     if stop.time_s is not None:
-        return arrival >= stop.warmup_s  # type: ignore[no-any-return]
-    return np.arange(arrival.size) >= stop.warmup_jobs  # type: ignore[no-any-return]
+        return arrival >= stop.warmup_s
+    return np.arange(arrival.size) >= stop.warmup_jobs
 
 
 def node_money(run: RunState) -> tuple[float, float]:

@@ -193,7 +193,7 @@ class RunState:
 
 def read_only(state: EngineState) -> EngineState:
     """Read-only views of every array of `state` (no copies)."""
-    views = []
+    views: list[Any] = []
     for array in state:
         view = array.view()
         view.flags.writeable = False

@@ -48,14 +48,19 @@ class FcfsPlacer(Placer):
     def place(self, view: PlacementView) -> list[Placement]:
         queue = view.queue.tolist()
         cpu, mem, gpu = view.request_cpu, view.request_memory_gb, view.request_gpu
-        free = (view.free_cpu, view.free_memory_gb, view.free_slots, view.gpu_free_milli)
+        free: tuple[FloatArray, ...] = (
+            view.free_cpu,
+            view.free_memory_gb,
+            view.free_slots,
+            view.gpu_free_milli,
+        )
         if len(queue) > 1:  # later decisions of this call see the earlier ones
             free = tuple(a.copy() for a in free)
         ok = np.zeros(view.free_cpu.size, dtype=np.bool_)
         out: list[Placement] = []
         for i, job in enumerate(queue):
             c, m, g = float(cpu[i]), float(mem[i]), float(gpu[i])
-            count = compiled.fit_mask(view.active, *free, c, m, g, ok)
+            count = compiled.fit_mask(view.active, free[0], free[1], free[2], free[3], c, m, g, ok)
             if count == 0:
                 break
             k = self.choose(ok, count)
