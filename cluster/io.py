@@ -1,28 +1,101 @@
-"""Atomic file output: write to a temporary file in the same folder, then rename.
+"""File output: atomic files, and output folders whose files are written together.
 
-An interrupted run never leaves a truncated table or summary behind.
+Every file is written to a temporary file in its folder, then renamed over the target, so
+a reader never sees a truncated table or summary. Files get the user's normal permissions
+(0666 less the umask), not the 0600 of a temporary file.
+
+A command's results (a run's `jobs.parquet` and `summary.json`, ...) are written with
+`output_folder`: first into a staging folder inside the output folder, then moved in
+together while SIGINT and SIGTERM are held, and a manifest (`clusteremu-manifest.json`,
+naming the command, the files and a run id) is written last. An interrupted command leaves
+the previous results in place, never a mix of two runs; a folder without a manifest but
+with result files was written by an older version (or cut by SIGKILL mid-move).
+`check_output_folder` refuses, before any work, a path that cannot take the files (a file,
+a path under a file, a folder without write permission, an immutable file, a result name
+that is a folder) or a folder that holds another command's results. Staging folders and
+temporary files of processes that no longer exist are removed when a folder is next
+written.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import re
+import shutil
+import signal
 import tempfile
-from collections.abc import Callable
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+#: The manifest written last into an output folder: which command, which files, which run.
+MANIFEST = "clusteremu-manifest.json"
+#: Prefix of the staging folders inside an output folder (followed by the writer's pid).
+STAGE_PREFIX = ".clusteremu-stage-"
+#: The files (or folders) each command writes into its output folder. A folder holding one
+#: command's files is refused to another (a run's summary.json is not a learner's).
+COMMAND_FILES: dict[str, tuple[str, ...]] = {
+    "run": ("jobs.parquet", "summary.json"),
+    "compare": ("compare.png", "compare.json"),
+    "compare --grid": ("compare-grid.json", "convergence.png", "heuristics.png"),
+    "learn": ("estimates.parquet", "estimates.png", "summary.json"),
+    "sweep": ("sweep.json", "runs"),
+    "dashboard": ("clusteremu_grafana_dashboard.json",),
+}
+#: The files that identify a command's folder when it has no manifest (default: its files
+#: that no other command writes); a `runs` folder alone is too common a name to claim.
+_MARKERS: dict[str, tuple[str, ...]] = {"sweep": ("sweep.json",)}
+#: Temporary files of `_atomic`: `.<name>.<pid>.<random>.tmp`.
+_TMP_FILE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
+_STAGE_DIR = re.compile(rf"^{re.escape(STAGE_PREFIX)}(\d+)-[A-Za-z0-9_]+$")
+#: Linux inode flags that forbid replacing a file (chattr +i, +a), read by FS_IOC_GETFLAGS.
+_FS_IOC_GETFLAGS = 0x80086601
+_LOCKED_FLAGS = 0x10 | 0x20
+
+
+class OutputError(ValueError):
+    """An output path cannot take a command's files; the message names it and why."""
+
+
+# --- permissions and atomic files ----------------------------------------------------------
+
+
+def _umask() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # not on Linux: read it by setting it (and put it back)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a newly created file gets: 0666 less the umask."""
+    return 0o666 & ~_umask()
+
 
 def _atomic(path: Path, write: Callable[[str], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+    )
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -59,3 +132,231 @@ def write_json(data: Any, path: str | Path) -> None:
             fh.write(text)
 
     _atomic(Path(path), write)
+
+
+def write_text(text: str, path: str | Path) -> None:
+    """Write a text file atomically."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+    _atomic(Path(path), write)
+
+
+# --- checking an output path before the work ------------------------------------------------
+
+
+def _is_locked(path: Path) -> bool:
+    """Whether a file is immutable or append-only (it cannot be replaced, even by root)."""
+    try:
+        import array
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (ImportError, OSError):
+        return False
+    try:
+        flags = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags)
+        return bool(flags[0] & _LOCKED_FLAGS)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _writable_folder(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK) and not _is_locked(folder)
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The manifest of an output folder, or None (absent or not a manifest)."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("command"), str) else None
+
+
+def owner_of(folder: Path) -> str | None:
+    """The command whose results `folder` holds: its manifest's, else recognised by file
+    names (a folder written before manifests); None for a folder without results."""
+    manifest = read_manifest(folder)
+    if manifest is not None:
+        return str(manifest["command"])
+    present = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+    for command, files in COMMAND_FILES.items():
+        markers = set(_MARKERS.get(command, files))
+        unique = markers - {f for c, fs in COMMAND_FILES.items() if c != command for f in fs}
+        if unique & present:
+            return command
+    return None
+
+
+def check_output_folder(
+    path: str | Path, command: str, files: Sequence[str] | None = None, option: str = "--out"
+) -> Path:
+    """Raise OutputError unless `path` can take `command`'s files; create nothing.
+
+    `path` must be a folder or a path that can become one (not a file, not under a file,
+    in a writable place); an existing result file must be replaceable (not a folder, not
+    immutable); the folder must not hold another command's results.
+    """
+    out = Path(path)
+    names = tuple(files if files is not None else COMMAND_FILES[command])
+    shown = str(out)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{option} {shown}: is a file; expected a folder (or a new path)")
+    if not out.exists():
+        ancestor = out.absolute().parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise OutputError(
+                f"{option} {shown}: {ancestor} is a file, so no folder can be made under it"
+            )
+        if not _writable_folder(ancestor):
+            raise OutputError(
+                f"{option} {shown}: cannot create it, {ancestor} is not writable "
+                "(permissions, a read-only file system or an immutable folder)"
+            )
+        return out
+    if not _writable_folder(out):
+        raise OutputError(
+            f"{option} {shown}: the folder is not writable "
+            "(permissions, a read-only file system or an immutable folder)"
+        )
+    for name in names:
+        target = out / name
+        if name in ("runs",):  # a folder by design (a sweep's cells)
+            if target.exists() and not target.is_dir():
+                raise OutputError(f"{option} {shown}: {target} is a file; expected a folder")
+            continue
+        if target.is_dir():
+            raise OutputError(
+                f"{option} {shown}: {target} is a folder, so the {name} result cannot be "
+                "written; remove it or use another folder"
+            )
+        if target.exists() and _is_locked(target):
+            raise OutputError(f"{option} {shown}: {target} is immutable and cannot be replaced")
+    owner = owner_of(out)
+    if owner is not None and owner != command:
+        held = ", ".join(n for n in COMMAND_FILES.get(owner, ()) if (out / n).exists())
+        raise OutputError(
+            f"{option} {shown}: the folder holds the results of `clusteremu {owner}`"
+            + (f" ({held})" if held else "")
+            + f"; use another folder for `clusteremu {command}` (or remove them)"
+        )
+    return out
+
+
+# --- writing an output folder -----------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(folder: Path) -> list[Path]:
+    """Remove staging folders and temporary files left by processes that no longer exist."""
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    for entry in folder.iterdir():
+        stage = _STAGE_DIR.match(entry.name)
+        tmp = _TMP_FILE.match(entry.name)
+        match = stage or tmp
+        if match is None or _alive(int(match.group(1))):
+            continue
+        with suppress(OSError):
+            if stage is not None and entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            elif tmp is not None and entry.is_file():
+                entry.unlink()
+            else:
+                continue
+            removed.append(entry)
+    return removed
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM for the duration (delivered on exit): a short section that
+    must not be cut in the middle. Only in the main thread (elsewhere, no effect)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        caught.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+def _commit(stage: Path, out: Path, command: str, label: str) -> list[Path]:
+    produced = sorted(p.name for p in stage.iterdir() if not p.name.startswith("."))
+    manifest = {
+        "command": command,
+        "label": label,
+        "run_id": uuid.uuid4().hex,
+        "written_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "files": produced,
+    }
+    text = to_json(manifest) + "\n"
+    with signals_held():
+        with suppress(FileNotFoundError):
+            (out / MANIFEST).unlink()
+        for name in produced:
+            os.replace(stage / name, out / name)
+        write_text(text, out / MANIFEST)
+    return [out / name for name in produced]
+
+
+@contextmanager
+def output_folder(
+    path: str | Path,
+    command: str,
+    files: Sequence[str] | None = None,
+    label: str = "",
+    option: str = "--out",
+) -> Iterator[Path]:
+    """Write a command's files into `path` together.
+
+    Yields a staging folder: write the results there. When the block ends without an
+    error they are moved into `path` at once (SIGINT and SIGTERM held) and the manifest is
+    written last; on an error or an interrupt the staging folder is removed and `path`
+    keeps what it held.
+    """
+    out = check_output_folder(path, command, files, option)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{option} {out}: cannot create it ({exc.strerror})") from None
+    remove_stale(out)
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=out))
+    except OSError as exc:
+        reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "error")
+        raise OutputError(f"{option} {out}: cannot write into it ({reason})") from None
+    try:
+        yield stage
+        _commit(stage, out, command, label)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

@@ -1,38 +1,109 @@
-"""The `clusteremu` command line: run, compare, validate, list.
+"""The `clusteremu` command line: run, compare, validate, list (and the sub-commands of
+`clusteremu.commands`).
 
-Exit status: 0 on success, 2 on bad input (scenario file, override or option; one
-paragraph on stderr naming the file, the field and what was expected), 3 when a policy
-returns an illegal decision. With `--json` the summary is the only thing on stdout.
+Exit status: 0 on success, 2 on bad input (scenario file, override, option or output
+folder; one paragraph on stderr naming the file, the field and what was expected, before
+any work starts), 3 when a policy returns an illegal decision, 130 / 143 when interrupted
+by SIGINT / SIGTERM (results are written whole or not at all). With `--json` the summary is
+the only thing on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from cluster.io import to_json, write_json, write_parquet
+from cluster.io import (
+    OutputError,
+    check_output_folder,
+    output_folder,
+    to_json,
+    write_json,
+    write_parquet,
+)
 from cluster.model import SimulationSpec
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
-from cluster.runner import ScenarioResult, run_spec
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario, shipped_scenarios
+from cluster.runner import ScenarioResult, run_spec, with_policies
+from clusteremu.plugins import add_plugin_option, load_plugins
+from scenarios.errors import ScenarioError, clip, shorten
+from scenarios.loader import check_policies, load_scenario, resolve_path, shipped_scenarios
 
 EXIT_BAD_INPUT = 2
 EXIT_POLICY_ERROR = 3
+#: The longest error message printed (characters); longer ones are cut.
+MAX_MESSAGE_CHARS = 2000
+#: Summary keys `compare --metric` can chart (numbers in every run's summary) ...
+SUMMARY_METRICS = (
+    "mean_response_time_s",
+    "p50_response_time_s",
+    "p95_response_time_s",
+    "p99_response_time_s",
+    "mean_wait_s",
+    "mean_jobs_in_system",
+    "holding_cost_rate",
+    "utilization",
+    "cost_usd",
+    "startup_usd",
+    "operating_usd",
+    "throughput_per_s",
+    "jobs_completed",
+    "jobs_failed",
+    "jobs_unfinished",
+    "retries",
+    "wasted_core_s",
+    "nodes_rented",
+    "simulated_time_s",
+    "measured_time_s",
+    "events",
+    "decisions",
+)
+#: ... and the keys policy families add to it (`extra_summary`: the scoring placer's).
+POLICY_METRICS = ("score", "image_pulls")
 
 log = logging.getLogger("clusteremu")
 
 
 class UsageError(Exception):
     """A command-line option is malformed."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like SIGINT (Ctrl-C): clean up, write nothing half, exit 143."""
+
+
+def require_extra(module: str, extra: str, feature: str) -> None:
+    """Raise UsageError naming the extra to install when `module` cannot be imported."""
+    try:
+        import_module(module)
+    except ImportError as exc:
+        missing = exc.name or module
+        if missing != module and not missing.startswith(f"{module}."):
+            raise  # the extra is there but something inside it is broken: a real bug
+        raise UsageError(
+            f"{feature} needs the `{extra}` extra ({module} is not installed): "
+            f"pip install 'clusteremu[{extra}]'"
+        ) from None
+
+
+def check_out(args: argparse.Namespace, command: str, files: Sequence[str] | None = None) -> None:
+    """Check `--out` before any work (see cluster.io.check_output_folder)."""
+    if getattr(args, "out", None):
+        try:
+            check_output_folder(args.out, command, files)
+        except OutputError as exc:
+            raise UsageError(str(exc)) from None
 
 
 @contextmanager
@@ -90,7 +161,39 @@ def _headline(summary: dict[str, Any]) -> str:
     return "\n".join(f"  {k:<24} {fmt(k)}" for k in keys)
 
 
+#: Options of `run` that only mean something with `--ray` (dest, flag).
+RAY_ONLY_OPTIONS = (
+    ("address", "--address"),
+    ("shards", "--shards"),
+    ("window", "--window"),
+    ("realtime", "--realtime"),
+    ("dashboard_host", "--dashboard-host"),
+    ("shard_resources", "--shard-resources"),
+    ("shard_cpus", "--shard-cpus"),
+)
+
+
+def _warn_if_nothing_measured(summary: dict[str, Any]) -> None:
+    if summary.get("jobs_completed") == 0:
+        unfinished = summary.get("jobs_unfinished", 0)
+        failed = summary.get("jobs_failed", 0)
+        print(
+            f"warning: no measured job completed ({failed} failed, {unfinished} unfinished); "
+            "check stop.*, the warm-up, the arrivals and whether any node can take the jobs",
+            file=sys.stderr,
+        )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    given = [flag for dest, flag in RAY_ONLY_OPTIONS if getattr(args, dest, None) is not None]
+    if given and not args.ray:
+        raise UsageError(
+            f"{', '.join(given)}: {'these options apply' if len(given) > 1 else 'applies'} "
+            "only to Ray runs; add --ray (or drop them)"
+        )
+    if args.ray:
+        require_extra("ray", "ray", "run --ray")
+    check_out(args, "run")
     spec = _load(args)
     if args.ray:
         from actors.launch import run_on_ray  # the Ray extra; imported only when asked for
@@ -100,9 +203,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         with progress_bar(not args.json, spec.name) as update:
             result = run_spec(spec, update)
     if args.out:
-        out = Path(args.out)
-        write_parquet(result.jobs, out / "jobs.parquet")
-        write_json(result.summary, out / "summary.json")
+        with output_folder(args.out, "run", label=spec.name) as stage:
+            write_parquet(result.jobs, stage / "jobs.parquet")
+            write_json(result.summary, stage / "summary.json")
     if args.json:
         print(to_json(result.summary))
     else:
@@ -110,88 +213,151 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(_headline(result.summary))
         if args.out:
             print(f"wrote {Path(args.out) / 'jobs.parquet'} and {Path(args.out) / 'summary.json'}")
+    _warn_if_nothing_measured(result.summary)
     return 0
 
 
 def parse_policy(text: str) -> dict[str, str]:
-    """`placer=random-fit,allocator=equi` -> {'placer': 'random-fit', 'allocator': 'equi'}."""
+    """`placer=random-fit,allocator=equi` -> {'placer': 'random-fit', 'allocator': 'equi'}.
+
+    A name may carry parameters, `first-fit:key=value:key=value`; `check_variant` builds
+    the policies to check them.
+    """
     out: dict[str, str] = {}
+    shown = shorten(text)
     for part in text.split(","):
         kind, sep, name = part.partition("=")
-        kind = kind.strip()
+        kind, name = kind.strip(), name.strip()
         if not sep or kind not in registry.KINDS or not name:
             raise UsageError(
-                f"--policy {text!r}: expected kind=name with kind one of "
-                f"{', '.join(registry.KINDS)}"
+                f"--policy {shown}: expected kind=name with kind one of {', '.join(registry.KINDS)}"
             )
+        if kind in out:
+            raise UsageError(f"--policy {shown}: {kind} is given twice")
         if name.split(":")[0] not in registry.names(kind):
+            close = difflib.get_close_matches(name.split(":")[0], registry.names(kind), n=2)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise UsageError(
-                f"--policy {text!r}: unknown {kind} {name!r}; registered: "
+                f"--policy {shown}: unknown {kind} {shorten(name)}{hint}; registered: "
                 f"{', '.join(registry.names(kind))}"
             )
+        for item in name.split(":")[1:]:
+            key, eq, _ = item.partition("=")
+            if not eq or not key.strip():
+                raise UsageError(
+                    f"--policy {shown}: expected parameters as name:key=value:key=value, "
+                    f"got {shorten(item)}"
+                )
         out[kind] = name
     return out
+
+
+def check_variant(spec: SimulationSpec, text: str, variant: dict[str, str]) -> SimulationSpec:
+    """`spec` with a `--policy` variant, its policies built and set up (UsageError if not)."""
+    try:
+        varied = with_policies(spec, **variant)
+        check_policies(varied, spec.name)
+    except ScenarioError as exc:
+        problems = "; ".join(f"{f}: {e}" if f else e for f, e in exc.problems)
+        raise UsageError(f"--policy {shorten(text)}: {problems}") from None
+    return varied
+
+
+def check_metric(metric: str) -> None:
+    """Refuse a `--metric` that no summary has (before any run), suggesting the nearest."""
+    known = SUMMARY_METRICS + POLICY_METRICS
+    if metric in known:
+        return
+    close = difflib.get_close_matches(metric, known, n=3)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise UsageError(
+        f"--metric {shorten(metric)}: not a summary key; {hint}expected one of {', '.join(known)}"
+    )
+
+
+def _variants(args: argparse.Namespace) -> list[tuple[str, dict[str, str]]]:
+    variants = [(p, parse_policy(p)) for p in args.policy]
+    if not variants:
+        raise UsageError("compare needs at least one --policy kind=name")
+    return variants
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     if args.grid:
         return _compare_grid(args)
+    check_metric(args.metric)
+    variants = _variants(args)
+    check_out(args, "compare")
     spec = _load(args)
-    variants = [parse_policy(p) for p in args.policy]
-    if not variants:
-        raise UsageError("compare needs at least one --policy kind=name")
+    for text, variant in variants:
+        check_variant(spec, text, variant)
     from cluster.compare import compare_policies, plot_comparison, table_text
 
     with progress_bar(not args.json, f"compare {spec.name}") as update:
-        rows = compare_policies(spec, variants, update)
-    out = Path(args.out) if args.out else Path(f"compare-{spec.name}")
-    png = plot_comparison(rows, spec, out / "compare.png", metric=args.metric)
-    write_json(rows, out / "compare.json")
+        rows = compare_policies(spec, [v for _, v in variants], update)
+    written = ""
+    if args.out:  # without --out nothing is written
+        with output_folder(args.out, "compare", label=spec.name) as stage:
+            plot_comparison(rows, spec, stage / "compare.png", metric=args.metric)
+            write_json(rows, stage / "compare.json")
+        out = Path(args.out)
+        written = f"wrote {out / 'compare.png'} and {out / 'compare.json'}"
     if args.json:
         print(to_json(rows))
     else:
         print(table_text(rows, args.metric))
-        print(f"wrote {png} and {out / 'compare.json'}")
+        if written:
+            print(written)
     return 0
 
 
 def _compare_grid(args: argparse.Namespace) -> int:
-    """`compare --grid PATH=v1,v2,...`: every policy at every value, seed 004's two figures."""
+    """`compare --grid PATH=v1,v2,...`: every policy at every value (the mean-field
+    convergence and heuristics figures)."""
     from cluster.compare import compare_grid, grid_table_text, parse_grid, plot_grid
 
     try:
         path, values = parse_grid(args.grid)
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    variants = [parse_policy(p) for p in args.policy]
-    if not variants:
-        raise UsageError("compare needs at least one --policy kind=name")
+        raise UsageError(clip(str(exc))) from None
+    variants = _variants(args)
+    check_out(args, "compare --grid")
     base = list(args.set or [])
     if args.seed is not None:
         base.append(f"seed={args.seed}")
     if args.replications is not None:
         base.append(f"replications={args.replications}")
     specs = {v: load_scenario(args.scenario, [*base, f"{path}={v}"]) for v in values}
-    name = next(iter(specs.values())).name
+    first = next(iter(specs.values()))
+    for text, variant in variants:
+        check_variant(first, text, variant)
+    name = first.name
     with progress_bar(not args.json, f"compare {name} over {path}") as update:
-        records = compare_grid(specs.__getitem__, values, variants, update)
-    out = Path(args.out) if args.out else Path(f"compare-{name}")
-    pngs = plot_grid(records, name, out)
-    write_json(records, out / "compare-grid.json")
+        records = compare_grid(specs.__getitem__, values, [v for _, v in variants], update)
+    written = ""
+    if args.out:
+        out = Path(args.out)
+        with output_folder(out, "compare --grid", label=name) as stage:
+            pngs = plot_grid(records, name, stage)
+            write_json(records, stage / "compare-grid.json")
+        shown = ", ".join(str(out / p.name) for p in pngs)
+        written = f"wrote {shown} and {out / 'compare-grid.json'}"
     if args.json:
         print(to_json([{k: v for k, v in r.items() if k != "summary"} for r in records]))
     else:
         print(
             f"{name}: {path} over {', '.join(values)}; "
-            f"{next(iter(specs.values())).replications} replication(s) per point"
+            f"{first.replications} replication(s) per point"
         )
         print(grid_table_text(records))
-        print(f"wrote {', '.join(str(p) for p in pngs)} and {out / 'compare-grid.json'}")
+        if written:
+            print(written)
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     spec = _load(args)
+    check_policies(spec, str(resolve_path(args.scenario)))  # what validate accepts, run does
     n_nodes, n_pools = len(spec.nodes), len(spec.pools)
     print(
         f"{args.scenario}: valid ({len(spec.classes)} classes, {n_nodes} nodes, {n_pools} pools, "
@@ -209,10 +375,52 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help with each option's default shown (when it has a meaningful one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and "%(default)" not in text
+            and "default" not in text
+            and default not in (None, False, [], argparse.SUPPRESS)
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (exit status 2) and whose help
+    shows defaults; sub-command parsers are made of the same class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+def _version() -> str:
+    try:
+        return version("clusteremu")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="clusteremu", description=__doc__.split("\n")[0])
+    parser = Parser(prog="clusteremu", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"clusteremu {_version()}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=Parser,
+        help=argparse.SUPPRESS,  # the description lists the commands
+    )
 
     def scenario_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
@@ -220,22 +428,37 @@ def build_parser() -> argparse.ArgumentParser:
             "--set",
             action="append",
             metavar="PATH=VALUE",
-            help="override a field, e.g. workload.classes.0.arrival.rate_per_s=9",
+            help="override a field, e.g. workload.classes.0.arrival.rate_per_s=9 (repeatable)",
         )
-        p.add_argument("--seed", type=int, help="override the scenario seed")
-        p.add_argument("--replications", type=int, help="override the number of replications")
+        p.add_argument("--seed", type=int, help="override the scenario seed (default: its seed)")
+        p.add_argument(
+            "--replications",
+            type=int,
+            help="override the number of replications (default: the scenario's)",
+        )
+        add_plugin_option(p)
 
     run = sub.add_parser("run", help="run a scenario and print its summary")
     scenario_args(run)
-    run.add_argument("--out", help="write DIR/jobs.parquet and DIR/summary.json")
+    run.add_argument(
+        "--out", metavar="DIR", help="write DIR/jobs.parquet and DIR/summary.json together"
+    )
     run.add_argument("--json", action="store_true", help="print only the summary, as JSON")
-    ray = run.add_argument_group("Ray (needs the `ray` extra)")
+    ray = run.add_argument_group("Ray (needs the `ray` extra; these options need --ray)")
     ray.add_argument("--ray", action="store_true", help="run on Ray actors")
-    ray.add_argument("--address", help="Ray address; 'auto' joins a running cluster")
-    ray.add_argument("--shards", type=int, default=1, help="node shard actors")
-    ray.add_argument("--window", type=float, default=0.0, help="windowed mode: window, seconds")
-    ray.add_argument("--realtime", type=float, default=0.0, help="pace to wall clock times X")
-    ray.add_argument("--dashboard-host", default="127.0.0.1", help="Ray dashboard bind address")
+    ray.add_argument(
+        "--address", help="Ray cluster to join, HOST:PORT or 'auto' (default: a private one)"
+    )
+    ray.add_argument("--shards", type=int, help="node shard actors (default: 1)")
+    ray.add_argument(
+        "--window", type=float, help="windowed mode: window, seconds (default: 0, exact mode)"
+    )
+    ray.add_argument(
+        "--realtime",
+        type=float,
+        help="pace to wall clock times X (default: 0, as fast as possible)",
+    )
+    ray.add_argument("--dashboard-host", help="Ray dashboard bind address (default: 127.0.0.1)")
     ray.add_argument(
         "--shard-resources",
         action="append",
@@ -243,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Ray custom resources node shard i requires (the i-th flag, cycled), to pin "
         "shards to machines started with `ray start --resources`",
     )
-    ray.add_argument("--shard-cpus", type=float, default=0.0, help="CPUs each shard actor reserves")
+    ray.add_argument("--shard-cpus", type=float, help="CPUs each shard actor reserves (default: 0)")
     run.set_defaults(func=cmd_run)
 
     cmp_ = sub.add_parser("compare", help="run several policies on the same seeds")
@@ -253,20 +476,32 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KIND=NAME[,KIND=NAME]",
-        help="a policy variant, e.g. placer=random-fit (repeat for each)",
+        help="a policy variant, e.g. placer=random-fit or placer=first-fit:key=value "
+        "(repeat for each)",
     )
-    cmp_.add_argument("--metric", default="mean_response_time_s", help="summary key to chart")
+    cmp_.add_argument(
+        "--metric",
+        default="mean_response_time_s",
+        help="summary key to chart and tabulate",
+    )
     cmp_.add_argument(
         "--grid",
         metavar="PATH=V1,V2,...",
         help="sweep one field, e.g. cluster.pools.0.cores=4,8,16: every policy at every value; "
-        "writes convergence.png and heuristics.png (normalised holding cost vs n, seed 004)",
+        "writes convergence.png and heuristics.png (normalised holding cost against the "
+        "number of cores, with the mean-field lower bound)",
     )
-    cmp_.add_argument("--out", help="folder for compare.png and compare.json")
+    cmp_.add_argument(
+        "--out",
+        metavar="DIR",
+        help="folder for compare.png and compare.json (default: write no files)",
+    )
     cmp_.add_argument("--json", action="store_true", help="print only the rows, as JSON")
     cmp_.set_defaults(func=cmd_compare)
 
-    val = sub.add_parser("validate", help="check a scenario file without running it")
+    val = sub.add_parser(
+        "validate", help="check a scenario file (and build its policies) without running it"
+    )
     scenario_args(val)
     val.set_defaults(func=cmd_validate)
 
@@ -277,35 +512,88 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in COMMAND_MODULES:
         import_module(module).add_parser(sub)
+    lines = [f"  {name:<10} {text}" for name, text in _helps(sub).items()]
+    parser.description = (
+        "clusteremu: a cluster emulator for scheduling and provisioning policies.\n\n"
+        "commands:\n" + "\n".join(lines) + "\n\n"
+        "`clusteremu COMMAND --help` describes each. Exit status: 0 done, 2 bad input, "
+        "3 a policy's illegal decision, 130/143 interrupted."
+    )
     return parser
+
+
+def _helps(sub: Any) -> dict[str, str]:
+    """Each sub-command's one-line help, in the order they were added."""
+    return {a.dest: a.help or "" for a in sub._choices_actions}
+
+
+def _say(exc: BaseException) -> None:
+    """Print an error as one paragraph on stderr (cut to MAX_MESSAGE_CHARS)."""
+    text = " ".join(str(exc).split("\n"))
+    if len(text) > MAX_MESSAGE_CHARS:
+        text = text[: MAX_MESSAGE_CHARS - 1] + "…"
+    print(f"error: {text}", file=sys.stderr)
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While a command runs, SIGTERM raises `Terminated` (a KeyboardInterrupt) as Ctrl-C
+    does, so the same clean-up runs; the previous handler comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error (already printed)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        return int(args.func(args))
-    except ScenarioError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        with sigterm_as_interrupt():
+            load_plugins(getattr(args, "plugin", None) or [])
+            return int(args.func(args))
+    except (ScenarioError, UsageError, OutputError, registry.UnknownPolicyError) as exc:
+        _say(exc)
         return EXIT_BAD_INPUT
     except PolicyError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(exc)
         return EXIT_POLICY_ERROR
+    except MemoryError:
+        _say(
+            MemoryError(
+                "out of memory; make the run smaller (stop.jobs or stop.time_s, replications, "
+                "the number of nodes)"
+            )
+        )
+        return EXIT_BAD_INPUT
     except BrokenPipeError:
         # The reader went away (`clusteremu run ... | head`): exit quietly, as Unix tools do.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print("interrupted; files already written are complete", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        what = "terminated (SIGTERM)" if terminated else "interrupted"
+        note = getattr(args, "interrupt_note", None) or (
+            "no results were written; an --out folder keeps what it held"
+        )
+        print(f"{what}; {note}", file=sys.stderr)
+        return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,15 @@ def shorten(value: Any, limit: int = SHOWN_CHARS) -> str:
     A value can be as large as its input allows (an alias bomb, a pasted file); an error
     names it, never prints it whole (`reprlib` also bounds the work on nested values).
     """
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else repr(value[: max(limit - 3, 1)]) + "…"
     text = _REPR.repr(value)
     if len(text) <= limit:
         return text
     return text[: limit - 1] + "…"
+
+
+def clip(text: str, limit: int = 300) -> str:
+    """A message `text` cut to `limit` characters (marked with …)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

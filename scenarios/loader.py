@@ -35,7 +35,7 @@ from cluster.model import (
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
 from scenarios import limits, schema
-from scenarios.errors import ScenarioError, shorten
+from scenarios.errors import ScenarioError, clip, shorten
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
 _TAGS = set(schema.DISTRIBUTION_KINDS + schema.ARRIVAL_KINDS + schema.SPEEDUP_KINDS)
@@ -277,7 +277,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
         node: Any = out
         for depth, part in enumerate(parts):
             last = depth == len(parts) - 1
-            where = shorten(".".join(parts[: depth + 1]), 120).strip("'")
+            where = clip(".".join(parts[: depth + 1]), 120)
             if isinstance(node, list):
                 if not part.isdigit() or int(part) >= len(node):
                     raise ScenarioError(
@@ -645,9 +645,7 @@ def _check_policy_params(spec: SimulationSpec, source: str) -> None:
         try:
             registry.create(kind, ref.name, **ref.params)
         except ValueError as exc:
-            raise ScenarioError(
-                source, [(f"scheduler.{kind}.params", shorten(str(exc), 300).strip("'\""))]
-            ) from None
+            raise ScenarioError(source, [(f"scheduler.{kind}.params", clip(str(exc)))]) from None
 
 
 def check_policies(spec: SimulationSpec, source: str) -> None:
@@ -670,13 +668,11 @@ def check_policies(spec: SimulationSpec, source: str) -> None:
             raise ScenarioError(source, [(f"{where}.name", str(exc))]) from None
         except PolicyError as exc:
             problem = exc.problem if isinstance(exc.problem, str) else str(exc)
-            raise ScenarioError(source, [(where, shorten(problem, 300).strip("'\""))]) from None
+            raise ScenarioError(source, [(where, clip(problem))]) from None
         except MdpModelError as exc:
             raise ScenarioError(source, [(f"{where}.params.{exc.field}", exc.expected)]) from None
         except (ValueError, TypeError) as exc:
-            raise ScenarioError(
-                source, [(f"{where}.params", shorten(str(exc), 300).strip("'\""))]
-            ) from None
+            raise ScenarioError(source, [(f"{where}.params", clip(str(exc)))]) from None
 
 
 def check_job_supply(spec: SimulationSpec, source: str) -> None:

@@ -13,6 +13,13 @@ killed worker, a killed driver) runs only the cells without a file. The runs are
 independent kernel runs seeded by the cell's seed, so the content is identical whatever
 the number of workers (common random numbers, DESIGN.md "Kernel").
 
+A sweep is identified by its scenario's content (sha256), overrides, grid, seeds and
+policies: `./x.yaml`, `/abs/x.yaml` and, for a shipped scenario, its name (`mm-c`) name the
+same sweep. Every argument, every cell's scenario and every policy variant is checked by
+`plan_sweep` (and the folder by `check_folder`) before Ray starts. A cell file that cannot
+be read (cut short by a crash or a full disk) is not counted as done: it is removed and the
+cell runs again.
+
 Runs are fanned out to a pool of worker actors (`clusteremu/sweep-<name>/worker-<i>`),
 each executing one cell at a time as a Ray actor task; a worker that dies takes only its
 current cell with it (reported as missing; the next invocation runs it).
@@ -24,9 +31,11 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +47,9 @@ import ray
 from cluster.io import write_json, write_parquet
 from cluster.model import SimulationSpec
 from cluster.runner import run_spec, with_policies
-from scenarios.loader import load_scenario, resolve_path
+from scenarios import limits
+from scenarios.errors import ScenarioError, shorten
+from scenarios.loader import canonical_name, check_policies, load_scenario, resolve_path
 
 log = logging.getLogger(__name__)
 
@@ -126,22 +137,29 @@ def parse_grid(text: str) -> GridAxis:
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
-    """`1-20`, `3`, or `1,4,9` -> seeds (a range includes both ends)."""
-    seeds: list[int] = []
+    """`1-20`, `3`, or `1,4,9` -> seeds (a range includes both ends).
+
+    The count is checked before a range is expanded: `0-1000000000000` is refused at once.
+    """
+    shown = shorten(text)
+    ranges: list[tuple[int, int]] = []
     try:
         for part in text.split(","):
             lo, sep, hi = part.strip().partition("-")
-            if sep:
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                seeds.extend(range(a, b + 1))
-            else:
-                seeds.append(int(lo))
+            a = int(lo)
+            b = int(hi) if sep else a
+            if b < a:
+                raise ValueError
+            ranges.append((a, b))
     except ValueError:
-        raise SweepError(f"--seeds {text!r}: expected N, A-B (A <= B) or a comma list") from None
+        raise SweepError(f"--seeds {shown}: expected N, A-B (A <= B) or a comma list") from None
+    count = sum(b - a + 1 for a, b in ranges)
+    refusal = limits.count_refusal(count, limits.BYTES_PER_CELL, "seeds")
+    if refusal is not None:
+        raise SweepError(f"--seeds {shown}: {refusal}")
+    seeds = [s for a, b in ranges for s in range(a, b + 1)]
     if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise SweepError(f"--seeds {text!r}: seeds must be distinct and non-negative")
+        raise SweepError(f"--seeds {shown}: seeds must be distinct and non-negative")
     return tuple(seeds)
 
 
@@ -167,11 +185,19 @@ def plan_sweep(
     paths = [a.path for a in axes]
     if len(set(paths)) != len(paths):
         raise SweepError(f"--grid: a path appears twice in {paths}")
+    seed_count = len(seeds) if seeds else 1
+    count = math.prod(len(a.values) for a in axes) * max(len(policies), 1) * seed_count
+    refusal = limits.count_refusal(count, limits.BYTES_PER_CELL, "cells")
+    if refusal is not None:
+        raise SweepError(f"the sweep has {count:,} cells (grid x policies x seeds): {refusal}")
     path = resolve_path(scenario)
-    sha = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
     base = load_scenario(scenario, list(overrides))
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
     seed_list = tuple(seeds) if seeds else (base.seed,)
     policy_list = tuple(policies) if policies else ("",)
+    for policy in policy_list:
+        if policy:
+            check_policy_variant(base, policy)
     cells: list[Cell] = []
     combos = itertools.product(*(a.values for a in axes)) if axes else [()]
     for combo in combos:
@@ -180,7 +206,13 @@ def plan_sweep(
                 values = tuple(zip(paths, combo, strict=True))
                 cells.append(Cell(len(cells), values, seed, policy))
     plan = SweepPlan(
-        str(scenario), sha, tuple(overrides), tuple(axes), seed_list, policy_list, tuple(cells)
+        canonical_name(scenario),
+        sha,
+        tuple(overrides),
+        tuple(axes),
+        seed_list,
+        policy_list,
+        tuple(cells),
     )
     seen: set[tuple[tuple[str, str], ...]] = set()
     for cell in cells:  # validate every distinct override combination once
@@ -188,6 +220,16 @@ def plan_sweep(
             seen.add(cell.values)
             plan.spec(cell)
     return plan
+
+
+def check_policy_variant(spec: SimulationSpec, policy: str) -> None:
+    """Build and set up a `--policy` variant's policies on `spec` (SweepError if they fail),
+    so that a bad parameter is reported before Ray starts, not by a worker."""
+    try:
+        check_policies(with_policies(spec, **_policy_kinds(policy)), spec.name)
+    except ScenarioError as exc:
+        problems = "; ".join(f"{f}: {e}" if f else e for f, e in exc.problems)
+        raise SweepError(f"--policy {shorten(policy)}: {problems}") from None
 
 
 def flatten_summary(summary: dict[str, Any]) -> dict[str, float]:
@@ -249,8 +291,19 @@ class SweepOutcome:
         return not self.missing
 
 
+def _readable_cell(path: Path) -> bool:
+    """Whether a cell file is a whole one-row Parquet file (its footer reads)."""
+    try:
+        return bool(pq.read_metadata(path).num_rows == 1)
+    except (OSError, pa.ArrowException):
+        return False
+
+
 def done_cells(out: Path, plan: SweepPlan) -> set[int]:
-    """Indices of cells with a result file whose key matches the plan."""
+    """Indices of cells with a readable result file whose key matches the plan.
+
+    A matching file that cannot be read (cut short) is removed: its cell runs again.
+    """
     done: set[int] = set()
     runs = out / RUNS
     if not runs.is_dir():
@@ -260,22 +313,57 @@ def done_cells(out: Path, plan: SweepPlan) -> set[int]:
         if m:
             index = int(m.group(1))
             if index < len(plan.cells) and plan.cells[index].key == m.group(2):
-                done.add(index)
+                if _readable_cell(path):
+                    done.add(index)
+                else:
+                    log.warning("%s cannot be read (cut short?); the cell runs again", path)
+                    with suppress(OSError):
+                        path.unlink()
     return done
+
+
+def _same_sweep(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether two manifests describe one sweep: the scenario by its content (any path or
+    name to it), and the same overrides, grid, seeds and policies."""
+    rest = [k for k in new if k != "scenario"]
+    if any(old.get(k) != new[k] for k in rest) or set(old) != set(new):
+        return False
+    return bool(new["scenario_sha256"]) or old.get("scenario") == new["scenario"]
+
+
+def read_manifest(out: Path) -> dict[str, Any] | None:
+    """The sweep manifest in `out`, None when there is none; SweepError when unreadable."""
+    path = out / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        reason = "not valid JSON (cut short?)" if isinstance(exc, ValueError) else "unreadable"
+        raise SweepError(
+            f"{path} is {reason}: it says which sweep the folder holds; restore it, delete it "
+            "(and the folder's runs/) to start over, or use another --out"
+        ) from None
+    if not isinstance(data, dict):
+        raise SweepError(f"{path} is not a sweep manifest; use another --out")
+    return data
+
+
+def check_folder(out: Path, plan: SweepPlan) -> None:
+    """Refuse a folder holding a different sweep (or an unreadable manifest); write nothing."""
+    old = read_manifest(out)
+    if old is not None and not _same_sweep(old, plan.manifest()):
+        raise SweepError(
+            f"{out} holds a different sweep ({out / MANIFEST}); use another --out or "
+            "the same scenario, grid, seeds and policies to resume it"
+        )
 
 
 def check_manifest(out: Path, plan: SweepPlan) -> None:
     """Refuse to mix two different sweeps in one folder; write the manifest if new."""
-    path = out / MANIFEST
-    if path.exists():
-        old = json.loads(path.read_text(encoding="utf-8"))
-        if old != plan.manifest():
-            raise SweepError(
-                f"{out} holds a different sweep ({path}); use another --out or "
-                "the same scenario, grid, seeds and policies to resume it"
-            )
-    else:
-        write_json(plan.manifest(), path)
+    check_folder(out, plan)
+    if not (out / MANIFEST).exists():
+        write_json(plan.manifest(), out / MANIFEST)
 
 
 def run_sweep(
@@ -349,11 +437,15 @@ def run_sweep(
                 progress(len(done), total)
         outcome.missing.extend(c.index for c in reversed(queue))
     finally:
+        # Interrupted (Ctrl-C, SIGTERM) or done: stop the workers. Actor tasks cannot be
+        # force-cancelled; killing the actor ends its running task.
         for ref in running:
-            ray.cancel(ref, force=True)
+            with suppress(Exception):
+                ray.cancel(ref)
         for i, handle in enumerate(pool):
             if i not in dead:
-                ray.kill(handle)
+                with suppress(Exception):
+                    ray.kill(handle)
     outcome.missing.sort()
     outcome.wall_s = time.monotonic() - start
     return outcome
@@ -363,9 +455,15 @@ def read_results(out: str | Path) -> pa.Table:
     """Every finished row of a sweep folder, sorted by cell index."""
     runs = Path(out) / RUNS
     files = sorted(p for p in runs.glob("cell-*.parquet") if _CELL_FILE.match(p.name))
-    if not files:
+    tables = []
+    for p in files:
+        try:
+            tables.append(pq.read_table(p))
+        except (OSError, pa.ArrowException):
+            log.warning("%s cannot be read (cut short?); skipped", p)
+    if not tables:
         return pa.table({})
-    table = pa.concat_tables([pq.read_table(p) for p in files], promote_options="default")
+    table = pa.concat_tables(tables, promote_options="default")
     return table.sort_by("cell")
 
 

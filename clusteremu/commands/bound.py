@@ -23,7 +23,9 @@ from scenarios.loader import load_scenario
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("bound", help="mean-field lower bound on the holding cost (seed 004)")
+    p = sub.add_parser(
+        "bound", help="mean-field lower bound on the holding cost of malleable-pool scenarios"
+    )
     p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
     p.add_argument(
         "--set",

@@ -12,40 +12,46 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
+
+#: The dashboard's file name in an output folder (what `actors.grafana.write_dashboard` uses).
+DASHBOARD_FILE = "clusteremu_grafana_dashboard.json"
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("dashboard", help="provision the clusteremu Grafana dashboard")
-    p.add_argument("--url", help="Grafana base URL (default: $GRAFANA_URL)")
+    p.add_argument("--url", help="Grafana base URL, http(s)://HOST[:PORT] (default: $GRAFANA_URL)")
     p.add_argument("--token", help="Grafana service-account token (default: $GRAFANA_TOKEN)")
-    p.add_argument("--folder", default=None, help="Grafana folder uid to put it in")
+    p.add_argument(
+        "--folder", default=None, help="Grafana folder uid to put it in (default: General)"
+    )
     p.add_argument(
         "--datasource",
         default="Prometheus",
         help="name of the Prometheus data source the panels query",
     )
-    p.add_argument("--out", help="write the JSON here instead (a folder or a .json file)")
+    p.add_argument(
+        "--out",
+        metavar="PATH",
+        help="write the JSON here instead (a folder, or a file ending in .json)",
+    )
     p.set_defaults(func=cmd_dashboard)
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from actors.grafana import provision, ray_provisioning_dir, write_dashboard
     from clusteremu.cli import UsageError
 
     url = args.url or os.environ.get("GRAFANA_URL")
     token = args.token or os.environ.get("GRAFANA_TOKEN")
     if args.out:
-        path = write_dashboard(args.out, args.datasource)
-        print(f"wrote {path}")
-        return 0
+        return _write_out(args.out, args.datasource)
     if url:
         if not token:
             raise UsageError("GRAFANA_URL is set but GRAFANA_TOKEN (or --token) is not")
-        result = provision(url, token, folder_uid=args.folder, datasource=args.datasource)
-        where = f"{url.rstrip('/')}{result.get('url', '')}"
-        print(f"provisioned dashboard {result.get('uid')} at {where}")
-        return 0
+        return _provision(url, token, args.folder, args.datasource)
+    from actors.grafana import ray_provisioning_dir, write_dashboard
+
     target = ray_provisioning_dir()
     if target is None:
         raise UsageError(
@@ -54,4 +60,63 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         )
     path = write_dashboard(target, args.datasource)
     print(f"wrote {path} (Ray's Grafana provisioning folder)")
+    return 0
+
+
+def _write_out(out: str, datasource: str) -> int:
+    """`--out`: a folder (the dashboard file goes in it) or a path ending in .json."""
+    from actors.grafana import load_dashboard
+    from cluster.io import OutputError, check_output_folder, output_folder, write_json
+    from clusteremu.cli import UsageError
+
+    path = Path(out)
+    folder, name = (path.parent, path.name) if path.suffix == ".json" else (path, DASHBOARD_FILE)
+    try:
+        if path.suffix == ".json" and path.is_dir():
+            raise OutputError(f"--out {out}: is a folder; expected a file ending in .json")
+        check_output_folder(folder, "dashboard", [name])
+        with output_folder(folder, "dashboard", [name], label="grafana") as stage:
+            write_json(load_dashboard(datasource), stage / name)
+    except OutputError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {folder / name}")
+    return 0
+
+
+def _provision(url: str, token: str, folder: str | None, datasource: str) -> int:
+    """Push the dashboard to the Grafana at `url`; a clear error when it cannot."""
+    from urllib.parse import urlparse
+
+    from clusteremu.cli import UsageError, require_extra
+
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise UsageError(f"--url {url!r}: expected http(s)://HOST[:PORT][/PATH]")
+    require_extra("grafana_client", "grafana", "dashboard --url")
+    from grafana_client.client import GrafanaException
+
+    from actors.grafana import provision
+
+    try:
+        result = provision(url, token, folder_uid=folder, datasource=datasource)
+    except OSError as exc:  # the HTTP client's connection errors (requests, niquests) too
+        raise UsageError(
+            f"cannot reach Grafana at {url} ({type(exc).__name__}); check --url / $GRAFANA_URL "
+            "and that Grafana is running"
+        ) from None
+    except GrafanaException as exc:
+        status = getattr(exc, "status_code", None)
+        if status in (401, 403):
+            why = (
+                "the token was refused: expected a service-account token that may write dashboards"
+            )
+        elif status == 404:
+            why = "no Grafana API there (or no such --folder)"
+        else:
+            why = f"{type(exc).__name__}"
+        raise UsageError(
+            f"Grafana at {url} did not take the dashboard (HTTP {status}): {why}"
+        ) from None
+    where = f"{url.rstrip('/')}{result.get('url', '')}"
+    print(f"provisioned dashboard {result.get('uid')} at {where}")
     return 0

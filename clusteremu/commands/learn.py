@@ -1,6 +1,9 @@
 """`clusteremu learn`: learn Amdahl parameters online and re-solve the core split (seed 001,
 Algorithms 1a / 1b; see docs/mdp.md).
 
+The files are written together (`cluster.io.output_folder`): an interrupted learner leaves
+the folder as it was.
+
     clusteremu learn SCENARIO --algorithm 1a|1b --iterations N [--set ...] [--out DIR] [--json]
 
 The scenario has two (or more) classes in one pool (Poisson arrivals, exponential sizes with
@@ -21,7 +24,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cluster.io import to_json, write_json, write_parquet
 from cluster.experiments.mdp_learner import (
     ALGORITHMS,
     LearnConfig,
@@ -29,7 +31,9 @@ from cluster.experiments.mdp_learner import (
     learn,
     tracking_delays,
 )
+from cluster.io import output_folder, to_json, write_json, write_parquet
 from cluster.policies.mdp.model import MdpModelError
+from scenarios import limits
 from scenarios.errors import ScenarioError
 from scenarios.loader import load_scenario
 
@@ -37,25 +41,30 @@ PARAMS = "scheduler.allocator.params"
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("learn", help="learn speed-up parameters online (seed 001, MDP core split)")
+    p = sub.add_parser(
+        "learn", help="learn speed-up parameters online and re-solve the MDP core split"
+    )
     p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
     p.add_argument(
         "--algorithm",
         choices=ALGORITHMS,
         help="1a: last epoch's data; 1b: all data (default: the scenario's)",
     )
-    p.add_argument("--iterations", type=int, help="number of epochs (default: the scenario's)")
+    p.add_argument(
+        "--iterations", type=int, help="number of epochs, >= 1 (default: the scenario's)"
+    )
     p.add_argument(
         "--set",
         action="append",
         metavar="PATH=VALUE",
         help="override a scenario field, e.g. seed=3",
     )
-    p.add_argument("--seed", type=int, help="override the scenario seed")
+    p.add_argument("--seed", type=int, help="override the scenario seed (default: its seed)")
     p.add_argument(
         "--out",
+        metavar="DIR",
         help="folder for estimates.parquet, estimates.png, summary.json "
-        "(default learn-<scenario name>)",
+        "(default: learn-<scenario name>)",
     )
     p.add_argument(
         "--json", action="store_true", help="print only {theta, mean_jobs_in_system} as JSON"
@@ -64,23 +73,34 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_learn(args: argparse.Namespace) -> int:
-    from clusteremu.cli import UsageError, progress_bar
+    from clusteremu.cli import UsageError, check_out, progress_bar
 
+    if args.iterations is not None and args.iterations < 1:
+        raise UsageError(f"--iterations: expected an integer >= 1, got {args.iterations}")
+    if args.iterations is not None:
+        refusal = limits.count_refusal(args.iterations, limits.BYTES_PER_EPOCH, "epochs")
+        if refusal is not None:
+            raise UsageError(f"--iterations {args.iterations}: {refusal}")
+    check_out(args, "learn")
     overrides = list(args.set or [])
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
     spec = load_scenario(args.scenario, overrides)
     source = str(args.scenario)
+    out = Path(args.out) if args.out else Path(f"learn-{spec.name}")
+    if not args.out:
+        check_out(argparse.Namespace(out=out), "learn")
     ref = spec.scheduler.allocator
     params = dict(ref.params) if ref.name == "mdp" else {}
-    if args.iterations is not None and args.iterations < 1:
-        raise UsageError(f"--iterations: expected an integer >= 1, got {args.iterations}")
     try:
         config = LearnConfig.from_dict(dict(params.get("learn", {})))
         if args.algorithm is not None:
             config = replace(config, algorithm=args.algorithm)
         if args.iterations is not None:
             config = replace(config, iterations=args.iterations)
+        refusal = limits.count_refusal(config.iterations, limits.BYTES_PER_EPOCH, "epochs")
+        if refusal is not None:
+            raise ScenarioError(source, [(f"{PARAMS}.learn.iterations", refusal)])
         with progress_bar(not args.json, f"learn {spec.name}") as update:
             result = learn(
                 spec,
@@ -94,11 +114,12 @@ def cmd_learn(args: argparse.Namespace) -> int:
         if not field.startswith(("workload", "cluster")):
             field = f"{PARAMS}.{field}"
         raise ScenarioError(source, [(field, exc.expected)]) from None
-    out = Path(args.out) if args.out else Path(f"learn-{spec.name}")
-    write_parquet(result.table_arrow(), out / "estimates.parquet")
-    png = plot_learning(result, out / "estimates.png", f"{spec.name}: Algorithm {config.algorithm}")
-    summary = summary_of(result, config)
-    write_json(summary, out / "summary.json")
+    with output_folder(out, "learn", label=spec.name) as stage:
+        write_parquet(result.table_arrow(), stage / "estimates.parquet")
+        plot_learning(result, stage / "estimates.png", f"{spec.name}: Algorithm {config.algorithm}")
+        summary = summary_of(result, config)
+        write_json(summary, stage / "summary.json")
+    png = out / "estimates.png"
     if args.json:
         print(
             to_json(

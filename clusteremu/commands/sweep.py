@@ -3,9 +3,11 @@
     clusteremu sweep mm-c --grid workload.classes.0.arrival.rate_per_s=6,7,8 \\
         --seeds 1-20 --policy placer=first-fit --policy placer=random-fit --out runs/mmc
 
-Re-running the same command after an interruption runs only the missing cells. Exit
-status 0 when every cell has a row, 1 when some are still missing (re-run to resume),
-2 on bad input.
+Re-running the same command after an interruption runs only the missing cells (the
+scenario may be named differently: `mm-c`, `scenarios/mm-c.yaml` or an absolute path).
+Every argument, cell and policy variant, and the folder, are checked before Ray starts.
+Exit status 0 when every cell has a row, 1 when some are still missing (re-run to resume),
+2 on bad input, 130 / 143 when interrupted (finished cells are kept).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any
+
+from clusteremu.plugins import add_plugin_option
 
 
 def add_parser(sub: Any) -> None:
@@ -26,13 +30,14 @@ def add_parser(sub: Any) -> None:
         metavar="PATH=V1,V2,...",
         help="a scenario field and its values (repeat for more axes)",
     )
-    p.add_argument("--seeds", help="seeds: N, A-B or a comma list (default: the scenario's)")
+    p.add_argument("--seeds", help="seeds: N, A-B or a comma list (default: the scenario's seed)")
     p.add_argument(
         "--policy",
         action="append",
         default=[],
         metavar="KIND=NAME[,KIND=NAME]",
-        help="a policy variant (repeat for each); default: the scenario's",
+        help="a policy variant, e.g. placer=random-fit (repeat for each; default: the "
+        "scenario's policies)",
     )
     p.add_argument(
         "--set",
@@ -41,40 +46,52 @@ def add_parser(sub: Any) -> None:
         metavar="PATH=VALUE",
         help="override a field in every cell",
     )
-    p.add_argument("--out", required=True, help="sweep folder (Parquet dataset + sweep.json)")
+    p.add_argument(
+        "--out", metavar="DIR", required=True, help="sweep folder (Parquet dataset + sweep.json)"
+    )
     p.add_argument(
         "--workers", type=int, default=None, help="parallel runs (default: the CPUs Ray reports)"
     )
-    p.add_argument("--address", help="Ray address; 'auto' joins a running cluster")
+    p.add_argument(
+        "--address", help="Ray cluster to join, HOST:PORT or 'auto' (default: a private one)"
+    )
     p.add_argument("--dashboard-host", default="127.0.0.1", help="Ray dashboard bind address")
     p.add_argument("--json", action="store_true", help="print only the outcome, as JSON")
+    add_plugin_option(p)
     p.set_defaults(func=cmd_sweep)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from actors.launch import ensure_ray
-    from cluster.io import to_json
-    from clusteremu.cli import UsageError, parse_policy, progress_bar
-    from tuners.sweep import SweepError, parse_grid, parse_seeds, plan_sweep, run_sweep
+    from clusteremu.cli import UsageError, check_out, parse_policy, progress_bar, require_extra
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    require_extra("ray", "ray", "sweep")
+    from tuners.sweep import SweepError, check_folder, parse_grid, parse_seeds, plan_sweep
+
+    out = Path(args.out)
+    check_out(args, "sweep")
     try:
         axes = [parse_grid(g) for g in args.grid]
         seeds = parse_seeds(args.seeds) if args.seeds else None
         policies = [",".join(f"{k}={v}" for k, v in parse_policy(p).items()) for p in args.policy]
         plan = plan_sweep(args.scenario, axes, seeds, policies, args.set)
+        check_folder(out, plan)
     except SweepError as exc:
         raise UsageError(str(exc)) from None
-
+    # Everything is checked: now start Ray.
     import ray
 
+    from actors.launch import ensure_ray
+    from cluster.io import to_json
+    from tuners.sweep import run_sweep
+
+    args.interrupt_note = f"finished cells are kept in {out}; re-run the same command to resume"
     started = ensure_ray(
         args.address, args.dashboard_host, num_cpus=args.workers if not args.address else None
     )
     try:
         workers = args.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        out = Path(args.out)
         with progress_bar(not args.json, f"sweep {out.name}") as update:
             try:
                 outcome = run_sweep(
