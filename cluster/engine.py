@@ -370,11 +370,26 @@ class Engine:
         """
         run = self._run
         if run is None:
-            run = self._run = direct_entry(kernel.run_entry, self._t, until_s, max_events)
+            run = self._run = direct_entry(kernel.run_entry, self._t, until_s, max_events, -1, -1)
+        job = node = -1
         while True:
-            status = run(self._t, until_s, max_events)
-            if status == _PLACE:
-                self._python_place()
+            status = run(self._t, until_s, max_events, job, node)
+            job = -1
+            if status < 0:  # a Python placer decides for -status waiting jobs
+                view = self._view_cache.get("view") or self._new_view()
+                view.__dict__["_n"] = -status
+                decisions = self.placer.place(view)
+                self._pending = decisions
+                if (
+                    type(decisions) is list
+                    and len(decisions) == 1
+                    and type(d := decisions[0]) is Placement
+                    and d.gpus is None
+                    and d.setup_s == 0.0
+                ):
+                    job, node = d.job, d.node  # the loop applies it as it resumes
+                else:
+                    self._queue_decisions(decisions)
             elif status == _SCALE:
                 self._python_scale()
             elif status == _ALLOC:
@@ -628,42 +643,36 @@ class Engine:
         return cache["static"]
 
     def placement_view(self) -> PlacementView:
-        """The queue and the nodes now, for a Python placer (see `_placement_view`)."""
-        kernel.gather_entry(self._t)
-        return self._placement_view()
-
-    def _placement_view(self) -> PlacementView:
-        """The queue and the nodes now, for a Python placer.
+        """The queue and the nodes now, as a Python placer sees them.
 
         One view object per run is re-filled at every call (valid during the call only):
-        free resources are read-only views of the engine's arrays, and the queued jobs'
-        classes and requests are gathered on first read.
+        free resources are read-only views of the engine's arrays, and the waiting jobs,
+        their classes and requests are what the loop gathered.
         """
-        s = self._s
-        view = self._view_cache.get("view")
-        if view is None:
-            view = self._view_cache["view"] = LiveView(s, self._static_nodes())
-        view.refill(float(s.fstate[_NOW]), int(s.istate[_N_WAITING]))
+        view = self._view_cache.get("view") or self._new_view()
+        view.__dict__["_n"] = kernel.gather_entry(self._t)
         return view
 
-    def _python_place(self) -> None:
-        """Ask the Python placer; its placements go to the loop, which applies them first."""
-        decisions = self.placer.place(self._placement_view())
+    def _new_view(self) -> LiveView:
+        view = self._view_cache["view"] = LiveView(self._s, self._static_nodes())
+        return view
+
+    def _queue_decisions(self, decisions: object) -> None:
+        """Hand a Python placer's placements to the loop, which applies them first."""
+        name = self.placer.name
         if not isinstance(decisions, list | tuple):
-            name, now = self.placer.name, self.now
-            raise PolicyError(name, now, "place() must return a list of Placement", decisions)
+            raise PolicyError(name, self.now, "place() must return a list of Placement", decisions)
         s = self._s
         if len(decisions) > s.decisions.shape[1]:
             self._replace(**self._room(s.heap_t.size, len(decisions)))
             s = self._s
-        self._pending = decisions
         out, setup = s.decisions, s.decision_setup_s
         for i, d in enumerate(decisions):
-            if type(d) is not Placement and not isinstance(d, Placement):
-                raise PolicyError(self.placer.name, self.now, "not a Placement", d)
+            if not isinstance(d, Placement):
+                raise PolicyError(name, self.now, "not a Placement", d)
             mask = -1
             if d.gpus is not None or d.setup_s != 0.0:
-                mask = check_placement(self.placer.name, self.now, d, s)
+                mask = check_placement(name, self.now, d, s)
             out[0, i] = d.job
             out[1, i] = d.node
             out[2, i] = mask
@@ -802,51 +811,48 @@ class LiveView(PlacementView):
         for name in ("capacity_cpu", "capacity_memory_gb", "capacity_gpu", "speed", "node_type"):
             put(self, name, static[name])
         put(self, "_s", s)
-        put(self, "_lazy", {})
+        put(self, "_slices", {})
         put(self, "_n", 0)
-        put(self, "time_s", 0.0)
 
-    def refill(self, time_s: float, n: int) -> None:
-        """Point the view at the `n` waiting jobs the loop gathered, at `time_s`."""
+    def _slice(self, key: int, array: npt.NDArray[Any]) -> Any:
+        """The first `_n` entries of `array`, read-only (one slice object per length)."""
         d = self.__dict__
-        d["time_s"] = time_s
-        d["_n"] = n
-        d["_lazy"].clear()
+        n = d["_n"]
+        slices = d["_slices"]
+        got = slices.get((key, n))
+        if got is None:
+            got = slices[(key, n)] = array[:n]
+            got.flags.writeable = False
+        return got
+
+    @property
+    def time_s(self) -> float:
+        return float(self.__dict__["_s"].fstate[FS.NOW])
 
     @property
     def queue(self) -> IntArray:
-        return self._slice("queue", self.__dict__["_s"].members)
-
-    def _slice(self, key: str, array: npt.NDArray[Any]) -> Any:
-        lazy = self.__dict__["_lazy"]
-        if key not in lazy:
-            values = array[: self.__dict__["_n"]]
-            values.flags.writeable = False
-            lazy[key] = values
-        return lazy[key]
+        return self._slice(0, self.__dict__["_s"].members)
 
     @property
     def class_index(self) -> IntArray:
-        return self._slice("class_index", self.__dict__["_s"].wait_i)
+        return self._slice(1, self.__dict__["_s"].wait_i)
 
     @property
     def request_cpu(self) -> FloatArray:
-        return self._slice("cpu", self.__dict__["_s"].wait_f[0])
+        return self._slice(2, self.__dict__["_s"].wait_f[0])
 
     @property
     def request_memory_gb(self) -> FloatArray:
-        return self._slice("mem", self.__dict__["_s"].wait_f[1])
+        return self._slice(3, self.__dict__["_s"].wait_f[1])
 
     @property
     def request_gpu(self) -> FloatArray:
-        return self._slice("gpu", self.__dict__["_s"].wait_f[2])
+        return self._slice(4, self.__dict__["_s"].wait_f[2])
 
     @property
     def active(self) -> npt.NDArray[np.bool_]:
-        lazy = self.__dict__["_lazy"]
-        if "active" not in lazy:
-            lazy["active"] = self.__dict__["_s"].nodes_i[NI.STATUS] == NodeStatus.UP
-        return lazy["active"]
+        """Node rows that are up now (computed at each read: nodes boot and leave)."""
+        return self.__dict__["_s"].nodes_i[NI.STATUS] == NodeStatus.UP
 
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:

@@ -644,12 +644,28 @@ def next_event_time(s) -> float:  # type: ignore[no-untyped-def]
 
 
 @kernel_function
-def run_kernel(s, until_s: float, max_events: int) -> int:  # type: ignore[no-untyped-def]
-    """Run events until the end, a Python decision, time `until_s` or `max_events` events."""
+def run_kernel(  # type: ignore[no-untyped-def]
+    s, until_s: float, max_events: int, job: int = -1, node: int = -1
+) -> int:
+    """Run events until the end, a Python decision, time `until_s` or `max_events` events.
+
+    Returns a `Status`, or -n when a Python placer must decide for the n waiting jobs
+    gathered in `members` (the commonest call back, answered without reading `istate`).
+    `job` >= 0 is the Python placer's one placement (on `node`) of the last call, applied
+    first; several placements come through `decisions`.
+    """
     n_jobs = s.jobs_f.shape[1]
     n_pools = s.pools_f.shape[1]
     istate, fstate = s.istate, s.fstate
     events_at_entry = istate[IS.EVENTS]
+    if job >= 0:
+        why = start_checked(s, job, node, fstate[FS.NOW], 0.0, -1)
+        if why != 0:
+            istate[IS.DEC_BAD] = 0
+            istate[IS.DEC_WHY] = why
+            return _BAD_DECISION
+        next_queued(s)
+        istate[IS.NEED_PLACE] = 0
     while True:
         now = fstate[FS.NOW]
         # 0. Placements a Python placer returned at the last call.
@@ -662,8 +678,9 @@ def run_kernel(s, until_s: float, max_events: int) -> int:  # type: ignore[no-un
             istate[IS.NEED_SCALE] = 0
         if istate[IS.NEED_PLACE] == 1:
             if istate[IS.PLACER_CODE] == PLACE_PYTHON:
-                if gather_waiting(s) > 0:
-                    return _NEED_PLACE_DECISION
+                n = gather_waiting(s)
+                if n > 0:
+                    return -n
                 istate[IS.NEED_PLACE] = 0
             place_compiled(s, now)
         for p in range(n_pools):
@@ -722,8 +739,10 @@ def run_kernel(s, until_s: float, max_events: int) -> int:  # type: ignore[no-un
 
 
 @kernel_function
-def run_entry(t, until_s: float, max_events: int) -> int:  # type: ignore[no-untyped-def]
-    return run_kernel(EngineState(*t), until_s, max_events)
+def run_entry(  # type: ignore[no-untyped-def]
+    t, until_s: float, max_events: int, job: int, node: int
+) -> int:
+    return run_kernel(EngineState(*t), until_s, max_events, job, node)
 
 
 @kernel_function
