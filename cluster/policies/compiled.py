@@ -5,8 +5,13 @@ engine's loop then calls these functions instead of returning to Python for each
 Both paths run through the same loop and the same checks in tests (conformance suite).
 
 To add a compiled allocator: write an `@njit` function with the signature of
-`allocate_equi` in your policy module, give it a new code below, and add one branch to
-`allocate`. Placers likewise with `place`.
+`allocate_equi` in your policy module, give it a new code in the one table of codes
+(`cluster.policies.codes`), and add one branch to `allocate`. Placers likewise with `place`:
+a compiled placer gets the job at the head of the queue and the whole `EngineState` (read
+only by convention), so it sees the clock (`fstate[FS.NOW]`), the queue (`queue`,
+`istate[IS.Q_HEAD]`..`istate[IS.Q_TAIL]`), the jobs' arrivals and the nodes: a compiled
+learned policy (a decision tree) can compute waiting-time features. The engine refuses a
+code that is not in the table when it is built.
 """
 
 from __future__ import annotations
