@@ -57,3 +57,11 @@ class TestErrorsAcrossRay:
         argv = ["sweep", "mm-c", "--set", "stop.jobs=-1", "--out", str(tmp_path / "s")]
         assert main(argv) == EXIT_BAD_INPUT
         assert "stop.jobs" in capsys.readouterr().err
+
+    def test_run_on_ray_with_a_bad_policy_exits_3_naming_it(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        scenario = one_class_mdp_scenario(tmp_path)
+        assert main(["run", str(scenario), "--ray", "--json"]) == EXIT_POLICY_ERROR
+        err = capsys.readouterr().err
+        assert "policy 'mdp'" in err and "UnserializableException" not in err

@@ -146,3 +146,19 @@ def test_a_policy_error_at_set_up_exits_3_locally(
 ) -> None:
     assert main(["run", str(one_class_mdp_scenario(tmp_path))]) == EXIT_POLICY_ERROR
     assert "policy 'mdp'" in capsys.readouterr().err
+
+
+def test_an_unknown_policy_error_is_bad_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where it can still arise after the loader's check (a Ray worker without the plug-in),
+    `UnknownPolicyError` exits 2 with its message, not a traceback."""
+    from cluster.policies.registry import UnknownPolicyError
+    from clusteremu import cli
+
+    def fail(args: object) -> int:
+        raise UnknownPolicyError("placer", "last-fit", ["first-fit", "random-fit"])
+
+    monkeypatch.setattr(cli, "cmd_validate", fail)
+    assert main(["validate", "mm-c"]) == EXIT_BAD_INPUT
+    assert "unknown placer 'last-fit'; registered placers: first-fit" in capsys.readouterr().err
