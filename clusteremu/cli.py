@@ -529,7 +529,8 @@ def _helps(sub: Any) -> dict[str, str]:
 
 def _say(exc: BaseException) -> None:
     """Print an error as one paragraph on stderr (cut to MAX_MESSAGE_CHARS)."""
-    text = " ".join(str(exc).split("\n"))
+    cause = getattr(exc, "cause", None)  # an error raised in a Ray task: what the task raised
+    text = " ".join(str(cause if isinstance(cause, BaseException) else exc).split("\n"))
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[: MAX_MESSAGE_CHARS - 1] + "…"
     print(f"error: {text}", file=sys.stderr)

@@ -49,7 +49,9 @@ class TestErrorsAcrossRay:
         argv = ["sweep", str(scenario), "--seeds", "1-2", "--workers", "1"]
         argv += ["--out", str(tmp_path / "sweep"), "--json"]
         assert main(argv) == EXIT_POLICY_ERROR
-        assert "policy 'mdp'" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert err.startswith("error: policy 'mdp' at t=0 s: cannot build the policy table")
+        assert "ray::" not in err  # the policy's own message, not Ray's traceback
 
     def test_a_sweep_with_a_bad_scenario_exits_2(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -162,3 +162,19 @@ def test_an_unknown_policy_error_is_bad_input(
     monkeypatch.setattr(cli, "cmd_validate", fail)
     assert main(["validate", "mm-c"]) == EXIT_BAD_INPUT
     assert "unknown placer 'last-fit'; registered placers: first-fit" in capsys.readouterr().err
+
+
+def test_errors_from_ray_tasks_are_reported_by_their_cause(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A Ray task error (it carries `cause`) is reported by what the task raised."""
+    from cluster.policies.base import PolicyError
+    from clusteremu import cli
+
+    class TaskError(PolicyError):
+        def __init__(self, cause: BaseException) -> None:
+            self.cause = cause
+            Exception.__init__(self, "ray::Worker.run() traceback ...\n" + str(cause))
+
+    cli._say(TaskError(PolicyError("p", 1.0, "bad")))
+    assert capsys.readouterr().err == "error: policy 'p' at t=1 s: bad.\n"
