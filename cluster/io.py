@@ -350,13 +350,16 @@ def output_folder(
     except OSError as exc:
         raise OutputError(f"{option} {out}: cannot create it ({exc.strerror})") from None
     remove_stale(out)
+    stage: Path | None = None
     try:
-        stage = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=out))
-    except OSError as exc:
-        reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "error")
-        raise OutputError(f"{option} {out}: cannot write into it ({reason})") from None
-    try:
+        with signals_held():  # an interrupt cannot fall between making the stage and `try`
+            try:
+                stage = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-", dir=out))
+            except OSError as exc:
+                reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "error")
+                raise OutputError(f"{option} {out}: cannot write into it ({reason})") from None
         yield stage
         _commit(stage, out, command, label)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if stage is not None:
+            shutil.rmtree(stage, ignore_errors=True)

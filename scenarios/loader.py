@@ -204,13 +204,14 @@ def safe_yaml(text: str) -> Any:
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
-    """'YAML error at line 3, column 5: <problem>' (the problem shortened, no file lines)."""
+    """'YAML [syntax] error at line 3, column 5: <problem>' (shortened, no file lines)."""
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     problem = getattr(exc, "problem", None) or (str(exc) if not mark else "syntax error")
     if len(problem) > 200:
         problem = problem[:199] + "…"
-    return f"YAML syntax error{where}: {problem}"
+    syntax = isinstance(exc, yaml.scanner.ScannerError | yaml.parser.ParserError)
+    return f"YAML {'syntax ' if syntax else ''}error{where}: {problem}"
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
