@@ -8,12 +8,20 @@ imported is bad input (exit status 2), reported with the module's name and the r
 
 Installed packages can instead declare an entry point in the `clusteremu.policies` group,
 which the registry loads by itself (no option needed).
+
+The loaded modules are also named in the `CLUSTEREMU_PLUGINS` environment variable
+(`cluster.policies.registry.PLUGINS_ENV`), which the registry imports in every process that
+looks a policy up: the Ray workers of `run --ray` and `sweep` on a local Ray inherit it
+(and `PYTHONPATH`) from the command, so they know the plug-in's policies too. On a remote
+cluster the module must be importable on the workers (installed, or shipped with a Ray
+runtime environment).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Sequence
 from importlib import import_module
 from types import ModuleType
@@ -62,4 +70,9 @@ def load_plugins(modules: Sequence[str]) -> list[ModuleType]:
                 f"--plugin {name}: the module failed to import: {type(exc).__name__}: {exc}"
             ) from None
         log.info("loaded plug-in %s", name)
+    if modules:
+        from cluster.policies.registry import PLUGINS_ENV
+
+        known = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m]
+        os.environ[PLUGINS_ENV] = ",".join(dict.fromkeys([*known, *modules]))
     return loaded

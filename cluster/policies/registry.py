@@ -8,6 +8,7 @@ name policies, never contain code.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from importlib import import_module
 from importlib.metadata import entry_points
@@ -28,6 +29,9 @@ BUILTIN_MODULES = (
     "cluster.policies.scoring.placer",
 )
 _loaded = False
+#: Comma-separated plug-in modules to import on first lookup (set by `--plugin`, inherited
+#: by the Ray workers a command starts).
+PLUGINS_ENV = "CLUSTEREMU_PLUGINS"
 
 
 class UnknownPolicyError(KeyError):
@@ -81,6 +85,8 @@ def _load() -> None:
         import_module(module)
     for ep in entry_points(group="clusteremu.policies"):
         ep.load()
+    for module in filter(None, os.environ.get(PLUGINS_ENV, "").split(",")):
+        import_module(module.strip())
 
 
 def names(kind: Kind) -> list[str]:

@@ -178,3 +178,27 @@ def test_errors_from_ray_tasks_are_reported_by_their_cause(
 
     cli._say(TaskError(PolicyError("p", 1.0, "bad")))
     assert capsys.readouterr().err == "error: policy 'p' at t=1 s: bad.\n"
+
+
+def test_plugins_reach_worker_processes_through_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--plugin` names its modules in CLUSTEREMU_PLUGINS; a process started from the
+    command (as local Ray workers are) finds the plug-in's policies with no option."""
+    from clusteremu.plugins import load_plugins
+
+    folder = write_plugin(tmp_path / "elsewhere", "worker_policies", "worker-last-fit")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("PYTHONPATH", str(folder))
+    monkeypatch.delenv("CLUSTEREMU_PLUGINS", raising=False)
+    load_plugins(["worker_policies"])
+    assert os.environ["CLUSTEREMU_PLUGINS"] == "worker_policies"
+    probe = (
+        "from cluster.policies import registry; "
+        "print(registry.create('placer', 'worker-last-fit').name)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "worker-last-fit"
