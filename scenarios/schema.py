@@ -31,6 +31,24 @@ def _at_most_max_cost(value: float) -> float:
     return value
 
 
+#: The largest capacity or request accepted (cores, GB, GPUs): sums over nodes and pools
+#: must stay finite; no machine comes near it.
+MAX_CAPACITY = 1e12
+
+
+def _at_most_max_capacity(value: float) -> float:
+    if value > MAX_CAPACITY:
+        raise ValueError(
+            f"expected at most {MAX_CAPACITY:g} (capacities are summed over nodes; larger "
+            f"ones overflow), got {value:g}"
+        )
+    return value
+
+
+Capacity = Annotated[float, Field(ge=0, allow_inf_nan=False), AfterValidator(_at_most_max_capacity)]
+PositiveCapacity = Annotated[
+    float, Field(gt=0, allow_inf_nan=False), AfterValidator(_at_most_max_capacity)
+]
 Cost = Annotated[float, Field(ge=0, allow_inf_nan=False), AfterValidator(_at_most_max_cost)]
 PositiveCost = Annotated[float, Field(gt=0, allow_inf_nan=False), AfterValidator(_at_most_max_cost)]
 
@@ -211,9 +229,9 @@ SPEEDUP_KINDS = _kinds(Speedup)
 
 class NodeTypeModel(Strict):
     name: str = Field(min_length=1)
-    cpu: NonNegFloat = Field(description="cores")
-    memory_gb: NonNegFloat = 0.0
-    gpu: NonNegFloat = 0.0
+    cpu: Capacity = Field(description="cores")
+    memory_gb: Capacity = 0.0
+    gpu: Capacity = 0.0
     speed: PositiveFloat = 1.0
     labels: dict[str, str] = Field(default_factory=dict)
     price_per_hour: Cost = 0.0
@@ -229,7 +247,7 @@ class NodeGroupModel(Strict):
 
 class PoolModel(Strict):
     name: str = Field(min_length=1)
-    cores: PositiveFloat
+    cores: PositiveCapacity
     speed: PositiveFloat = 1.0
     price_per_hour: Cost = 0.0
 
@@ -254,9 +272,9 @@ class ClusterModel(Strict):
 
 
 class RequestModel(Strict):
-    cpu: NonNegFloat = 1.0
-    memory_gb: NonNegFloat = 0.0
-    gpu: NonNegFloat = 0.0
+    cpu: Capacity = 1.0
+    memory_gb: Capacity = 0.0
+    gpu: Capacity = 0.0
 
 
 class JobClassModel(Strict):
