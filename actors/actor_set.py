@@ -1,13 +1,14 @@
 """`ActorSet`: the named actors of one run, started once and reused by its replications.
 
-A run's actors are an `ArrivalActor` (`clusteremu/<run>/arrivals`), a `SchedulerActor`
-(`.../scheduler`, started only when something asks it: exact mode, or routing between
-several node shards), node shards (`.../node-shard-<i>`, contiguous slices of the nodes)
-and one shard per malleable pool (`.../pool-shard-<pool>`). Starting an actor costs a
-process, its imports and the compiled kernel loaded from numba's cache (about a second on
-a laptop core), so the replications of a run reuse them: before each replication every
-actor is `reset` to it, as Ray Tune's `reuse_actors` does for trials. A reset actor is the
-freshly built one (`reset` re-runs `__init__`): results do not depend on reuse.
+Exact mode runs one `EngineActor` (`clusteremu/<run>/engine`): the single-process engine,
+hosted. Windowed (and real-time) mode runs an `ArrivalActor` (`clusteremu/<run>/arrivals`),
+a `SchedulerActor` (`.../scheduler`, only when it routes between several node shards),
+node shards (`.../node-shard-<i>`, contiguous slices of the nodes) and one shard per
+malleable pool (`.../pool-shard-<pool>`). Starting an actor costs a process, its imports
+and the compiled kernel loaded from numba's cache (about a second on a laptop core), so
+the replications of a run reuse them: before each replication every actor is `reset` to
+it, as Ray Tune's `reuse_actors` does for trials. A reset actor is the freshly built one
+(`reset` re-runs `__init__`): results do not depend on reuse.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import ray
 
 from actors.arrivals import ArrivalActor
+from actors.engine_host import EngineActor
 from actors.node_shard import NodeShardActor
 from actors.options import RayRunOptions
 from actors.scheduler import SchedulerActor
@@ -62,13 +64,12 @@ class ActorSet:
         self.spec, self.options, self.run = spec, options, run
         self.slices = node_slices(len(spec.nodes), options.shards)
         self.shard_of_node = np.zeros(len(spec.nodes), dtype=np.int64)
-        self.offset = np.zeros(len(self.slices), dtype=np.int64)
         for i, nodes in enumerate(self.slices):
             self.shard_of_node[nodes] = i
-            self.offset[i] = nodes[0]
         self.class_pool = np.array(
             [spec.pool_index(c.pool) if c.pool else -1 for c in spec.classes], dtype=np.int64
         )
+        self.engine: Any = None
         self.arrivals: Any = None
         self.scheduler: Any = None
         self.shards: list[Any] = []
@@ -81,31 +82,53 @@ class ActorSet:
         """Every live actor of the set."""
         return [
             a
-            for a in [self.arrivals, self.scheduler, *self.shards, *self.pool_shards.values()]
+            for a in [
+                self.engine,
+                self.arrivals,
+                self.scheduler,
+                *self.shards,
+                *self.pool_shards.values(),
+            ]
             if a is not None
         ]
 
-    def start(self, replication: int, exact: bool) -> Any:
-        """Start (or reset) every actor for `replication`; return the object reference of
-        the stream's `info()`: (jobs, statistics window start s, end s)."""
+    def start(self, replication: int, exact: bool) -> None:
+        """Start (or reset) every actor of the mode for `replication`."""
         mode = "exact" if exact else "windowed"
         if self.mode not in (None, mode):
             self.close()  # the actors of another mode are not the ones this mode needs
-        reuse = self.arrivals is not None
         self.mode = mode
+        if exact:
+            self._start_engine(replication)
+        else:
+            self._start_windowed(replication)
+        self.replications += 1
+
+    def _start_engine(self, replication: int) -> None:
+        args = (self.spec, replication, f"{self.run}/engine")
+        if self.engine is not None:
+            self.engine.reset.remote(*args)
+            return
+        opts: dict[str, Any] = {
+            "name": f"clusteremu/{self.run}/engine",
+            "num_cpus": self.options.shard_cpus,
+        }
+        if self.options.shard_resources:  # pinned like the first node shard
+            opts["resources"] = dict(self.options.shard_resources[0])
+        self.engine = EngineActor.options(**opts).remote(*args)
+
+    def _start_windowed(self, replication: int) -> None:
         spec, run = self.spec, self.run
+        reuse = self.arrivals is not None
         if reuse:
             self.arrivals.reset.remote(spec, replication)
         else:
             self.arrivals = ArrivalActor.options(name=f"clusteremu/{run}/arrivals").remote(
                 spec, replication
             )
-        # Passed as an object reference: the other actors start while the stream is drawn.
-        info = self.arrivals.info.remote()
-        # Windowed mode asks the scheduler only to route between node shards.
-        routed = not exact and len(self.slices) > 1
-        if exact or routed:
-            scheduler_args = (spec, replication, f"{run}/scheduler")
+        routed = len(self.slices) > 1
+        if routed:
+            scheduler_args = (spec, replication, self.slices, f"{run}/scheduler")
             if reuse:
                 self.scheduler.reset.remote(*scheduler_args)
             else:
@@ -116,10 +139,7 @@ class ActorSet:
         available = set(ray.cluster_resources()) if not (res or reuse) else set()
         for i, nodes in enumerate(self.slices):
             label = f"{run}/node-shard-{i}: {type_mix(spec, nodes)}"
-            share = 1.0 if exact else min(1.0, 1.5 * nodes.size / max(len(spec.nodes), 1))
-            # Windowed shards draw the stream themselves: they need not wait for `info`.
-            stream = info if exact else None
-            args = (spec, replication, i, nodes, stream, label, exact, None, None, share, routed)
+            args = (spec, replication, i, nodes, label, routed)
             if reuse:
                 self.shards[i].reset.remote(*args)
                 continue
@@ -140,11 +160,8 @@ class ActorSet:
                 replication,
                 len(self.slices) + p,
                 np.zeros(0, np.int64),
-                info if exact else None,
                 f"{run}/pool-shard-{pool.name}: {pool.cores:g} cores",
                 False,
-                self.scheduler if exact else None,
-                p,
             )
             if reuse:
                 self.pool_shards[p].reset.remote(*pool_args)
@@ -153,12 +170,11 @@ class ActorSet:
                     name=f"clusteremu/{run}/pool-shard-{pool.name}",
                     num_cpus=self.options.shard_cpus,
                 ).remote(*pool_args)
-        self.replications += 1
-        return info
 
     def close(self) -> None:
         """Kill every actor (a later `start` starts new ones)."""
         for actor in self.all:
             ray.kill(actor)
-        self.arrivals, self.scheduler, self.shards, self.pool_shards = None, None, [], {}
+        self.engine, self.arrivals, self.scheduler = None, None, None
+        self.shards, self.pool_shards = [], {}
         self.mode = None

@@ -1,6 +1,6 @@
 """`ArrivalActor`: streams the arrivals of one replication's job classes.
 
-The jobs are the kernel's own (`cluster.engine.generate_jobs` on the replication's job
+The jobs are the kernel's own (`cluster.jobs.generate_jobs` on the replication's
 stream, common random numbers), so every mode sees exactly the jobs `clusteremu run`
 sees. The coordinator pulls them in batches by simulated time; job ids are the row
 indices of the single-process engine.
@@ -15,7 +15,8 @@ import numpy as np
 import ray
 
 from actors.reusable import Reusable
-from cluster.engine import FloatArray, IntArray, Jobs, generate_jobs, replication_seeds
+from cluster.engine import FloatArray, IntArray, Jobs
+from cluster.jobs import generate_jobs, replication_seed
 from cluster.model import SimulationSpec
 
 
@@ -83,9 +84,7 @@ class ArrivalIds:
 
 def replication_jobs(spec: SimulationSpec, replication: int) -> Jobs:
     """The jobs `cluster.engine.Engine(spec, replication)` would draw."""
-    seq = replication_seeds(spec.seed, max(spec.replications, replication + 1))[replication]
-    job_seq, _policy_seq = seq.spawn(2)
-    return generate_jobs(spec, job_seq)
+    return generate_jobs(spec, replication_seed(spec, replication))
 
 
 def measurement_window(spec: SimulationSpec, jobs: Jobs) -> tuple[float, float]:

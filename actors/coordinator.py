@@ -1,20 +1,21 @@
-"""The coordinator: owns simulated time and advances the shards window by window.
+"""The coordinator: owns simulated time and drives a replication's actors.
 
-One replication of a scenario runs on a set of named actors (`clusteremu/<run>/...`):
-an `ArrivalActor`, a `SchedulerActor`, node shards (contiguous slices of the nodes) and
-one shard per malleable pool. Modes (DESIGN.md, "Actors"):
+One replication of a scenario runs on a set of named actors (`clusteremu/<run>/...`,
+`actors.actor_set`). Modes (DESIGN.md, "Actors"):
 
-* **exact** (`window_s == 0`): a window ends at the next event. The coordinator takes the
-  earliest event across the shards (completions, ordered by time then job id as in the
-  kernel's heap), the scheduler's patience timers and the arrival stream (heap events
-  first on ties, as in the kernel), lets the owner process exactly that event, and
-  asks the scheduler for decisions whenever the kernel would. Pool shards run on their
-  own (pools never interact with nodes) and ask the scheduler for every allocation. The
-  per-job table is identical to `clusteremu run`.
-* **windowed** (`window_s > 0`): the scheduler routes the arrivals of (T, T + W] on the
-  shards' state at T (a snapshot up to W old) and every shard runs the compiled kernel
-  over the window in parallel. Deterministic for (scenario, seed, shards, window).
+* **exact** (`window_s == 0`): the one `cluster.engine.Engine`, hosted in an `EngineActor`
+  and driven through its API (`step`, then its result): the per-job table is
+  `clusteremu run`'s, whatever the number of shards. The coordinator steps it for about
+  `METRICS_EVERY_S` of wall time at a time, reporting progress and the live gauges.
+* **windowed** (`window_s > 0`): for each window (T, T + W] the `SchedulerActor` routes
+  the arrivals between the node shards on their states at T (a snapshot up to W old; the
+  route is binding and never names a shard that cannot run the job) and every shard runs
+  its engine over the window in parallel; its own placer binds the job to a node.
+  Deterministic for (scenario, seed, shards, window).
 * **real-time** (`realtime > 0`): windowed, each window paced to W / X wall seconds.
+
+Progress: `progress` (or the callback installed with `reporting`) receives the fraction of
+the whole run done (0..1, over the scenario's replications).
 """
 
 from __future__ import annotations
@@ -22,38 +23,48 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 import ray
 
 from actors.actor_set import ActorSet
-from actors.arrivals import JobBatch, measurement_window, replication_jobs
+from actors.arrivals import measurement_window, replication_jobs
+from actors.engine_host import EngineReport
 from actors.metrics import RunMetrics
 from actors.node_shard import ShardState
 from actors.options import RayRunOptions
 from actors.results import merge_result
-from actors.scheduler import Decisions
-from cluster import layout as L
-from cluster.engine import Engine, Jobs
 from cluster.metrics import RunResult
 from cluster.model import SimulationSpec
+from cluster.policies.codes import ScalerCode
+from cluster.policies.registry import policy_class
 
 log = logging.getLogger(__name__)
 
-#: Jobs per arrival batch pulled from the ArrivalActor in exact mode.
-BATCH_JOBS = 4096
-#: Wall-clock seconds between metric updates in exact mode.
+#: Wall-clock seconds between progress and metric updates.
 METRICS_EVERY_S = 0.5
 
+Progress = Callable[[float], None]
 
-@dataclass
-class _Live:
-    """Running totals of exact mode that the shards do not count (for the metrics)."""
+#: The progress callback of runs started in this context (see `reporting`).
+PROGRESS: ContextVar[Progress | None] = ContextVar("clusteremu_ray_progress", default=None)
 
-    completed: int = 0
-    decisions: int = 0
+
+@contextmanager
+def reporting(progress: Progress | None) -> Iterator[None]:
+    """Within the block, Ray runs report the fraction done (0..1) to `progress`.
+
+    For callers that reach the coordinator through `actors.launch.run_on_ray` (the
+    command line's progress bar)."""
+    token = PROGRESS.set(progress)
+    try:
+        yield
+    finally:
+        PROGRESS.reset(token)
 
 
 class Coordinator:
@@ -66,24 +77,30 @@ class Coordinator:
         options: RayRunOptions,
         run_name: str,
         actors: ActorSet | None = None,
+        progress: Progress | None = None,
     ) -> None:
         """`actors`: the run's actor set, reused across replications (the caller closes
-        it); without it the coordinator starts its own and kills it after the run."""
+        it); without it the coordinator starts its own and kills it after the run.
+        `progress`: the fraction of the whole run done (default: `PROGRESS`)."""
         self.spec, self.replication, self.options = spec, replication, options
         self.run = run_name
-        self.template = Engine(
-            spec, replication, jobs=Jobs(np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
-        )
         if actors is not None and actors.options != options:
             raise ValueError(f"run {run_name}: the actor set was started with other options")
+        if options.mode != "exact":
+            check_windowed(spec)
         self.own_actors = actors is None
         self.actors = ActorSet(spec, options, run_name) if actors is None else actors
-        self.class_pool = self.actors.class_pool
-        self.slices, self.shard_of_node = self.actors.slices, self.actors.shard_of_node
-        self.offset = self.actors.offset
         self.metrics = RunMetrics(run_name) if options.metrics else None
-        self.live = _Live()
+        self.progress = progress if progress is not None else PROGRESS.get()
         self.timings: dict[str, float] = {}
+        self.routing: dict[str, int] = {}
+        types = {t.name: i for i, t in enumerate(spec.node_types)}
+        node_type = np.array([types[n] for n in spec.nodes], dtype=np.int64)
+        self.type_cores = np.bincount(
+            node_type,
+            weights=np.array([spec.node_type(n).cpu for n in spec.nodes], dtype=np.float64),
+            minlength=len(spec.node_types),
+        )
 
     # -- running ---------------------------------------------------------------------------
 
@@ -95,194 +112,105 @@ class Coordinator:
         failed = True
         try:
             self.actors.start(self.replication, exact)
-            a = self.actors
-            self.arrivals, self.scheduler = a.arrivals, a.scheduler
-            self.shards, self.pool_shards = a.shards, a.pool_shards
-            ready = [s.state.remote() for s in [*self.shards, *self.pool_shards.values()]] + (
-                [] if self.scheduler is None else [self.scheduler.ready.remote()]
-            )
-            # The driver draws the stream too (the ArrivalActor's own jobs, by common random
-            # numbers: cheaper than shipping them back) and writes the result into an
-            # engine built on it: now in exact mode (the driver is busy later), while the
-            # shards run the last windows in windowed mode.
-            self.jobs = replication_jobs(self.spec, self.replication)
-            self.window = measurement_window(self.spec, self.jobs)
-            self.skeleton: Engine | None = None
             if exact:
-                self._build_skeleton()
-            ray.get(ready)
-            t1 = time.monotonic()
-            parts, unplaced, extra = self._run_exact() if exact else self._run_windowed()
-            t2 = time.monotonic()
-            if self.skeleton is None:
-                self._build_skeleton()
-            assert self.skeleton is not None
-            result = merge_result(
-                self.spec,
-                self.replication,
-                self.jobs,
-                self.window,
-                parts,
-                unplaced,
-                extra_events=extra,
-                skeleton=self.skeleton,
-            )
+                ray.get(self.actors.engine.ready.remote())
+                t1 = time.monotonic()
+                result_ref = self._run_exact()
+                t2 = time.monotonic()
+                result: RunResult = ray.get(result_ref)
+            else:
+                t1, t2, result = self._windowed()
             self.timings = {"start_s": t1 - t0, "run_s": t2 - t1, "merge_s": time.monotonic() - t2}
             log.info(
                 "run %s: actors up in %.2f s, ran in %.2f s, merged in %.2f s",
                 self.run,
                 *self.timings.values(),
             )
+            self._report(1.0)
             failed = False
             return result
         finally:
             if self.own_actors or failed:  # a failed run may leave actors mid-window
                 self.actors.close()
 
-    def _build_skeleton(self) -> None:
-        """The engine the merged result is written into (built on the stream, not run)."""
-        self.skeleton = Engine(self.spec, self.replication, jobs=self.jobs)
+    def _report(self, fraction: float) -> None:
+        """Hand the fraction of the whole run done to the progress callback."""
+        if self.progress is not None:
+            n = max(self.spec.replications, self.replication + 1)
+            self.progress(min((self.replication + fraction) / n, 1.0))
 
-    def _split_pools(self, batch: JobBatch) -> tuple[JobBatch, dict[int, JobBatch]]:
-        pools = self.class_pool[batch.class_index]
-        return batch.take(pools < 0), {p: batch.take(pools == p) for p in self.pool_shards}
-
-    def _run_exact(self) -> tuple[list[dict[str, Any]], Any, int]:
-        horizon = self.spec.stop.horizon_s
-        tops = [(math.inf, -1)] * len(self.shards)
-        timer = (math.inf, -1)
-        pool_refs: list[Any] = []
-        buf_t = np.zeros(0)
-        buf_j = np.zeros(0, np.int64)
-        pos = 0
-        exhausted = False
-        arrivals_handled = 0
-        last_metrics = time.monotonic()
-
+    def _run_exact(self) -> Any:
+        """Step the engine actor to the end; return the reference of its result."""
+        engine = self.actors.engine
         while True:
-            if pos >= buf_t.size and not exhausted:
-                batch = ray.get(self.arrivals.next_batch.remote(math.inf, BATCH_JOBS))
-                exhausted = batch.count == 0
-                if not exhausted:
-                    self.scheduler.add_jobs.remote(batch)
-                    for shard in self.shards:
-                        shard.add.remote(batch)
-                    placed, pooled = self._split_pools(batch)
-                    until = float(batch.arrival_s[-1])
-                    for p, sub in pooled.items():
-                        pool_refs.append(self.pool_shards[p].window.remote(until, sub))
-                    buf_t, buf_j, pos = placed.arrival_s, placed.ids, 0
-                    continue
-            t_a = float(buf_t[pos]) if pos < buf_t.size else math.inf
-            s_min = min(range(len(tops)), key=lambda s: tops[s], default=-1)
-            top = tops[s_min] if s_min >= 0 else (math.inf, -1)
-            heap = min(top, timer)
-            t = min(t_a, heap[0])
-            if t == math.inf or t > horizon:
-                break
-            advance = None
-            if heap[0] <= t_a:
-                if heap == timer and timer < top:
-                    d: Decisions = ray.get(self.scheduler.timeout.remote(t))
-                else:
-                    advance = self.shards[s_min].advance_one.remote(t)
-                    d = ray.get(self.scheduler.completed.remote(top[1], t))
-                    self.live.completed += 1
-            else:
-                j = int(buf_j[pos])
-                pos += 1
-                arrivals_handled += 1
-                d = ray.get(self.scheduler.arrive.remote(j, t))
-            timer = (d.timer_s, d.timer_job)
-            refs: dict[int, Any] = {}
-            if advance is not None:
-                refs[s_min] = advance
-            if d.count:
-                self.live.decisions += d.count
-                owner = self.shard_of_node[d.nodes]
-                for s in np.unique(owner).tolist():
-                    sel = owner == s
-                    refs[s] = self.shards[s].start.remote(
-                        t,
-                        d.jobs[sel],
-                        d.nodes[sel] - self.offset[s],
-                        d.run_s[sel],
-                        d.setup_s[sel],
-                        d.requests[:, sel],
-                    )
-            for s, ref in refs.items():
-                st: ShardState = ray.get(ref)
-                tops[s] = (st.next_event_s, st.top_job)
-            if self.metrics is not None and time.monotonic() - last_metrics > METRICS_EVERY_S:
-                last_metrics = time.monotonic()
-                self._record_exact(t)
+            report: EngineReport = ray.get(engine.advance.remote(METRICS_EVERY_S))
+            self._report(report.fraction)
+            if self.metrics is not None:
+                self._record(report.state.now_s, [report.state])
+            if report.finished:
+                return engine.result.remote()
 
-        end = horizon if horizon < math.inf else math.inf
-        for shard in self.pool_shards.values():
-            pool_refs.append(shard.window.remote(end))
-        ray.get(pool_refs)
-        parts = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
-        unplaced = ray.get(self.scheduler.unplaced.remote())
-        if self.metrics is not None:
-            self._record_exact(float(max((p["now_s"] for p in parts), default=0.0)))
-        return parts, unplaced, arrivals_handled
+    def _windowed(self) -> tuple[float, float, RunResult]:
+        """Windowed run: (time the actors were up, time the windows ended, the result)."""
+        t0 = time.monotonic()
+        a = self.actors
+        refs = [s.state.remote() for s in [*a.shards, *a.pool_shards.values()]]
+        if a.scheduler is not None:
+            refs.append(a.scheduler.ready.remote())
+        # The driver draws the stream too (common random numbers: cheaper than shipping it
+        # back) while the actors start.
+        jobs = replication_jobs(self.spec, self.replication)
+        window = measurement_window(self.spec, jobs)
+        ray.get(refs)
+        t1 = time.monotonic()
+        parts = self._run_windowed(float(jobs.arrival_s[-1]) if jobs.arrival_s.size else 0.0)
+        t2 = time.monotonic()
+        if a.scheduler is not None:
+            self.routing = ray.get(a.scheduler.stats.remote())
+        log.debug("run %s: windows in %.2f s after start-up %.2f s", self.run, t2 - t1, t1 - t0)
+        return t1, t2, merge_result(self.spec, self.replication, jobs, window, parts)
 
-    def _record_exact(self, t: float) -> None:
-        states: list[ShardState] = ray.get([s.state.remote() for s in self.shards])
-        queued = ray.get(self.scheduler.queued_per_class.remote())
-        # Pool shards are busy with their whole stream in exact mode: not asked here.
-        in_sys = sum((s.in_system_per_class for s in states), queued.astype(np.float64))
-        self._record(t, states, in_sys, {})
-
-    def _run_windowed(self) -> tuple[list[dict[str, Any]], None, int]:
+    def _run_windowed(self, last_arrival: float) -> list[dict[str, Any]]:
         """Windows as a data flow: the driver submits each window's tasks without waiting.
 
         Window (T, T + W]: the ArrivalActor splits its arrivals by destination (node
-        shards, each pool); the scheduler routes them on the node shards' states at T
-        (the objects the previous window returned, passed actor to actor); every shard
-        runs its kernel to T + W. The driver only blocks for real-time pacing, metrics
-        (on windows already finished) and the end.
+        shards, each pool); the scheduler routes the node shards' share on their states
+        at T (the objects the previous window returned, passed actor to actor); every
+        shard runs its engine to T + W. The driver only blocks for real-time pacing, for
+        progress and metrics (on windows already finished) and at the end.
         """
+        a = self.actors
         w = self.options.effective_window_s
         horizon = self.spec.stop.horizon_s
         realtime = self.options.realtime > 0
-        arrival = self.jobs.arrival_s
-        last_arrival = float(arrival[-1]) if arrival.size else -math.inf
-        shard_cpu = np.array([self.template.nodes_f[L.CAP_CPU, s].sum() for s in self.slices])
-        pools = sorted(self.pool_shards)
-        group = np.array(
-            [0 if p < 0 else 1 + pools.index(p) for p in self.class_pool], dtype=np.int64
-        )
-        states = [s.state.remote() for s in self.shards]
+        end = horizon if horizon < math.inf else last_arrival
+        pools = sorted(a.pool_shards)
+        group = np.array([0 if p < 0 else 1 + pools.index(p) for p in a.class_pool], dtype=np.int64)
+        states: list[Any] = [s.state.remote() for s in a.shards]
         pool_states: list[Any] = []
-        pending_metrics: list[tuple[float, list[Any], list[Any]]] = []
-        wall0 = last_metrics = time.monotonic()
+        pending: list[tuple[float, list[Any]]] = []
+        wall0 = last_look = time.monotonic()
         t = 0.0
         while True:
             final = not realtime and (t + w >= last_arrival or t + w >= horizon)
             until = horizon if final else min(t + w, horizon)
-            parts = self.arrivals.split_ids.options(num_returns=1 + len(pools)).remote(
+            parts = a.arrivals.split_ids.options(num_returns=1 + len(pools)).remote(
                 until, group, 1 + len(pools)
             )
             placed = parts[0] if pools else parts
-            if len(self.shards) == 1:  # one node shard: every arrival goes there
-                states = [self.shards[0].window.remote(until, placed)]
-            elif self.shards:
-                target = self.scheduler.route_states.remote(
-                    placed, self.shard_of_node, shard_cpu, *states
-                )
-                states = [
-                    shard.window_routed.remote(until, placed, target) for shard in self.shards
-                ]
+            if len(a.shards) == 1:  # one node shard: every arrival goes there
+                states = [a.shards[0].window.remote(until, placed)]
+            elif a.shards:
+                target = a.scheduler.route_states.remote(placed, *states)
+                states = [s.window_routed.remote(until, placed, target) for s in a.shards]
             pool_states = [
-                self.pool_shards[p].window.remote(until, parts[1 + i]) for i, p in enumerate(pools)
+                a.pool_shards[p].window.remote(until, parts[1 + i]) for i, p in enumerate(pools)
             ]
             t = until
-            if self.metrics is not None:
-                pending_metrics.append((t, states, pool_states))
-                if time.monotonic() - last_metrics > METRICS_EVERY_S:
-                    last_metrics = time.monotonic()
-                    pending_metrics = self._record_ready(pending_metrics)
+            pending.append((t, [*states, *pool_states]))
+            if time.monotonic() - last_look > METRICS_EVERY_S:
+                last_look = time.monotonic()
+                pending = self._look(pending, end)
             if realtime:
                 done_states = ray.get([*states, *pool_states])
                 delay = wall0 + t / self.options.realtime - time.monotonic()
@@ -292,71 +220,66 @@ class Coordinator:
                     break
             if final or t >= horizon:
                 break
-        self._build_skeleton()  # while the shards run the last windows
-        ray.wait([*states, *pool_states], num_returns=len(states) + len(pool_states))
-        if self.metrics is not None:
-            self._record_ready(pending_metrics[-1:])
-        parts_out = ray.get([s.finish.remote() for s in [*self.shards, *self.pool_shards.values()]])
-        return parts_out, None, 0
+        while pending:  # the shards run the last windows
+            ray.wait(pending[-1][1], num_returns=len(pending[-1][1]), timeout=METRICS_EVERY_S)
+            pending = self._look(pending, end)
+        return ray.get([s.finish.remote() for s in [*a.shards, *a.pool_shards.values()]])
 
-    def _record_ready(
-        self, pending: list[tuple[float, list[Any], list[Any]]]
-    ) -> list[tuple[float, list[Any], list[Any]]]:
-        """Record metrics of the latest finished window; keep the unfinished ones.
+    def _look(
+        self, pending: list[tuple[float, list[Any]]], end: float
+    ) -> list[tuple[float, list[Any]]]:
+        """Report progress and metrics of the latest finished window; keep the others.
 
         Windows finish in order, so only the oldest pending windows are checked.
         """
         latest = None
         while pending:
-            refs = [*pending[0][1], *pending[0][2]]
+            refs = pending[0][1]
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             if len(ready) < len(refs):
                 break
             latest = pending.pop(0)
-        keep = pending
         if latest is not None:
-            t, state_refs, pool_refs = latest
-            states: list[ShardState] = ray.get(state_refs)
-            pools: list[ShardState] = ray.get(pool_refs)
-            in_sys = sum(
-                (s.in_system_per_class for s in [*states, *pools]), np.zeros(len(self.spec.classes))
-            )
-            pool_map = dict(zip(sorted(self.pool_shards), pools, strict=True))
-            self._record(t, states, in_sys, pool_map)
-        return keep
+            t, refs = latest
+            self._report(min(t / end, 1.0) if end > 0 else 1.0)
+            if self.metrics is not None:
+                self._record(t, ray.get(refs))
+        return pending
 
-    def _record(
-        self,
-        t: float,
-        states: list[ShardState],
-        in_sys: np.ndarray,
-        pool_states: dict[int, ShardState],
-    ) -> None:
+    def _record(self, t: float, states: list[ShardState]) -> None:
+        """Set the live gauges from the states of every actor hosting an engine."""
         assert self.metrics is not None
-        spec, nf = self.spec, self.template.nodes_f
-        types = self.template.nodes_i[L.NODE_TYPE]
-        cap = np.bincount(types, weights=nf[L.CAP_CPU], minlength=len(spec.node_types))
+        spec = self.spec
+        zeros = np.zeros(len(spec.classes), dtype=np.float64)
+        in_sys = sum((s.in_system_per_class.astype(np.float64) for s in states), zeros)
         busy = sum((s.busy_cpu_by_type for s in states), np.zeros(len(spec.node_types)))
         util: dict[str, float] = {
-            nt.name: float(busy[ti] / max(cap[ti], 1e-12))
+            nt.name: float(busy[ti] / self.type_cores[ti])
             for ti, nt in enumerate(spec.node_types)
-            if (types == ti).any() and len(states) == len(self.shards)
+            if self.type_cores[ti] > 0
         }
-        for p, st in pool_states.items():
-            util[f"pool:{spec.pools[p].name}"] = st.busy_cpu / max(spec.pools[p].cores, 1e-12)
-        done = sum(s.done for s in [*states, *pool_states.values()])
-        failed = sum(s.failed for s in [*states, *pool_states.values()])
-        price = float(nf[L.PRICE_PER_S].sum() + self.template.pools_f[L.P_PRICE_PER_S].sum())
-        startup = sum(spec.node_type(n).startup_cost for n in spec.nodes)
-        decisions = sum(s.decisions for s in [*states, *pool_states.values()])
+        pool_busy = sum((s.pool_busy for s in states), np.zeros(len(spec.pools)))
+        for p, pool in enumerate(spec.pools):
+            util[f"pool:{pool.name}"] = float(pool_busy[p] / max(pool.cores, 1e-12))
+        pool_price = sum(p.price_per_hour for p in spec.pools) / 3600.0
         self.metrics.record(
             sim_time_s=t,
             in_system={c.name: float(in_sys[i]) for i, c in enumerate(spec.classes)},
             utilization=util,
-            decisions=self.live.decisions + decisions,
-            cost_usd=price * t + startup,
-            slo_violations=failed,
-            completed=max(done, self.live.completed),
+            decisions=sum(s.decisions for s in states),
+            cost_usd=sum(s.node_usd for s in states) + pool_price * t,
+            slo_violations=sum(s.failed for s in states),
+            completed=sum(s.done for s in states),
+        )
+
+
+def check_windowed(spec: SimulationSpec) -> None:
+    """Windowed mode splits a fixed set of nodes: refuse a scaler that rents nodes."""
+    ref = spec.scheduler.scaler
+    if int(getattr(policy_class("scaler", ref.name), "kernel_code", 0)) != ScalerCode.STATIC:
+        raise ValueError(
+            f"scaler {ref.name!r} rents and releases nodes, which windowed mode (a fixed "
+            "set of nodes split into shards) does not model; run exact mode (no --window)"
         )
 
 
@@ -366,7 +289,8 @@ def run_replication(
     options: RayRunOptions,
     run_name: str,
     actors: ActorSet | None = None,
+    progress: Progress | None = None,
 ) -> RunResult:
     """Run one replication of `spec` on actors (Ray must be initialised); `actors`: the
-    run's `ActorSet`, to reuse across replications."""
-    return Coordinator(spec, replication, options, run_name, actors).run_replication()
+    run's `ActorSet`, to reuse across replications; `progress`: see `Coordinator`."""
+    return Coordinator(spec, replication, options, run_name, actors, progress).run_replication()

@@ -1,14 +1,11 @@
-"""Put the pieces of a distributed run back together into the engine's result.
+"""Put the shards of a windowed run back together into the engine's result.
 
-Each shard returns its jobs' state columns keyed by global job id; the scheduler returns
-the jobs that never reached a node. `merge_result` overlays them on the stream's jobs and
-builds the per-job table and summary with `cluster.metrics.build_result`, so the table has
-exactly the columns (and, in exact mode, the values) of `clusteremu run`.
-
-Time averages (jobs in system, busy cores of placed jobs) are integrated from the per-job
-intervals over the statistics window rather than event by event; they agree with the
-kernel's integrals up to floating-point rounding. Pool busy areas come from the pool
-shards' own integrals.
+Each shard returns its jobs' result rows keyed by global job id, plus its engine's time
+integrals over the statistics window (jobs in system per class, busy cores, pools' busy
+cores). `merge_result` lays them over the stream's jobs in a frozen `RunState` of the whole
+scenario and builds the per-job table and summary with `cluster.metrics.build_result`, so
+the table has exactly the columns of `clusteremu run`; the integrals are sums of the
+shards' (each shard integrates its own jobs and nodes, event by event).
 """
 
 from __future__ import annotations
@@ -18,22 +15,143 @@ from typing import Any
 import numpy as np
 
 from actors.node_shard import RESULT_F_ROWS, RESULT_I_ROWS
-from cluster import layout as L
-from cluster.engine import Engine, FloatArray, Jobs
-from cluster.metrics import RunResult
+from cluster.jobs import Jobs, Purpose, replication_seed, stream
+from cluster.layout import FS, IS, JF, JI, PF, JobState, NodeStatus
+from cluster.metrics import RunResult, build_result
 from cluster.model import SimulationSpec
+from cluster.policies import registry
+from cluster.policies.base import Policy
+from cluster.state import (
+    EngineState,
+    RunState,
+    class_arrays,
+    empty_nodes,
+    fill_node,
+    max_gpus,
+    pool_arrays,
+    read_only,
+)
+
+#: The policies whose `extra_summary` a result carries, with their streams (as the engine).
+RESULT_POLICIES: tuple[tuple[registry.Kind, Purpose], ...] = (
+    ("placer", Purpose.PLACER),
+    ("allocator", Purpose.ALLOCATOR),
+    ("provisioner", Purpose.PROVISIONER),
+)
 
 
-def _overlap(lo: FloatArray, hi: FloatArray, a: float, b: float) -> FloatArray:
-    return np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0.0, None)
+def scenario_policies(spec: SimulationSpec, replication: int) -> tuple[Policy, ...]:
+    """The scenario's placer, allocator and provisioner, set up as `Engine` sets them up
+    (same streams), for their `extra_summary` keys."""
+    seq = replication_seed(spec, replication)
+    out: list[Policy] = []
+    for kind, purpose in RESULT_POLICIES:
+        ref = getattr(spec.scheduler, kind)
+        policy: Policy = registry.create(kind, ref.name, **ref.params)
+        policy.setup(spec, stream(seq, purpose))
+        out.append(policy)
+    return tuple(out)
 
 
-def _contiguous(ids: np.ndarray) -> bool:
-    return (
-        bool(ids.size)
-        and int(ids[-1]) - int(ids[0]) + 1 == ids.size
-        and (ids.size < 2 or bool(np.all(ids[1:] > ids[:-1])))
+def merged_state(
+    spec: SimulationSpec,
+    replication: int,
+    jobs: Jobs,
+    window: tuple[float, float],
+    parts: list[dict[str, Any]],
+) -> RunState:
+    """A frozen `RunState` of the whole scenario from shard parts (`NodeShard.finish`).
+
+    `jobs` are the replication's jobs (the stream), `window` the statistics window
+    (start, end) in seconds. Node rows are the scenario's nodes, in order.
+    """
+    n = jobs.arrival_s.size
+    jobs_f = np.zeros((len(JF), n))
+    jobs_i = np.zeros((len(JI), n), dtype=np.int64)
+    jobs_f[JF.ARRIVAL] = jobs.arrival_s
+    jobs_f[JF.SIZE] = jobs.size
+    jobs_i[JI.CLS] = jobs.class_index
+    n_classes = len(spec.classes)
+    area_class = np.zeros(n_classes)
+    pools_f, pools_i = pool_arrays(spec)
+    busy_area = measured = now = 0.0
+    events = decisions = 0
+    for part in parts:
+        ids = part["ids"]
+        for i, row in enumerate(RESULT_F_ROWS):
+            jobs_f[row, ids] = part["jobs_f"][i]
+        for i, irow in enumerate(RESULT_I_ROWS):
+            jobs_i[irow, ids] = part["jobs_i"][i]
+        area_class += part["area_class"]
+        busy_area += float(part["busy_area"])
+        pools_f[PF.BUSY_AREA] += part["pool_busy_area"]
+        measured = max(measured, float(part["measured_s"]))
+        now = max(now, float(part["now_s"]))
+        events += int(part["events"])
+        decisions += int(part["decisions"])
+    state = jobs_i[JI.STATE]
+    gone = (state == JobState.DONE) | (state == JobState.FAILED)
+    if spec.stop.time_s is not None:
+        now = float(spec.stop.time_s)
+    else:
+        now = max(now, float(jobs_f[JF.END, gone].max(initial=0.0)))
+
+    m = len(spec.nodes)
+    types = {t.name: i for i, t in enumerate(spec.node_types)}
+    nodes_f, nodes_i, gpu_free = empty_nodes(max(m, 1), max_gpus(spec))
+    for k, name in enumerate(spec.nodes):
+        t = types[name]
+        fill_node(nodes_f, nodes_i, gpu_free, k, spec.node_types[t], t, 0.0, NodeStatus.UP)
+    classes_f, classes_i, tx, ty = class_arrays(spec)
+    istate = np.zeros(len(IS), dtype=np.int64)
+    istate[IS.NODES_USED] = m
+    istate[IS.DONE_COUNT] = int(gone.sum())
+    istate[IS.FAILED_COUNT] = int((state == JobState.FAILED).sum())
+    istate[IS.N_SYSTEM] = int(((state == JobState.QUEUED) | (state == JobState.RUNNING)).sum())
+    istate[IS.EVENTS] = events
+    istate[IS.DECISIONS] = decisions
+    fstate = np.zeros(len(FS))
+    fstate[FS.NOW] = now
+    fstate[FS.WIN_START], fstate[FS.WIN_END] = window
+    fstate[FS.MEASURED_TIME] = measured
+    fstate[FS.BUSY_AREA] = busy_area
+    none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)
+    merged = EngineState(
+        jobs_f=jobs_f,
+        jobs_i=jobs_i,
+        nodes_f=nodes_f,
+        nodes_i=nodes_i,
+        gpu_free=gpu_free,
+        pools_f=pools_f,
+        pools_i=pools_i,
+        classes_f=classes_f,
+        classes_i=classes_i,
+        class_tx=tx,
+        class_ty=ty,
+        heap_t=none_f,
+        heap_j=none_i,
+        heap_k=none_i,
+        run_by_type=np.zeros((0, 0)),
+        queue=none_i,
+        members=none_i,
+        n_class=np.bincount(
+            jobs_i[JI.CLS, ~gone & (state != JobState.FUTURE)], minlength=n_classes
+        ).astype(np.int64),
+        area_class=area_class,
+        istate=istate,
+        fstate=fstate,
+        rng=np.zeros(1, dtype=np.uint64),
+        placer_params=none_f,
+        alloc_params=none_f,
+        decisions=np.zeros((3, 0), dtype=np.int64),
+        decision_setup_s=none_f,
+        wait_i=none_i,
+        wait_f=np.zeros((3, 0)),
+        world_f=np.zeros((0, 0)),
+        world_i=np.zeros((0, 0), dtype=np.int64),
+        cached=np.zeros((0, 0)),
     )
+    return RunState(spec, replication, read_only(merged), now)
 
 
 def merge_result(
@@ -42,68 +160,13 @@ def merge_result(
     jobs: Jobs,
     window: tuple[float, float],
     parts: list[dict[str, Any]],
-    unplaced: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
-    extra_events: int = 0,
-    extra_decisions: int = 0,
-    skeleton: Engine | None = None,
+    policies: tuple[Policy, ...] | None = None,
 ) -> RunResult:
-    """Merge shard parts (from `NodeShard.finish`) into one replication's result.
+    """The per-job table and summary of a windowed run from its shard parts.
 
-    `unplaced` is the scheduler's (ids, state, end) of jobs that never reached a node
-    (exact mode). The result is built by an engine on the full scenario whose state
-    arrays are replaced by the merged ones, so it has every column and summary key of a
-    single-process run. `skeleton`: that engine, built beforehand (`Engine(spec,
-    replication, jobs=jobs)`, not run), e.g. while the actors start; it is overwritten.
+    `policies` carry the summary's extra keys (default: the scenario's, built here).
     """
-    merged = Engine(spec, replication, jobs=jobs) if skeleton is None else skeleton
-    jf, ji = merged.jobs_f, merged.jobs_i
-    pools_f = merged.pools_f
-    now = 0.0
-    events, decisions = extra_events, extra_decisions
-    for part in parts:
-        ids = part["ids"]
-        # A contiguous run of ids (a one-shard run) is written as a slice, not scattered.
-        at = slice(int(ids[0]), int(ids[-1]) + 1) if _contiguous(ids) else ids
-        for i, row in enumerate(RESULT_F_ROWS):
-            jf[row, at] = part["jobs_f"][i]
-        for i, row in enumerate(RESULT_I_ROWS):
-            ji[row, at] = part["jobs_i"][i]
-        pools_f[L.P_BUSY_AREA] += part["pool_busy_area"]
-        now = max(now, float(part["now_s"]))
-        events += int(part["events"])
-        decisions += int(part["decisions"])
-    if unplaced is not None:
-        ids, state, end = unplaced
-        ji[L.STATE, ids] = state
-        jf[L.END, ids] = np.where(state == L.FAILED, end, jf[L.END, ids])
-        now = max(now, float(end.max(initial=0.0)))
-    if spec.stop.time_s is not None:
-        now = float(spec.stop.time_s)
-    else:
-        finished = (ji[L.STATE] == L.DONE) | (ji[L.STATE] == L.FAILED)
-        now = max(now, float(jf[L.END, finished].max(initial=0.0)))
-
-    lo, hi = window
-    state = ji[L.STATE]
-    gone = (state == L.DONE) | (state == L.FAILED)
-    leave = np.where(gone, jf[L.END], np.inf)
-    in_system = _overlap(jf[L.ARRIVAL], leave, lo, hi)
-    area_class = np.bincount(ji[L.CLS], weights=in_system, minlength=len(spec.classes))
-    on_node = (merged.classes_i[L.CLASS_POOL][ji[L.CLS]] < 0) & (
-        (state == L.RUNNING) | (state == L.DONE)
-    )
-    busy = jf[L.REQ_CPU, on_node] * _overlap(
-        jf[L.START, on_node], np.where(state[on_node] == L.DONE, jf[L.END, on_node], np.inf), lo, hi
-    )
-    fstate = merged.fstate
-    fstate[L.NOW] = now
-    fstate[L.WIN_START], fstate[L.WIN_END] = lo, hi
-    fstate[L.MEASURED_TIME] = max(hi - lo, 0.0)
-    fstate[L.BUSY_AREA] = float(busy.sum() + pools_f[L.P_BUSY_AREA].sum())
-    istate = merged.istate
-    istate[L.DECISIONS] = decisions
-    istate[L.FAILED_COUNT] = int((state == L.FAILED).sum())
-    istate[L.EVENTS] = events
-    istate[L.DONE_COUNT] = int(gone.sum())
-    merged.area_class[:] = area_class
-    return merged.result()
+    run = merged_state(spec, replication, jobs, window, parts)
+    if policies is None:
+        policies = scenario_policies(spec, replication)
+    return build_result(run, policies)

@@ -1,5 +1,5 @@
-"""A shard without Ray: fed window by window (growing past its first capacity) it runs
-exactly the single-process engine on its slice."""
+"""A shard without Ray: fed window by window (its job arrays growing by doubling) it runs
+exactly the single-process engine on its slice; its parts merge into the kernel's result."""
 
 from __future__ import annotations
 
@@ -16,25 +16,31 @@ from tests.actors.helpers import assert_same_jobs
 pytest.importorskip("ray")
 
 
-@pytest.mark.parametrize("share", [1.0, 0.0])
-def test_one_shard_fed_in_windows_equals_the_kernel(share: float) -> None:
-    spec = load_scenario("hetero-placement", ["stop.time_s=600", "stop.warmup_s=10"])
+@pytest.mark.parametrize(
+    ("name", "overrides", "step_s"),
+    [
+        ("hetero-placement", ["stop.time_s=600", "stop.warmup_s=10"], 7.0),
+        ("mm-c", ["stop.jobs=3000", "stop.warmup_jobs=100"], 0.5),
+    ],
+)
+def test_one_shard_fed_in_windows_equals_the_kernel(
+    name: str, overrides: list[str], step_s: float
+) -> None:
+    spec = load_scenario(name, overrides)
     stream = ArrivalStream(spec, 0)
-    shard = NodeShard(spec, 0, 0, np.arange(len(spec.nodes)), stream.info(), "all", share=share)
-    first_capacity = shard.global_ids.size
+    shard = NodeShard(spec, 0, 0, np.arange(len(spec.nodes)), "all", snapshot=True)
+    horizon = spec.stop.horizon_s
     t = 0.0
     while not stream.exhausted():
-        t = min(t + 7.0, 600.0)
-        shard.window(t, stream.next_batch(t))
-    shard.window(600.0)
-    if share == 0.0:
-        assert first_capacity < stream.info()[0] <= shard.global_ids.size  # it grew
-    result = merge_result(spec, 0, stream.jobs, stream.window, [shard.finish()], None)
+        t = min(t + step_s, horizon)
+        state = shard.window(t, stream.next_batch(t))
+        assert state.free is not None and state.free.shape == (3, len(spec.nodes))
+    shard.window(horizon)
+    assert shard.engine.state.jobs_f.shape[1] >= shard.engine.jobs_fed == stream.info()[0]
+    result = merge_result(spec, 0, stream.jobs, stream.window, [shard.finish()])
     reference = run_spec(spec)
     assert_same_jobs(reference.jobs, result.jobs)
-    assert result.summary["mean_jobs_in_system"] == pytest.approx(
-        reference.summary["mean_jobs_in_system"], rel=1e-9
-    )
-    assert result.summary["utilization"] == pytest.approx(
-        reference.summary["utilization"], rel=1e-9
-    )
+    for key in ("jobs_completed", "mean_response_time_s", "jobs_failed", "decisions"):
+        assert result.summary[key] == reference.summary[key], key
+    for key in ("mean_jobs_in_system", "utilization", "cost_usd", "throughput_per_s"):
+        assert result.summary[key] == pytest.approx(reference.summary[key], rel=1e-9), key
