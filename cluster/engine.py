@@ -82,7 +82,7 @@ from cluster.policies.base import (
     Scaler,
     ScaleView,
 )
-from cluster.policies.codes import check_code
+from cluster.policies.codes import PlacerCode, check_code
 from cluster.state import (
     EngineState,
     RunState,
@@ -370,7 +370,11 @@ class Engine:
         """
         run = self._run
         if run is None:
-            run = self._run = direct_entry(kernel.run_entry, self._t, until_s, max_events, -1, -1)
+            entry = kernel.loop_entry(
+                pools=self._s.pools_f.shape[1] > 0,
+                python_placer=self._s.istate[IS.PLACER_CODE] == PlacerCode.PYTHON,
+            )
+            run = self._run = direct_entry(entry, self._t, until_s, max_events, -1, -1)
         job = node = -1
         while True:
             status = run(self._t, until_s, max_events, job, node)

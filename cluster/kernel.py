@@ -40,7 +40,6 @@ from cluster.layout import (
 )
 from cluster.policies.compiled import (
     ALLOC_PYTHON,
-    PLACE_PYTHON,
     SCALE_PYTHON,
     allocate,
     choose_gpus,
@@ -643,93 +642,114 @@ def next_event_time(s) -> float:  # type: ignore[no-untyped-def]
     return t
 
 
-@kernel_function
-def run_kernel(  # type: ignore[no-untyped-def]
-    s, until_s: float, max_events: int, job: int = -1, node: int = -1
-) -> int:
-    """Run events until the end, a Python decision, time `until_s` or `max_events` events.
+def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def]
+    """The event loop, compiled with or without malleable pools and a Python placer.
 
-    Returns a `Status`, or -n when a Python placer must decide for the n waiting jobs
-    gathered in `members` (the commonest call back, answered without reading `istate`).
-    `job` >= 0 is the Python placer's one placement (on `node`) of the last call, applied
-    first; several placements come through `decisions`.
+    Both are compile-time constants (numba prunes the branches they decide before typing):
+    a scenario without pools never compiles the allocators (WHAM, GREEDY, the MDP policy
+    ...), one with a compiled placer never compiles the hand-over of Python placements. A
+    first run of a node scenario compiles in about half the time of the full loop.
     """
-    n_jobs = s.jobs_f.shape[1]
-    n_pools = s.pools_f.shape[1]
-    istate, fstate = s.istate, s.fstate
-    events_at_entry = istate[IS.EVENTS]
-    if job >= 0:
-        why = start_checked(s, job, node, fstate[FS.NOW], 0.0, -1)
-        if why != 0:
-            istate[IS.DEC_BAD] = 0
-            istate[IS.DEC_WHY] = why
-            return _BAD_DECISION
-        next_queued(s)
-        istate[IS.NEED_PLACE] = 0
-    while True:
-        now = fstate[FS.NOW]
-        # 0. Placements a Python placer returned at the last call.
-        if istate[IS.DEC_N] > 0 and not apply_decisions(s, now):
-            return _BAD_DECISION
-        # 1. Decisions owed since the last event: scaling, placement, allocation.
-        if istate[IS.NEED_SCALE] == 1:
-            if istate[IS.SCALER_CODE] == SCALE_PYTHON:
-                return _NEED_SCALE_DECISION
-            istate[IS.NEED_SCALE] = 0
-        if istate[IS.NEED_PLACE] == 1:
-            if istate[IS.PLACER_CODE] == PLACE_PYTHON:
-                n = gather_waiting(s)
-                if n > 0:
-                    return -n
-                istate[IS.NEED_PLACE] = 0
-            place_compiled(s, now)
-        for p in range(n_pools):
-            if s.pools_i[PI.NEED_ALLOC, p] == 1:
-                if istate[IS.ALLOC_CODE] == ALLOC_PYTHON:
-                    istate[IS.STATUS_POOL] = p
-                    return _NEED_ALLOC_DECISION
-                allocate_compiled(s, p, now)
 
-        # 2. The next event.
-        while istate[IS.HEAP_N] > 0 and _stale(s, 0):
-            heap_pop(s)
-        a = istate[IS.NEXT_ARRIVAL]
-        t_arrival = s.jobs_f[JF.ARRIVAL, a] if a < n_jobs else math.inf
-        t_heap = s.heap_t[0] if istate[IS.HEAP_N] > 0 else math.inf
-        t_pool = math.inf
-        p_min = -1
-        for p in range(n_pools):
-            if s.pools_i[PI.NEXT_J, p] >= 0 and s.pools_f[PF.NEXT_T, p] < t_pool:
-                t_pool = s.pools_f[PF.NEXT_T, p]
-                p_min = p
-        t = min(t_arrival, min(t_heap, t_pool))
-        if t > fstate[FS.HORIZON]:
-            advance_to(s, fstate[FS.HORIZON])
-            return _FINISHED
-        if t == math.inf:
-            return _FINISHED
-        if t > until_s:
-            return _PAUSED
-        if istate[IS.EVENTS] - events_at_entry >= max_events:
-            return _YIELDED
-        advance_to(s, t)
-        istate[IS.EVENTS] += 1
+    @kernel_function
+    def run_kernel(  # type: ignore[no-untyped-def]
+        s, until_s: float, max_events: int, job: int = -1, node: int = -1
+    ) -> int:
+        """Run events until the end, a Python decision, time `until_s` or `max_events` events.
 
-        if t_heap <= t_pool and t_heap <= t_arrival:
-            i = s.heap_j[0]
-            kind = s.heap_k[0] & KIND_MASK
-            heap_pop(s)
-            if kind == Event.TIMER:
-                on_timer(s, i, t)
-            elif kind == Event.NODE_READY:
-                on_node_ready(s, i, t)
+        Returns a `Status`, or -n when a Python placer must decide for the n waiting jobs
+        gathered in `members` (the commonest call back, answered without reading `istate`).
+        `job` >= 0 is the Python placer's one placement (on `node`) of the last call, applied
+        first; several placements come through `decisions`.
+        """
+        n_jobs = s.jobs_f.shape[1]
+        n_pools = s.pools_f.shape[1]
+        istate, fstate = s.istate, s.fstate
+        events_at_entry = istate[IS.EVENTS]
+        if job >= 0:
+            why = start_checked(s, job, node, fstate[FS.NOW], 0.0, -1)
+            if why != 0:
+                istate[IS.DEC_BAD] = 0
+                istate[IS.DEC_WHY] = why
+                return _BAD_DECISION
+            next_queued(s)
+            istate[IS.NEED_PLACE] = 0
+        while True:
+            now = fstate[FS.NOW]
+            # 0. Placements a Python placer returned at the last call.
+            if istate[IS.DEC_N] > 0 and not apply_decisions(s, now):
+                return _BAD_DECISION
+            # 1. Decisions owed since the last event: scaling, placement, allocation.
+            if istate[IS.NEED_SCALE] == 1:
+                if istate[IS.SCALER_CODE] == SCALE_PYTHON:
+                    return _NEED_SCALE_DECISION
+                istate[IS.NEED_SCALE] = 0
+            if istate[IS.NEED_PLACE] == 1:
+                if python_placer:
+                    n = gather_waiting(s)
+                    if n > 0:
+                        return -n
+                    istate[IS.NEED_PLACE] = 0
+                else:
+                    place_compiled(s, now)
+            if pools:
+                for p in range(n_pools):
+                    if s.pools_i[PI.NEED_ALLOC, p] == 1:
+                        if istate[IS.ALLOC_CODE] == ALLOC_PYTHON:
+                            istate[IS.STATUS_POOL] = p
+                            return _NEED_ALLOC_DECISION
+                        allocate_compiled(s, p, now)
+
+            # 2. The next event.
+            while istate[IS.HEAP_N] > 0 and _stale(s, 0):
+                heap_pop(s)
+            a = istate[IS.NEXT_ARRIVAL]
+            t_arrival = s.jobs_f[JF.ARRIVAL, a] if a < n_jobs else math.inf
+            t_heap = s.heap_t[0] if istate[IS.HEAP_N] > 0 else math.inf
+            t_pool = math.inf
+            p_min = -1
+            for p in range(n_pools):
+                if s.pools_i[PI.NEXT_J, p] >= 0 and s.pools_f[PF.NEXT_T, p] < t_pool:
+                    t_pool = s.pools_f[PF.NEXT_T, p]
+                    p_min = p
+            t = min(t_arrival, min(t_heap, t_pool))
+            if t > fstate[FS.HORIZON]:
+                advance_to(s, fstate[FS.HORIZON])
+                return _FINISHED
+            if t == math.inf:
+                return _FINISHED
+            if t > until_s:
+                return _PAUSED
+            if istate[IS.EVENTS] - events_at_entry >= max_events:
+                return _YIELDED
+            advance_to(s, t)
+            istate[IS.EVENTS] += 1
+
+            if t_heap <= t_pool and t_heap <= t_arrival:
+                i = s.heap_j[0]
+                kind = s.heap_k[0] & KIND_MASK
+                heap_pop(s)
+                if kind == Event.TIMER:
+                    on_timer(s, i, t)
+                elif kind == Event.NODE_READY:
+                    on_node_ready(s, i, t)
+                else:
+                    on_complete(s, i, t)
+            elif t_pool <= t_arrival:
+                if pools:
+                    on_pool_completion(s, p_min, t)
             else:
-                on_complete(s, i, t)
-        elif t_pool <= t_arrival:
-            on_pool_completion(s, p_min, t)
-        else:
-            istate[IS.NEXT_ARRIVAL] = a + 1
-            on_arrival(s, a, t)
+                istate[IS.NEXT_ARRIVAL] = a + 1
+                on_arrival(s, a, t)
+
+    return run_kernel
+
+
+#: The loops by (pools, Python placer); each compiles only what its scenarios use.
+run_kernel = _make_loop(True, False)
+run_kernel_py = _make_loop(True, True)
+run_kernel_nodes = _make_loop(False, False)
+run_kernel_nodes_py = _make_loop(False, True)
 
 
 # --- entries from Python ---------------------------------------------------------------------
@@ -743,6 +763,40 @@ def run_entry(  # type: ignore[no-untyped-def]
     t, until_s: float, max_events: int, job: int, node: int
 ) -> int:
     return run_kernel(EngineState(*t), until_s, max_events, job, node)
+
+
+@kernel_function
+def run_py_entry(  # type: ignore[no-untyped-def]
+    t, until_s: float, max_events: int, job: int, node: int
+) -> int:
+    """`run_entry` with a Python placer."""
+    return run_kernel_py(EngineState(*t), until_s, max_events, job, node)
+
+
+@kernel_function
+def run_nodes_entry(  # type: ignore[no-untyped-def]
+    t, until_s: float, max_events: int, job: int, node: int
+) -> int:
+    """`run_entry` for a scenario without pools."""
+    return run_kernel_nodes(EngineState(*t), until_s, max_events, job, node)
+
+
+@kernel_function
+def run_nodes_py_entry(  # type: ignore[no-untyped-def]
+    t, until_s: float, max_events: int, job: int, node: int
+) -> int:
+    """`run_entry` for a scenario without pools, with a Python placer."""
+    return run_kernel_nodes_py(EngineState(*t), until_s, max_events, job, node)
+
+
+def loop_entry(pools: bool, python_placer: bool) -> object:
+    """The compiled entry of the loop variant a scenario needs."""
+    return {
+        (True, False): run_entry,
+        (True, True): run_py_entry,
+        (False, False): run_nodes_entry,
+        (False, True): run_nodes_py_entry,
+    }[(pools, python_placer)]
 
 
 @kernel_function
