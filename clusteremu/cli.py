@@ -196,9 +196,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_out(args, "run")
     spec = _load(args)
     if args.ray:
-        from actors.launch import run_on_ray  # the Ray extra; imported only when asked for
+        from actors.coordinator import reporting  # the Ray extra; imported only when asked for
+        from actors.launch import run_on_ray
 
-        result: ScenarioResult = run_on_ray(spec, args)
+        with progress_bar(not args.json, spec.name) as update, reporting(update):
+            result: ScenarioResult = run_on_ray(spec, args)
     else:
         with progress_bar(not args.json, spec.name) as update:
             result = run_spec(spec, update)
