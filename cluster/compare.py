@@ -32,16 +32,25 @@ def compare_policies(
     return rows
 
 
+#: Scenario-selected and world-model metrics shown next to the charted one when present.
+EXTRA_COLUMNS = ("score", "mean_setup_s")
+
+
 def table_text(rows: list[dict[str, Any]], metric: str) -> str:
-    """A plain-text table: one line per policy with the metric and its 95% half-width."""
+    """A plain-text table: one line per policy with the metric and its 95% half-width, plus
+    the scenario's selected metrics (`score`) and the mean set-up delay (s) when the runs
+    report them."""
     width = max(len(r["policy"]) for r in rows)
-    lines = [f"{'policy':<{width}}  {metric:>22}  {'ci95':>10}  {'jobs':>9}"]
+    extra = [k for k in EXTRA_COLUMNS if k != metric and any(k in r["summary"] for r in rows)]
+    head = f"{'policy':<{width}}  {metric:>22}  {'ci95':>10}  {'jobs':>9}"
+    lines = [head + "".join(f"  {k:>12}" for k in extra)]
     for r in rows:
         s = r["summary"]
         ci = s.get("ci95", {}).get(metric, float("nan"))
         lines.append(
             f"{r['policy']:<{width}}  {s.get(metric, float('nan')):>22.6g}  "
             f"{ci:>10.3g}  {s['jobs_completed']:>9}"
+            + "".join(f"  {s.get(k, float('nan')):>12.6g}" for k in extra)
         )
     return "\n".join(lines)
 

@@ -862,6 +862,7 @@ class LiveView(PlacementView):
             ("free_gpu", s.nodes_f[NF.FREE_GPU]),
             ("free_slots", s.nodes_f[NF.FREE_SLOTS]),
             ("gpu_free_milli", s.gpu_free),
+            ("cached", s.cached if s.world_i.shape[0] else np.zeros((0, 0))),
         ):
             view = array.view()
             view.flags.writeable = False
@@ -937,10 +938,12 @@ def make_placement_view(
     nodes_i: IntArray,
     gpu_free: FloatArray,
     static: dict[str, npt.NDArray[Any]] | None = None,
+    cached: FloatArray | None = None,
 ) -> PlacementView:
     """A PlacementView of queued jobs (their (cpu, GB, gpu) requests) on the given nodes.
 
-    Free resources are copied; `static` (from `static_node_arrays`) is shared if given.
+    Free resources and the world model's caches (`cached`, nodes x items) are copied;
+    `static` (from `static_node_arrays`) is shared if given.
     """
     return PlacementView(
         time_s=time_s,
@@ -954,6 +957,7 @@ def make_placement_view(
         free_gpu=nodes_f[NF.FREE_GPU].copy(),
         free_slots=nodes_f[NF.FREE_SLOTS].copy(),
         gpu_free_milli=gpu_free.copy(),
+        cached=np.zeros((0, 0)) if cached is None else cached.copy(),
         **(static if static is not None else static_node_arrays(nodes_f, nodes_i)),
     )
 

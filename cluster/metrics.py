@@ -162,6 +162,10 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
         }
     )
     summary = summarize(run, measured, response, failed)
+    # The world model's metrics and those the scenario selects (`score`), for every policy.
+    from cluster.score_metric import scenario_metrics
+
+    summary.update(scenario_metrics(run, table))
     for policy in policies:
         summary.update(policy.extra_summary(table, summary))
     return RunResult(table, summary)

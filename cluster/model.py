@@ -1,12 +1,14 @@
 """The plain-data model a simulation runs on: node types, nodes, pools, job classes.
 
 `scenarios/` validates YAML and builds these objects; the engine only reads them. Units:
-cores (cpu), GB (memory_gb), whole GPUs (gpu), seconds, dollars.
+cores (cpu), GB (memory_gb), whole GPUs (gpu), seconds, dollars, MB (images and data),
+Mbit/s (bandwidths).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,12 @@ class NodeType:
     startup_delay_s: float = 0.0
     #: Most jobs running at once on one node (worker slots); unlimited by default.
     max_jobs: float = math.inf
+    #: Bandwidth from the image registry (images, models), Mbit/s; inf = pulls take no time.
+    registry_mbps: float = math.inf
+    #: Bandwidth from and to the storage nodes (data), Mbit/s; inf = transfers take no time.
+    storage_mbps: float = math.inf
+    #: Images and data items (`WorldSpec` names) a node of this type holds when it joins.
+    cached: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,18 @@ class Request:
 
 
 @dataclass(frozen=True)
+class Container:
+    """One container of a job: its image, as ranked alternatives (names of `Image`s).
+
+    On a node the container runs the first image with a build for the node's architecture
+    and whose required labels the node carries.
+    """
+
+    images: tuple[str, ...]
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class JobClass:
     """A class of jobs: how they arrive, how big they are, how they parallelise.
 
@@ -71,6 +91,73 @@ class JobClass:
     #: Execution time (seconds) on a given node type, replacing size / (speed * s(cpu)) there.
     #: Each job draws one uniform u; on node type t it runs for quantile_t(u) seconds.
     runtime_by_node_type: dict[str, Distribution] = field(default_factory=dict)
+    #: The job's containers (each pulls its image onto the node unless cached there).
+    containers: tuple[Container, ...] = ()
+    #: MB read from storage when a job starts, and MB written back (every start).
+    data_in_mb: float = 0.0
+    data_out_mb: float = 0.0
+    #: MB of the class's model, downloaded from the registry once per node, then cached.
+    model_mb: float = 0.0
+    #: Data items (`WorldSpec.data_items` names) fetched once per node, then cached.
+    data_items: tuple[str, ...] = ()
+    #: Required node labels: label -> allowed values (read by label-aware placers).
+    node_selector: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Capability labels the job would like its node to carry (label -> value).
+    capabilities: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Image:
+    """A container image: size in MB per architecture (the node type label ``arch``; the
+    key ``*`` stands for every architecture; an architecture missing = no build for it) and
+    node labels it requires (label -> allowed values)."""
+
+    name: str
+    size_mb: Mapping[str, float]
+    requires: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DataItem:
+    """A data set fetched once per node and then cached: size in MB, and where it comes
+    from (``registry`` or ``storage``: which of the node type's bandwidths applies)."""
+
+    name: str
+    size_mb: float
+    source: str = "storage"
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    """The scenario's catalogue of images and data items, and the transfers' goodput (the
+    fraction of a link's bandwidth a transfer gets, 0 < goodput <= 1)."""
+
+    images: tuple[Image, ...] = ()
+    data_items: tuple[DataItem, ...] = ()
+    goodput: float = 1.0
+
+
+@dataclass(frozen=True)
+class ScoreBounds:
+    """Eq. 2 normalisation bounds of one class (function): execution and wait, seconds."""
+
+    exec_s: tuple[float, float]
+    wait_s: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class ScoreMetric:
+    """The seed's `score` (eq. 2) as a summary metric; bounds per class name (a class
+    without bounds gets exec [0, 2 x its largest mean run time], wait [0, its timeout])."""
+
+    bounds: Mapping[str, ScoreBounds] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MetricsSpec:
+    """Summary metrics a scenario selects beyond the standard ones."""
+
+    score: ScoreMetric | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +207,9 @@ class SimulationSpec:
     classes: tuple[JobClass, ...]
     scheduler: SchedulerSpec = field(default_factory=SchedulerSpec)
     replications: int = 1
+    #: Images, data items and goodput (`cluster.world` turns them into engine state).
+    world: WorldSpec = field(default_factory=WorldSpec)
+    metrics: MetricsSpec = field(default_factory=MetricsSpec)
 
     def node_type(self, name: str) -> NodeType:
         for nt in self.node_types:

@@ -43,13 +43,17 @@ def run_spec(
 def with_policies(spec: SimulationSpec, **names: str) -> SimulationSpec:
     """A copy of `spec` with some of its scheduler's policies replaced by name.
 
-    `names` maps `placer` / `allocator` / `provisioner` to a policy name, optionally with
-    parameters as `name:key=value:key=value`.
+    `names` maps `placer` / `allocator` / `provisioner` / `scaler` to a policy name,
+    optionally with parameters as `name:key=value:key=value`. Naming the scenario's own
+    policy keeps its parameters (`placer=scoring` on a scenario that configures `scoring`
+    runs exactly that configuration); given parameters then override those keys. Another
+    policy starts from no parameters.
     """
     sched = spec.scheduler
     for kind, text in names.items():
         name, *params = text.split(":")
-        values: dict[str, Any] = {}
+        current: PolicyRef = getattr(sched, kind)
+        values: dict[str, Any] = dict(current.params) if current.name == name else {}
         for item in params:
             key, _, raw = item.partition("=")
             values[key] = _parse_scalar(raw)

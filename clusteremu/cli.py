@@ -69,8 +69,9 @@ SUMMARY_METRICS = (
     "events",
     "decisions",
 )
-#: ... and the keys policy families add to it (`extra_summary`: the scoring placer's).
-POLICY_METRICS = ("score", "image_pulls")
+#: ... and the keys the world model and the scenario's selected metrics add
+#: (`cluster.score_metric`: any placer reports them when the scenario has them).
+POLICY_METRICS = ("score", "image_pulls", "mean_setup_s", "fetched_mb", "data_transfer_mb")
 
 log = logging.getLogger("clusteremu")
 

@@ -13,8 +13,11 @@ as tabulated in ``shared/traces/faas-sim-tables.md``:
 - network: cloud VMs on 1 Gbit/s fibre; edge devices behind a 250 Mbit/s uplink (``urban``
   topology) or on 1 Gbit/s (``internet`` topology); transfers get 0.97 of the bandwidth.
 
-`scenario_dict(...)` builds a complete scenario (YAML-shaped dict) for the ``scoring`` placer;
-`expand_cluster_generator(...)` serves the loader's ``cluster.generator`` block.
+`scenario_dict(...)` builds a complete scenario (YAML-shaped dict): the world model (images in
+``world.images``, each function's container, data and model in its workload class, the node
+types' bandwidths), the eq. 2 ``score`` selected under ``metrics``, and the ``scoring`` placer
+(or any other); `expand_cluster_generator(...)` serves the loader's ``cluster.generator``
+block.
 
 Model choices [derived], documented in docs/scoring.md: each function is one job class
 requesting 1 core and the memory of its largest image; a node runs the function's first
@@ -144,13 +147,7 @@ def node_type_dicts(
     out = []
     for name in devices:
         d = DEVICES[name]
-        labels = {
-            "device": d.name,
-            "arch": d.arch,
-            "locality": d.locality,
-            "bandwidth.registry_mbps": f"{bw[d.locality]:g}",
-            "bandwidth.storage_mbps": f"{bw[d.locality]:g}",
-        }
+        labels = {"device": d.name, "arch": d.arch, "locality": d.locality}
         if d.accelerator == "gpu":
             labels.update(
                 {"accelerator": "gpu", "capability.cuda": "true", "capability.gpu": "true"}
@@ -165,6 +162,8 @@ def node_type_dicts(
                 "gpu": d.vram_gb,
                 "labels": labels,
                 "max_jobs": WORKER_SLOTS,
+                "registry_mbps": bw[d.locality],
+                "storage_mbps": bw[d.locality],
             }
         )
     return out
@@ -360,17 +359,19 @@ def runtime_by_node_type(
     return out
 
 
-def pod_dict(function: str) -> dict[str, Any]:
-    """The scoring placer's pod description of a function (images, capabilities, data)."""
+def image_dict(image: str) -> dict[str, Any]:
+    """A `world.images` entry: sizes per architecture (MB), the devices it runs on."""
+    return {
+        "name": image,
+        "size_mb": dict(IMAGE_SIZE_MB[image]),
+        "requires": {"device": sorted(EXEC_MEAN_S[image])},
+    }
+
+
+def class_world(function: str) -> dict[str, Any]:
+    """A function's world fields (workload class): one container with its ranked images,
+    the capabilities the Capability scorer rewards, data per invocation and model (MB)."""
     f = FUNCTIONS[function]
-    images = [
-        {
-            "name": img,
-            "size_mb": dict(IMAGE_SIZE_MB[img]),
-            "requires": {"device": sorted(EXEC_MEAN_S[img])},
-        }
-        for img in f.images
-    ]
     caps = (
         {"capability.cuda": "true", "capability.gpu": "true"}
         if any(img.endswith("-gpu") for img in f.images)
@@ -378,9 +379,23 @@ def pod_dict(function: str) -> dict[str, Any]:
     )
     if any(img.endswith("-tpu") for img in f.images):
         caps["capability.tpu"] = "true"
+    out: dict[str, Any] = {"containers": [{"images": list(f.images)}]}
+    if caps:
+        out["capabilities"] = caps
+    for key in ("data_in_mb", "data_out_mb", "model_mb"):
+        if getattr(f, key):
+            out[key] = getattr(f, key)
+    return out
+
+
+def pod_dict(function: str) -> dict[str, Any]:
+    """The old (deprecated) form of a function's world, as the scoring placer's ``pods``
+    entry; kept to test the loader's migration (`scenarios.world.migrate`)."""
+    f = FUNCTIONS[function]
+    world = class_world(function)
     return {
-        "images": images,
-        "capabilities": caps,
+        "images": [image_dict(img) for img in f.images],
+        "capabilities": world.get("capabilities", {}),
         "data_in_mb": f.data_in_mb,
         "data_out_mb": f.data_out_mb,
         "model_mb": f.model_mb,
@@ -430,15 +445,12 @@ def scenario_dict(
                 "request": {"cpu": 1, "memory_gb": max(f.memory_mib) / 1024.0},
                 "timeout_s": timeout_s,
                 "runtime_by_node_type": runtime,
+                **class_world(name),
             }
         )
+    images = list(dict.fromkeys(img for name in functions for img in FUNCTIONS[name].images))
     params: dict[str, Any] = {}
     if placer == "scoring":
-        params = {
-            "pods": {name: pod_dict(name) for name in functions},
-            "score_bounds": {name: score_bounds(name, timeout_s) for name in functions},
-            "goodput": GOODPUT,
-        }
         if scorers is not None:
             params["scorers"] = list(scorers)
         if weights is not None:
@@ -457,6 +469,10 @@ def scenario_dict(
             }
         },
         "workload": {"classes": classes},
+        "world": {"goodput": GOODPUT, "images": [image_dict(img) for img in images]},
+        "metrics": {
+            "score": {"bounds": {name: score_bounds(name, timeout_s) for name in functions}}
+        },
         "scheduler": {"placer": {"name": placer, "params": params}},
     }
 
@@ -480,3 +496,41 @@ def apply_cluster_generator(model: Any) -> Any:
         }
     )
     return model.model_copy(update={"cluster": cluster})
+
+
+#: The header of the shipped scenario file (`shipped_yaml`).
+SHIPPED_HEADER = """\
+# The seed's heterogeneous cloud/edge family (Asenov et al., "Learning to Score", after faas-sim):
+# the hybrid_balanced setup at 1,000 nodes (urban topology: edge devices behind 250 Mbit/s
+# uplinks), the five functions -- the three inference functions at 50 requests/s each, training
+# at 0.1/s, preprocessing at 1/s -- for 600 simulated seconds, placed by the scoring placer
+# with the seed's eight scorers and "Fixed" weights. Per-device execution times are bounded
+# lognormals with faas-sim's means (runtime_by_node_type); a request that finds no feasible node
+# within 30 s fails. The world model is scenario data: the images (world.images), each
+# function's container, model and data (its workload class) and the node types' bandwidths
+# (from the generator); the engine charges every start its image pulls, model download and
+# data transfer, whatever the placer. The summary carries `score` (eq. 2, selected under
+# metrics) and `per_function`, for every placer:
+#   clusteremu compare faas-hybrid-balanced --policy placer=first-fit --policy placer=scoring
+# Generated by `python -m scenarios.faas` (scenarios.faas.shipped_yaml()); change sizes with
+# --set, e.g.
+#   clusteremu run faas-hybrid-balanced --set cluster.generator.nodes=5000 --json
+"""
+
+
+def shipped_yaml() -> str:
+    """The text of ``scenarios/faas-hybrid-balanced.yaml``."""
+    import yaml
+
+    data = scenario_dict("hybrid_balanced", nodes=1000, rate_per_s=50.0, time_s=600.0, seed=1)
+    data["name"] = "faas-hybrid-balanced"
+    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    return SHIPPED_HEADER + body
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    target = Path(__file__).with_name("faas-hybrid-balanced.yaml")
+    target.write_text(shipped_yaml())
+    print(f"wrote {target}")

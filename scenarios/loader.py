@@ -34,7 +34,7 @@ from cluster.model import (
 )
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
-from scenarios import limits, schema
+from scenarios import limits, schema, world
 from scenarios.errors import ScenarioError, clip, shorten
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
@@ -345,6 +345,7 @@ def _format_error(err: Any) -> tuple[str, str]:
 
 def validate(data: dict[str, Any], source: str) -> schema.ScenarioModel:
     """Validate raw YAML data; raise ScenarioError listing every problem."""
+    data = world.migrate(data, source)  # old scoring-placer world fields -> scenario fields
     try:
         model = schema.ScenarioModel.model_validate(data)
     except ValidationError as exc:
@@ -634,6 +635,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         ),
         replications=model.replications,
     )
+    spec = world.attach_world(spec, model, source)  # images, data, caches, metrics
     check_feasible(spec, source)
     check_job_supply(spec, source)
     _check_policy_params(spec, source)

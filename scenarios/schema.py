@@ -12,6 +12,15 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from scenarios.world_schema import (
+    Bandwidth,
+    ContainerModel,
+    LabelValues,
+    MegaBytes,
+    MetricsModel,
+    WorldModel,
+)
+
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
@@ -238,6 +247,11 @@ class NodeTypeModel(Strict):
     startup_cost: Cost = 0.0
     startup_delay_s: NonNegFloat = 0.0
     max_jobs: int | None = Field(default=None, ge=1, description="worker slots per node")
+    # The world model (scenarios/world_schema.py): bandwidths (Mbit/s, absent = unlimited)
+    # and the images / data items a node holds when it joins.
+    registry_mbps: Bandwidth | None = None
+    storage_mbps: Bandwidth | None = None
+    cached: list[str] = Field(default_factory=list)
 
 
 class NodeGroupModel(Strict):
@@ -294,6 +308,15 @@ class JobClassModel(Strict):
         default_factory=dict,
         description="execution time (seconds) per node type, replacing size/speed there",
     )
+    # The world model (scenarios/world_schema.py): containers' images, data (MB), model (MB),
+    # cached data items, required node labels and wished-for capabilities.
+    containers: list[ContainerModel] = Field(default_factory=list)
+    data_in_mb: MegaBytes = 0.0
+    data_out_mb: MegaBytes = 0.0
+    model_mb: MegaBytes = 0.0
+    data_items: list[str] = Field(default_factory=list)
+    node_selector: dict[str, LabelValues] = Field(default_factory=dict)
+    capabilities: dict[str, str] = Field(default_factory=dict)
 
 
 class WorkloadModel(Strict):
@@ -341,3 +364,5 @@ class ScenarioModel(Strict):
     cluster: ClusterModel
     workload: WorkloadModel
     scheduler: SchedulerModel = Field(default_factory=SchedulerModel)
+    world: WorldModel = Field(default_factory=WorldModel)
+    metrics: MetricsModel = Field(default_factory=MetricsModel)

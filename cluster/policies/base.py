@@ -9,7 +9,7 @@ then decides inside its compiled loop, through the same event handling.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -100,6 +100,10 @@ class PlacementView:
     free_slots: FloatArray
     #: (nodes, GPUs per node): free milli-GPU of each GPU (1000 = wholly free).
     gpu_free_milli: FloatArray
+    #: (nodes, items): 1.0 where a node holds an image or data item of the world model
+    #: (`cluster.world.World.items` names them; its tables say what a class needs where);
+    #: (0, 0) when the scenario has no world model. The engine's cache, read-only.
+    cached: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 class Placement(NamedTuple):

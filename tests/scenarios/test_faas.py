@@ -80,7 +80,9 @@ def test_the_generator_block_expands_into_node_types_and_nodes() -> None:
     assert {t.name for t in spec.node_types} == set(faas.DEVICES)
     coral = spec.node_type("coral")
     assert coral.labels["accelerator"] == "tpu" and coral.max_jobs == faas.WORKER_SLOTS
-    assert spec.node_type("rpi3").labels["bandwidth.registry_mbps"] == "250"
+    rpi3 = spec.node_type("rpi3")
+    assert rpi3.registry_mbps == rpi3.storage_mbps == 250.0
+    assert spec.node_type("xeoncpu").registry_mbps == 1000.0
     counts = faas.device_counts("edge_tpu", 200)
     assert all(spec.nodes.count(d) == c for d, c in counts.items())
 

@@ -1,7 +1,8 @@
 """Filter plugins: hard constraints, each a boolean mask over all nodes.
 
-- `ResourceFit` (kube-scheduler NodeResourcesFit; Skippy PodFitsResourcesPred): free cores,
-  memory and GPUs cover the request, a worker slot is free, the node is up.
+- `ResourceFit` (kube-scheduler NodeResourcesFit; Skippy PodFitsResourcesPred): free cores
+  and memory cover the request, a GPU has the milli-GPU of a shared request (or enough GPUs
+  are wholly free), a worker slot is free, the node is up.
 - `NodeLabels` (kube NodeAffinity / nodeSelector): the node carries every required label
   (one of the allowed values), e.g. ``accelerator: [gpu]``.
 - `Capability`: the node can run one of the pod's images (a build for its architecture and
@@ -14,6 +15,9 @@ Static masks (labels, capability, storage) are precomputed per pod and node type
 
 from __future__ import annotations
 
+import numpy as np
+
+from cluster.layout import GPU_MILLI
 from cluster.policies.scoring.framework import (
     FIT_EPS,
     BoolArray,
@@ -32,10 +36,23 @@ class ResourceFit(FilterPlugin):
         return (
             (free[0] >= req[0] - FIT_EPS)
             & (free[1] >= req[1] - FIT_EPS)
-            & (free[2] >= req[2] - FIT_EPS)
+            & gpu_fit(cycle.state.gpu_free, float(req[2]))
             & (cycle.state.free_slots >= 1.0)
             & cycle.state.active
         )
+
+
+def gpu_fit(gpu_free: np.ndarray, gpu: float) -> BoolArray:
+    """Per node: room for a GPU request in the free milli-GPU of each GPU (n, GPUs): a share
+    (< 1) fits one GPU with that much free; n >= 1 GPUs need n wholly free GPUs (the
+    engine's rule, `cluster.policies.compiled.gpu_fits`)."""
+    if gpu <= 0.0:
+        return np.ones(gpu_free.shape[0], dtype=bool)
+    if gpu < 1.0:
+        milli = np.floor(gpu * GPU_MILLI + 0.5)
+        return np.any(gpu_free >= milli - FIT_EPS, axis=1)
+    need = int(np.floor(gpu + 0.5))
+    return np.count_nonzero(gpu_free >= GPU_MILLI - FIT_EPS, axis=1) >= need
 
 
 @register_filter("NodeLabels")

@@ -18,8 +18,14 @@ for the filters and one for all scorers, with the same results as the numpy plug
 Node label conventions (the faas family and the docs use them):
 ``locality`` (``edge`` | ``cloud``), ``arch`` (``x86`` | ``aarch64`` | ``arm32``),
 ``accelerator`` (``gpu`` | ``tpu``), ``capability.<name>`` (e.g. ``capability.cuda: "true"``),
-``role: storage`` (a storage node, never a placement target), ``bandwidth.registry_mbps`` and
-``bandwidth.storage_mbps`` (Mbit/s from the image registry and from the storage nodes).
+``role: storage`` (a storage node, never a placement target). Bandwidths (Mbit/s from the
+image registry and from the storage nodes) are node type fields (`NodeType.registry_mbps`,
+`storage_mbps`, the world model's); the old labels ``bandwidth.registry_mbps`` and
+``bandwidth.storage_mbps`` are still read when a field is unset.
+
+The scoring placer fills the dynamic state from the engine's view at every call (free
+resources, per-GPU milli, worker slots, node status and the image caches of the world model,
+`PlacementView.cached`); node rows may grow when a scaler rents nodes (`NodeTable.from_rows`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from cluster.layout import GPU_MILLI
 from cluster.model import NodeType
 from cluster.policies.registry import registrar
 from cluster.policies.scoring import kernels
@@ -70,6 +77,18 @@ def _label_float(labels: Mapping[str, str], key: str, default: float) -> float:
     return value
 
 
+def _bandwidth(t: NodeType, field_name: str, label: str) -> float:
+    """A node type's bandwidth (Mbit/s): its field, else its old label, else inf."""
+    value = float(getattr(t, field_name, math.inf))
+    if math.isfinite(value):
+        return value
+    return _label_float(t.labels, label, math.inf)
+
+
+#: The placeholder type of node rows not handed out yet (`NodeTable.from_rows`).
+UNUSED_ROW_TYPE = NodeType("(unused row)", cpu=0.0, memory_gb=0.0)
+
+
 @dataclass
 class NodeTable:
     """Static attributes of every node, as arrays indexed by node (plus per node type).
@@ -96,7 +115,22 @@ class NodeTable:
     def from_types(cls, node_types: Sequence[NodeType], nodes: Sequence[str]) -> NodeTable:
         """Build the table from node types and a node type name per node."""
         index = {t.name: i for i, t in enumerate(node_types)}
-        node_type = np.array([index[name] for name in nodes], dtype=np.int64)
+        return cls._build(node_types, np.array([index[name] for name in nodes], dtype=np.int64))
+
+    @classmethod
+    def from_rows(cls, node_types: Sequence[NodeType], rows: npt.ArrayLike) -> NodeTable:
+        """Build the table from the engine's node rows: a node type index per row, -1 for a
+        row not handed out yet (a placeholder type of no capacity: the engine marks such rows
+        inactive). The placeholder is the last entry of `type_names`."""
+        node_type = np.asarray(rows, dtype=np.int64).copy()
+        types = list(node_types)
+        if np.any(node_type < 0):
+            node_type[node_type < 0] = len(types)
+            types.append(UNUSED_ROW_TYPE)
+        return cls._build(types, node_type)
+
+    @classmethod
+    def _build(cls, node_types: Sequence[NodeType], node_type: IntArray) -> NodeTable:
         labels = tuple(dict(t.labels) for t in node_types)
         caps = np.array([[t.cpu, t.memory_gb, t.gpu] for t in node_types], dtype=np.float64)
         caps = caps.reshape(len(node_types), 3)
@@ -108,14 +142,16 @@ class NodeTable:
                 [arch_names.index(lab.get("arch", "")) for lab in labels], dtype=np.int64
             ),
             "registry": np.array(
-                [_label_float(lab, "bandwidth.registry_mbps", math.inf) for lab in labels]
+                [_bandwidth(t, "registry_mbps", "bandwidth.registry_mbps") for t in node_types]
             ),
             "storage_bw": np.array(
-                [_label_float(lab, "bandwidth.storage_mbps", math.inf) for lab in labels]
+                [_bandwidth(t, "storage_mbps", "bandwidth.storage_mbps") for t in node_types]
             ),
         }
         return cls(
-            capacity=np.ascontiguousarray(caps[node_type].T) if len(nodes) else np.zeros((3, 0)),
+            capacity=np.ascontiguousarray(caps[node_type].T)
+            if node_type.size
+            else np.zeros((3, 0)),
             node_type=node_type,
             type_labels=labels,
             type_names=tuple(t.name for t in node_types),
@@ -140,9 +176,11 @@ class NodeTable:
 
 @dataclass
 class ClusterState:
-    """Dynamic per-node state: free resources (3, n), free worker slots, image caches.
+    """Dynamic per-node state: free resources (3, n), free worker slots, image caches and
+    the free milli-GPU of each GPU (n, GPUs per node; 1000 = a wholly free GPU).
 
-    `has_image[i, k]` says node k holds image i; `image_nodes[i]` counts the nodes that do.
+    `has_image[i, k]` says node k holds image (or item) i; `image_nodes[i]` counts the nodes
+    that do.
     """
 
     free: FloatArray
@@ -150,15 +188,21 @@ class ClusterState:
     active: BoolArray
     has_image: BoolArray
     image_nodes: IntArray
+    gpu_free: FloatArray = field(default_factory=lambda: np.zeros((0, 1)))
 
     @classmethod
-    def empty(cls, table: NodeTable, n_images: int) -> ClusterState:
+    def empty(cls, table: NodeTable, n_images: int, gpus: int | None = None) -> ClusterState:
+        """Every node empty and up; each node's whole GPUs (floor of its capacity) free."""
+        whole = np.floor(table.capacity[2] + FIT_EPS).astype(np.int64)
+        width = max(int(whole.max(initial=0)) if gpus is None else gpus, 1)
+        gpu_free = np.where(np.arange(width)[None, :] < whole[:, None], float(GPU_MILLI), 0.0)
         return cls(
             free=table.capacity.copy(),
             free_slots=np.full(table.n, math.inf),
             active=np.ones(table.n, dtype=bool),
             has_image=np.zeros((n_images, table.n), dtype=bool),
             image_nodes=np.zeros(n_images, dtype=np.int64),
+            gpu_free=gpu_free,
         )
 
     def add_image(self, image: int, node: int) -> None:
@@ -231,10 +275,10 @@ def compile_pod(spec: PodSpec, table: NodeTable, image_ids: Mapping[str, int]) -
     for t, lab in enumerate(table.type_labels):
         arch = lab.get("arch", "")
         for img in spec.images:
-            ok = arch in img.size_mb and all(lab.get(k) in v for k, v in img.requires.items())
-            if ok:
+            size = img.size_mb.get(arch, img.size_mb.get("*"))  # "*": every architecture
+            if size is not None and all(lab.get(k) in v for k, v in img.requires.items()):
                 image_of_type[t] = image_ids[img.name]
-                size_of_type[t] = float(img.size_mb[arch])
+                size_of_type[t] = float(size)
                 break
     runnable_type = image_of_type >= 0 if spec.images else np.ones(n_types, dtype=bool)
     caps_type = np.array(
@@ -516,7 +560,7 @@ class Framework:
             out = np.empty(cycle.table.n, dtype=np.int64)
             st = cycle.state
             count = kernels.fit_nodes(
-                st.free, st.free_slots, st.active, static, cycle.request, FIT_EPS, out
+                st.free, st.free_slots, st.active, static, cycle.request, st.gpu_free, out
             )
             nodes = out[:count]
         else:

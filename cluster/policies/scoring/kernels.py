@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from cluster.policies.compiled import has_room
+
 _KERNEL: dict[str, Any] = {"cache": True, "_nrt": False, "error_model": "numpy"}
 _INLINE: dict[str, Any] = {**_KERNEL, "inline": "always"}
 
@@ -483,21 +485,28 @@ def fit_nodes(
     active: np.ndarray,
     static: np.ndarray,
     request: np.ndarray,
-    eps: float,
+    gpu_free: np.ndarray,
     out: np.ndarray,
 ) -> int:
     """ResourceFit and the static filters in one pass: writes the feasible node indices to
-    `out` in node order and returns how many there are."""
+    `out` in node order and returns how many there are. The fit rule is the engine's own
+    (`cluster.policies.compiled.has_room`: a worker slot, cores, GB, and per-GPU milli-GPU:
+    a share of one GPU, or wholly free GPUs)."""
     count = 0
-    r0, r1, r2 = request[0] - eps, request[1] - eps, request[2] - eps
     for k in range(static.size):
         if (
             static[k]
             and active[k]
-            and free_slots[k] >= 1.0
-            and free[0, k] >= r0
-            and free[1, k] >= r1
-            and free[2, k] >= r2
+            and has_room(
+                free[0, k],
+                free[1, k],
+                free_slots[k],
+                gpu_free,
+                k,
+                request[0],
+                request[1],
+                request[2],
+            )
         ):
             out[count] = k
             count += 1

@@ -11,10 +11,10 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
 - ``compat``: ``skippy`` reproduces Skippy 0.1.1's scores, sums and choices exactly (scores
   0..10, whole-second transfer times, Skippy's rescaling and first-best tie-break; see
   `skippy_compat.py`); default none (the continuous scorers);
-- ``pods``: per job class, the images (ranked, size per architecture, required labels), required
-  node labels, requested capabilities, data MB per invocation and model MB (see `PodSpec`);
-- ``goodput``: fraction of a link's bandwidth a transfer gets (faas-sim: 0.97);
-- ``score_bounds``: per class ``{exec_s: [lo, hi], wait_s: [lo, hi]}`` for the seed's score;
+- ``pods``, ``goodput``, ``score_bounds`` (deprecated): the world model and the score's
+  bounds used to live here; they are scenario fields now (``world``, the classes'
+  ``containers`` / data / model / ``node_selector`` / ``capabilities``, the node types'
+  bandwidths, ``metrics.score``) and the scenario loader translates them (`scenarios.world`);
 - ``percentage_of_nodes_to_score``: kube-scheduler's option (the seed varies it 10-100):
   each cycle scores only the first feasible nodes found, searching round robin from where the
   last cycle stopped (at least 100 nodes; 0 = adaptive); default 100 (all);
@@ -23,29 +23,36 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
 
 Queue discipline: every waiting job is tried in arrival order and placed on its best node if
 one is feasible (kube-scheduler does not block on an unschedulable pod); within one call a
-class with no feasible node is not retried. The placer owns the image caches: a placement
-pulls the job's image and the class's model onto the node (they stay cached), and its set-up
-delay is pull time + model download + data transfer, from the node's bandwidth labels.
+class with no feasible node is not retried.
 
-The run summary gains ``per_function`` and ``score`` (eq. 2 of Asenov et al., `score.py`).
+The world is the engine's (`cluster.world`): the placer reads the scenario's images, sizes and
+bandwidths through `World.from_spec` and the nodes' image caches from the view
+(`PlacementView.cached`) at every call; within a call it books its own placements (resources,
+GPUs, the items a start will fetch) so that later jobs of the call see them. It returns no
+set-up delay: the engine computes it at every start, whatever the placer. Node rows may grow
+(nodes rented by a scaler): the placer rebuilds its node table when the view's rows change.
+The summary's ``score`` is a metric the scenario selects (`cluster.score_metric`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
+import numpy.typing as npt
 
+from cluster.layout import GPU_MILLI
 from cluster.model import SimulationSpec
 from cluster.policies.base import Placement, PlacementView, Placer
 from cluster.policies.registry import register
 from cluster.policies.scoring import filters as _filters
 from cluster.policies.scoring import scorers as _scorers
 from cluster.policies.scoring.framework import (
+    FIT_EPS,
     ClusterState,
     CompiledPod,
     Cycle,
@@ -59,8 +66,9 @@ from cluster.policies.scoring.framework import (
     make_filter,
     make_scorer,
 )
-from cluster.policies.scoring.score import Bounds, check_bounds, per_function, seed_score
+from cluster.policies.scoring.score import check_bounds
 from cluster.policies.scoring.skippy_compat import check_compat
+from cluster.world import World
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +164,7 @@ class ScoringPlacer(Placer):
         scorer_params: Mapping[str, Mapping[str, Any]] | None = None,
         integer: bool = True,
         pods: Mapping[str, Mapping[str, Any]] | None = None,
-        goodput: float = 0.97,
+        goodput: float | None = None,
         score_bounds: Mapping[str, Mapping[str, Sequence[float]]] | None = None,
         check_scores: bool = True,
         compiled: bool = True,
@@ -198,19 +206,36 @@ class ScoringPlacer(Placer):
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
             compat=compat,
         )
+        # Deprecated: the world model's old home. Validated here (clear errors); the scenario
+        # loader moves them into the scenario (scenarios.world.migrate).
         self.pod_specs = {str(k): parse_pod(str(k), v) for k, v in (pods or {}).items()}
-        if not (0 < float(goodput) <= 1):
+        if goodput is not None and not (0 < float(goodput) <= 1):
             raise ValueError(f"goodput: expected a fraction in (0, 1], got {goodput!r}")
-        self.goodput = float(goodput)
-        self.score_bounds: dict[str, Bounds] = {}
         for name, b in (score_bounds or {}).items():
             if not isinstance(b, Mapping) or set(b) - {"exec_s", "wait_s"}:
                 raise ValueError(
                     f"score_bounds.{name}: expected {{exec_s: [lo, hi], wait_s: [lo, hi]}}"
                 )
-            self.score_bounds[str(name)] = Bounds(
-                check_bounds(f"{name}.exec_s", b.get("exec_s", (0.0, 60.0))),
-                check_bounds(f"{name}.wait_s", b.get("wait_s", (0.0, 60.0))),
+            for key, pair in b.items():
+                check_bounds(f"{name}.{key}", pair)
+        self._deprecated = [
+            name
+            for name, value in (
+                ("pods", pods),
+                ("goodput", goodput),
+                ("score_bounds", score_bounds),
+            )
+            if value is not None
+        ]
+        if self._deprecated:
+            warnings.warn(
+                FutureWarning(
+                    f"scoring placer: {', '.join(self._deprecated)} moved to the scenario "
+                    "(world.images, workload.classes[*].containers / data_in_mb / data_out_mb "
+                    "/ model_mb / node_selector / capabilities, world.goodput, "
+                    "metrics.score.bounds; see docs/scenarios.md)"
+                ),
+                stacklevel=2,
             )
 
     def describe(self) -> dict[str, Any]:
@@ -230,73 +255,98 @@ class ScoringPlacer(Placer):
                 raise ValueError(
                     f"pods.{name}: expected the name of a job class ({', '.join(class_names)})"
                 )
-        self.rng = rng
-        self.spec_stop = spec.stop
-        self.class_names = class_names
-        self.table = NodeTable.from_types(spec.node_types, spec.nodes)
-        pods = []
-        for c in spec.classes:
-            base = self.pod_specs.get(c.name, PodSpec(c.name))
-            pods.append(
-                PodSpec(
-                    c.name,
-                    (c.request.cpu, c.request.memory_gb, c.request.gpu),
-                    base.images,
-                    base.node_selector,
-                    base.capabilities,
-                    base.data_in_mb,
-                    base.data_out_mb,
-                    base.model_mb,
-                )
+        self.world = World.from_spec(spec)
+        if self.pod_specs and not self.world.active:
+            raise ValueError(
+                "pods: the world model is scenario data now: give the images, data and models "
+                "as world.images and workload.classes[*].containers / data_in_mb / data_out_mb "
+                "/ model_mb (the scenario loader translates scheduler.placer.params.pods)"
             )
-        names = sorted(
-            {img.name for p in pods for img in p.images}
-            | {f"model:{p.name}" for p in pods if p.model_mb > 0}
-        )
-        self.image_ids = {n: i for i, n in enumerate(names)}
-        self.pods: list[CompiledPod] = [compile_pod(p, self.table, self.image_ids) for p in pods]
-        self.state = ClusterState.empty(self.table, len(names))
-        self.bounds = [self.score_bounds.get(c.name) or _default_bounds(c) for c in spec.classes]
+        self.rng = rng
+        self.class_names = class_names
+        self._class_of = {name: c for c, name in enumerate(class_names)}
+        self.node_types = spec.node_types
+        catalogue = {img.name: img for img in spec.world.images}
+        self.pod_bases = [
+            PodSpec(
+                c.name,
+                (c.request.cpu, c.request.memory_gb, c.request.gpu),
+                tuple(
+                    ImageSpec(n, dict(catalogue[n].size_mb), dict(catalogue[n].requires))
+                    for n in (c.containers[0].images if c.containers else ())
+                ),
+                dict(c.node_selector),
+                dict(c.capabilities),
+                c.data_in_mb,
+                c.data_out_mb,
+                c.model_mb,
+            )
+            for c in spec.classes
+        ]
+        self.image_ids = {name: i for i, name in enumerate(self.world.items)}
+        index = {t.name: i for i, t in enumerate(spec.node_types)}
+        self._rebuild(np.array([index[n] for n in spec.nodes], dtype=np.int64))
         self.placements = 0
-        self.pulls = 0
+
+    def _rebuild(self, rows: npt.NDArray[np.int64]) -> None:
+        """Node table, compiled pods and state for these node rows (a type index per row,
+        -1 for a row not handed out)."""
+        self._rows = rows.copy()
+        self.table = NodeTable.from_rows(self.node_types, rows)
+        n_types = len(self.node_types)
+        type_rows = np.where(rows >= 0, rows, n_types)
+        self.pods: list[CompiledPod] = []
+        for c, base in enumerate(self.pod_bases):
+            pod = compile_pod(base, self.table, self.image_ids)
+            # Every container must have an image for the node (the world's rule).
+            runnable = np.append(self.world.runnable[c], False) if n_types else np.zeros(1, bool)
+            pod.runnable = pod.runnable & runnable[type_rows]
+            self.pods.append(pod)
+        self.state = ClusterState.empty(self.table, self.world.n_items)
+        # The items a start of class c on a node of type t fetches (rows: unused -> none).
+        self.needs = [[*per_class, ()] for per_class in self.world.needs]
 
     # -- decisions -----------------------------------------------------------------------
 
     def set_view(self, view: PlacementView) -> None:
-        """Copy the engine's free resources into the placer's state (the view is not mutated)."""
+        """Copy the engine's state into the placer's (the view is not mutated): free
+        resources, worker slots, node status, per-GPU milli and the image caches."""
+        rows = np.asarray(view.node_type)
+        if rows.size != self._rows.size or not np.array_equal(rows, self._rows):
+            self._rebuild(rows)
         st = self.state
         st.free[0], st.free[1], st.free[2] = view.free_cpu, view.free_memory_gb, view.free_gpu
         st.free_slots[:] = view.free_slots
         st.active[:] = view.active
+        gpus = np.asarray(view.gpu_free_milli)
+        if st.gpu_free.shape != gpus.shape:
+            st.gpu_free = np.array(gpus, dtype=np.float64)
+        else:
+            st.gpu_free[:] = gpus
+        cached = np.asarray(view.cached)
+        n_items = st.has_image.shape[0]
+        if n_items and cached.shape[0] == rows.size and cached.shape[1] >= n_items:
+            np.greater(cached[:, :n_items].T, 0.0, out=st.has_image)
+            st.image_nodes[:] = np.count_nonzero(st.has_image, axis=1)
 
-    def setup_seconds(self, pod: CompiledPod, node: int) -> float:
-        """Image pull + model download + data transfer time on `node`, seconds."""
-        st, table = self.state, self.table
-        registry = table.registry_mbps[node] * self.goodput
-        storage = table.storage_mbps[node] * self.goodput
-        mb = 0.0
-        img = int(pod.image[node])
-        if img >= 0 and not st.has_image[img, node]:
-            mb += float(pod.image_size_mb[node])
-        if pod.model_id >= 0 and not st.has_image[pod.model_id, node]:
-            mb += pod.spec.model_mb
-        seconds = mb * 8.0 / registry if mb else 0.0
-        if pod.data_mb:
-            seconds += pod.data_mb * 8.0 / storage
-        return seconds
-
-    def commit(self, pod: CompiledPod, node: int, request: np.ndarray) -> float:
-        """Book a placement in the placer's state; return its set-up delay in seconds."""
-        setup_s = self.setup_seconds(pod, node)
+    def commit(self, pod: CompiledPod, node: int, request: np.ndarray) -> None:
+        """Book a placement in the placer's state for the rest of the call: its resources,
+        a worker slot, its GPUs (the engine's default choice) and the items it fetches."""
         st = self.state
-        if int(pod.image[node]) >= 0 and not st.has_image[pod.image[node], node]:
-            self.pulls += 1
-        st.add_image(int(pod.image[node]), node)
-        st.add_image(pod.model_id, node)
+        c = self._class_of.get(pod.spec.name, -1)
+        if c >= 0:
+            t = int(self._rows[node])
+            for i in self.needs[c][t if t >= 0 else -1]:
+                st.add_image(int(i), node)
+        else:  # a pod outside the scenario's classes: its first image only
+            st.add_image(int(pod.image[node]), node)
+            st.add_image(pod.model_id, node)
         st.free[:, node] -= request
         st.free_slots[node] -= 1.0
+        gpu = float(request[2])
+        if gpu > 0.0:
+            take_gpus(st.gpu_free, node, gpu)
         self.placements += 1
-        return setup_s
 
     def place(self, view: PlacementView) -> list[Placement]:
         if view.queue.size == 0:
@@ -317,37 +367,23 @@ class ScoringPlacer(Placer):
             if k < 0:
                 blocked.add(key)
                 continue
-            out.append(Placement(int(job), k, setup_s=self.commit(pod, k, request)))
+            self.commit(pod, k, request)
+            out.append(Placement(int(job), k))
         return out
 
-    # -- results -------------------------------------------------------------------------
 
-    def extra_summary(self, jobs: Any, summary: dict[str, Any]) -> dict[str, Any]:
-        """`per_function` (mean_exec_s, mean_wait_s, success_ratio) and eq. 2's `score`."""
-        if not isinstance(jobs, pa.Table) or jobs.num_rows == 0:
-            return {}
-        stop = self.spec_stop
-        arrival = jobs["arrival_s"].to_numpy()
-        if stop.time_s is not None:
-            in_window = (arrival >= stop.warmup_s) & (arrival <= stop.time_s)
-        else:
-            in_window = jobs["job"].to_numpy() >= stop.warmup_jobs
-        stats = per_function(jobs, self.class_names, in_window)
-        bounds = dict(zip(self.class_names, self.bounds, strict=True))
-        for name, s in stats.items():
-            s["exec_bounds_s"] = list(bounds[name].exec_s)
-            s["wait_bounds_s"] = list(bounds[name].wait_s)
-        return {
-            "per_function": stats,
-            "score": seed_score(stats, bounds),
-            "image_pulls": self.pulls,
-        }
-
-
-def _default_bounds(jc: Any) -> Bounds:
-    """Bounds when the scenario names none: exec [0, 2 x the largest mean run time], wait
-    [0, the class timeout] (60 s when it has none)."""
-    means = [d.mean for d in jc.runtime_by_node_type.values()] or [jc.size.mean]
-    hi = 2.0 * max(means) if max(means) > 0 else 1.0
-    wait_hi = jc.timeout_s if math.isfinite(jc.timeout_s) else 60.0
-    return Bounds((0.0, hi), (0.0, wait_hi))
+def take_gpus(gpu_free: np.ndarray, k: int, gpu: float) -> None:
+    """Book a GPU request on node k as the engine does when a placement names no GPUs: the
+    first GPU with room for a share, or the first wholly free GPUs."""
+    if gpu < 1.0:
+        milli = math.floor(gpu * GPU_MILLI + 0.5)
+        for g in range(gpu_free.shape[1]):
+            if gpu_free[k, g] >= milli - FIT_EPS:
+                gpu_free[k, g] -= milli
+                return
+        return
+    need = int(math.floor(gpu + 0.5))
+    for g in range(gpu_free.shape[1]):
+        if need > 0 and gpu_free[k, g] >= GPU_MILLI - FIT_EPS:
+            gpu_free[k, g] -= GPU_MILLI
+            need -= 1

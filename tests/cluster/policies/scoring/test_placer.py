@@ -21,30 +21,13 @@ from scenarios import faas
 from scenarios.errors import ScenarioError
 from scenarios.loader import spec_from_dict
 
-# Found by the shipped conformance suite (issue 10 item 11), not yet fixed in the placer:
-# its state is sized from the scenario's nodes, so rented node rows break it, and it checks
-# GPUs as one scalar per node, so it places a whole-GPU job where only shares are free.
-ROWS_GROW = pytest.mark.xfail(
-    strict=True, raises=ValueError, reason="ScoringPlacer state does not grow with rented rows"
-)
-PER_GPU = pytest.mark.xfail(
-    strict=True, reason="ScoringPlacer checks free GPU as a scalar, not per GPU (milli)"
-)
-
 
 class TestScoringDefault(PlacerConformance):
-    """The seed's eight scorers with Fixed weights on the plain conformance cluster."""
+    """The seed's eight scorers with Fixed weights on the plain conformance cluster (rented
+    rows that grow the view, per-GPU milli sharing included)."""
 
     def make_placer(self) -> Placer:
         return ScoringPlacer()
-
-    @ROWS_GROW
-    def test_inactive_nodes_are_never_used(self) -> None:
-        super().test_inactive_nodes_are_never_used()
-
-    @PER_GPU
-    def test_shared_gpus(self) -> None:
-        super().test_shared_gpus()
 
 
 def small_faas(nodes: int = 40, time_s: float = 60.0, rate: float = 3.0) -> dict[str, Any]:
@@ -65,15 +48,7 @@ class TestScoringFaas(PlacerConformance):
         return ScoringPlacer(**params)
 
     def gpu_scenario(self) -> None:
-        return None  # the placer's pods name the faas classes only
-
-    @ROWS_GROW
-    def test_inactive_nodes_are_never_used(self) -> None:
-        super().test_inactive_nodes_are_never_used()
-
-    @PER_GPU
-    def test_gpu_shares_in_a_view(self) -> None:
-        super().test_gpu_shares_in_a_view()
+        return None  # the conformance GPU scenario has no faas classes
 
 
 def test_fused_kernel_and_numpy_plugins_agree_on_random_states() -> None:
@@ -133,20 +108,19 @@ def test_compat_skippy_runs_compiled_and_numpy_alike() -> None:
         ScoringPlacer(compat="k8s")
 
 
-def test_image_is_pulled_once_and_set_up_delay_follows_bandwidth() -> None:
+def test_commit_books_the_items_a_start_fetches_for_the_rest_of_the_call() -> None:
     spec = spec_from_dict(small_faas())
     placer = ScoringPlacer(**spec.scheduler.placer.params)
     placer.setup(spec, np.random.default_rng(0))
-    c = placer.class_names.index("resnet50-preprocessing")
+    c = placer.class_names.index("resnet50-training")
     pod = placer.pods[c]
     k = int(np.flatnonzero(pod.runnable)[0])
-    mb = pod.image_size_mb[k]
-    bw = placer.table.registry_mbps[k] * faas.GOODPUT
-    data_s = 28.0 * 8 / (placer.table.storage_mbps[k] * faas.GOODPUT)
-    first = placer.commit(pod, k, pod.request)
-    assert first == pytest.approx(mb * 8 / bw + data_s)
-    assert placer.commit(pod, k, pod.request) == pytest.approx(data_s)  # the image is cached
-    assert placer.state.image_nodes[pod.image[k]] == 1
+    placer.commit(pod, k, pod.request)
+    assert placer.state.has_image[pod.image[k], k] and placer.state.image_nodes[pod.image[k]] == 1
+    assert placer.state.has_image[placer.world.item("model:resnet50-training"), k]
+    assert placer.state.free_slots[k] == np.inf and placer.state.free[0, k] == pytest.approx(
+        placer.table.capacity[0, k] - 1.0
+    )
 
 
 def test_runs_are_deterministic_and_report_the_seed_score() -> None:
@@ -182,9 +156,10 @@ def test_a_function_with_no_feasible_node_fails_after_its_timeout() -> None:
         functions=["resnet50-inference", "mobilenet-inference"],
     )
     # Only a Coral device may run this function, and the five cloud_cpu nodes have none.
-    data["scheduler"]["placer"]["params"]["pods"]["resnet50-inference"]["images"] = [
+    data["world"]["images"].append(
         {"name": "tpu-only", "size_mb": {"aarch64": 100}, "requires": {"device": ["coral"]}}
-    ]
+    )
+    data["workload"]["classes"][0]["containers"] = [{"images": ["tpu-only"]}]
     run = Engine(spec_from_dict(data)).run()
     stats = run.summary["per_function"]["resnet50-inference"]
     assert stats["requests"] > 0 and stats["success_ratio"] == 0.0
