@@ -22,3 +22,15 @@ def kernel_function(fn: F) -> F:
     options: dict[str, Any] = {"cache": True, "_nrt": False}  # _nrt is not in numba's stubs
     compiled: Any = njit(**options)(fn)
     return cast(F, compiled)
+
+
+def inline_function(fn: F) -> F:
+    """`kernel_function`, inlined into its callers in numba's own IR.
+
+    For the small transitions every event runs that take the whole `EngineState`: a call
+    between compiled functions passes a NamedTuple as every field of every array (hundreds
+    of values), which LLVM does not always inline away; inlined, the call costs nothing.
+    """
+    options: dict[str, Any] = {"cache": True, "_nrt": False, "inline": "always"}
+    compiled: Any = njit(**options)(fn)
+    return cast(F, compiled)

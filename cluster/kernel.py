@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from cluster.jit import kernel_function
+from cluster.jit import inline_function, kernel_function
 from cluster.layout import (
     CF,
     CI,
@@ -107,19 +107,19 @@ def speedup_value(
 # --- binary heap of (time, id, kind), ordered by time then id ---------------------------
 
 
-@kernel_function
+@inline_function
 def _heap_less(ht: np.ndarray, hj: np.ndarray, a: int, b: int) -> bool:
     return ht[a] < ht[b] or (ht[a] == ht[b] and hj[a] < hj[b])
 
 
-@kernel_function
+@inline_function
 def _heap_swap(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, a: int, b: int) -> None:
     ht[a], ht[b] = ht[b], ht[a]
     hj[a], hj[b] = hj[b], hj[a]
     hk[a], hk[b] = hk[b], hk[a]
 
 
-@kernel_function
+@inline_function
 def heap_push(s, t: float, j: int, kind: int) -> None:  # type: ignore[no-untyped-def]
     ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
     i = s.istate[IS.HEAP_N]
@@ -134,7 +134,7 @@ def heap_push(s, t: float, j: int, kind: int) -> None:  # type: ignore[no-untype
             break
 
 
-@kernel_function
+@inline_function
 def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
     ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
     n = s.istate[IS.HEAP_N] - 1
@@ -155,7 +155,7 @@ def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
             break
 
 
-@kernel_function
+@inline_function
 def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
     """Whether heap entry i no longer applies (a killed attempt, a job no longer waiting)."""
     kind = s.heap_k[i] & KIND_MASK
@@ -173,7 +173,7 @@ def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
 # --- state transitions -------------------------------------------------------------------
 
 
-@kernel_function
+@inline_function
 def accumulate(s, t: float) -> None:  # type: ignore[no-untyped-def]
     """Add the time-integrals of jobs in system and busy cores from NOW up to t."""
     fstate = s.fstate
@@ -189,14 +189,14 @@ def accumulate(s, t: float) -> None:  # type: ignore[no-untyped-def]
         fstate[FS.MEASURED_TIME] += dt
 
 
-@kernel_function
+@inline_function
 def advance_to(s, t: float) -> None:  # type: ignore[no-untyped-def]
     """Move the clock to t (no event): integrals up to t, then NOW = t."""
     accumulate(s, t)
     s.fstate[FS.NOW] = t
 
 
-@kernel_function
+@inline_function
 def gpu_milli(gpu: float) -> float:
     """Milli-GPU per GPU of a request (a share of one GPU, or whole GPUs)."""
     if gpu <= 0.0:
@@ -206,7 +206,7 @@ def gpu_milli(gpu: float) -> float:
     return float(GPU_MILLI)
 
 
-@kernel_function
+@inline_function
 def gpus_wanted(gpu: float) -> int:
     """How many GPUs a request occupies."""
     if gpu <= 0.0:
@@ -216,7 +216,7 @@ def gpus_wanted(gpu: float) -> int:
     return int(math.floor(gpu + 0.5))
 
 
-@kernel_function
+@inline_function
 def start_job(  # type: ignore[no-untyped-def]
     s, j: int, k: int, now: float, run_s: float, setup_s: float, gpu_mask: int
 ) -> None:
@@ -266,7 +266,7 @@ def start_job(  # type: ignore[no-untyped-def]
     s.istate[IS.DECISIONS] += 1
 
 
-@kernel_function
+@inline_function
 def _free_node_of(s, j: int) -> None:  # type: ignore[no-untyped-def]
     """Give back what placed job j holds on its node."""
     jobs_f, nodes_f = s.jobs_f, s.nodes_f
@@ -287,7 +287,7 @@ def _free_node_of(s, j: int) -> None:  # type: ignore[no-untyped-def]
     s.fstate[FS.BUSY_CPU] -= cpu
 
 
-@kernel_function
+@inline_function
 def _leave(s, j: int, t: float, state: int) -> None:  # type: ignore[no-untyped-def]
     """Job j leaves the system at t, done or failed."""
     s.jobs_f[JF.END, j] = t
@@ -299,7 +299,7 @@ def _leave(s, j: int, t: float, state: int) -> None:  # type: ignore[no-untyped-
         s.istate[IS.FAILED_COUNT] += 1
 
 
-@kernel_function
+@inline_function
 def _enqueue(s, j: int) -> None:  # type: ignore[no-untyped-def]
     s.jobs_i[JI.STATE, j] = JobState.QUEUED
     # A strict-FCFS placer (every compiled one) starts nothing behind a blocked head, so
@@ -334,7 +334,7 @@ def kill_job(s, j: int, now: float, requeue: bool) -> None:  # type: ignore[no-u
             s.istate[IS.NEED_PLACE] = 1
 
 
-@kernel_function
+@inline_function
 def advance_pool(s, p: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Bring the remaining work of every job in pool p up to time now."""
     pools_f, jobs_f = s.pools_f, s.jobs_f
@@ -392,7 +392,7 @@ def apply_allocation(s, p: int, now: float) -> None:  # type: ignore[no-untyped-
     s.istate[IS.DECISIONS] += 1
 
 
-@kernel_function
+@inline_function
 def _pool_append(s, p: int, j: int) -> None:  # type: ignore[no-untyped-def]
     pools_i, jobs_i = s.pools_i, s.jobs_i
     tail = pools_i[PI.TAIL, p]
@@ -406,7 +406,7 @@ def _pool_append(s, p: int, j: int) -> None:  # type: ignore[no-untyped-def]
     pools_i[PI.COUNT, p] += 1
 
 
-@kernel_function
+@inline_function
 def _pool_remove(s, p: int, j: int) -> None:  # type: ignore[no-untyped-def]
     pools_i, jobs_i = s.pools_i, s.jobs_i
     prev, nxt = jobs_i[JI.PREV, j], jobs_i[JI.NEXT, j]
@@ -423,7 +423,7 @@ def _pool_remove(s, p: int, j: int) -> None:  # type: ignore[no-untyped-def]
     pools_i[PI.COUNT, p] -= 1
 
 
-@kernel_function
+@inline_function
 def next_queued(s) -> int:  # type: ignore[no-untyped-def]
     """The earliest job still waiting for a node (skipping ones placed out of order), or -1."""
     istate = s.istate
@@ -434,7 +434,7 @@ def next_queued(s) -> int:  # type: ignore[no-untyped-def]
     return s.queue[h] if h < istate[IS.Q_TAIL] else -1
 
 
-@kernel_function
+@inline_function
 def _live(s, h: int) -> bool:  # type: ignore[no-untyped-def]
     """Whether queue entry h is a waiting job's current entry (not one it left, or an old
     entry of a job killed and queued again)."""
@@ -477,7 +477,7 @@ def next_queued_index(s) -> int:  # type: ignore[no-untyped-def]
 # --- event handlers ------------------------------------------------------------------------
 
 
-@kernel_function
+@inline_function
 def on_timer(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """A queued job's patience runs out: it leaves unserved (failed); the queue moves on."""
     _leave(s, j, t, JobState.FAILED)
@@ -486,7 +486,7 @@ def on_timer(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
     s.istate[IS.NEED_SCALE] = 1
 
 
-@kernel_function
+@inline_function
 def on_complete(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """A placed job completes and frees its node."""
     _free_node_of(s, j)
@@ -496,7 +496,7 @@ def on_complete(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
     s.istate[IS.NEED_SCALE] = 1
 
 
-@kernel_function
+@inline_function
 def on_node_ready(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """A rented node finishes starting up and takes jobs."""
     if s.nodes_i[NI.STATUS, k] == NodeStatus.BOOTING:
@@ -506,7 +506,7 @@ def on_node_ready(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
         s.istate[IS.NEED_SCALE] = 1
 
 
-@kernel_function
+@inline_function
 def on_pool_completion(s, p: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """A malleable job finishes its work in pool p."""
     j = s.pools_i[PI.NEXT_J, p]
@@ -523,7 +523,7 @@ def on_pool_completion(s, p: int, t: float) -> None:  # type: ignore[no-untyped-
     s.pools_i[PI.NEED_ALLOC, p] = 1
 
 
-@kernel_function
+@inline_function
 def on_arrival(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """An arrival: malleable jobs join their pool, others the placement queue."""
     c = s.jobs_i[JI.CLS, j]
@@ -591,7 +591,7 @@ def apply_decisions(s, now: float) -> bool:  # type: ignore[no-untyped-def]
 # --- the loop ------------------------------------------------------------------------------
 
 
-@kernel_function
+@inline_function
 def place_compiled(s, now: float) -> None:  # type: ignore[no-untyped-def]
     """A compiled placer places queue heads in order until the head fits nowhere."""
     while True:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cluster.jit import kernel_function
+from cluster.jit import inline_function, kernel_function
 from cluster.layout import GPU_MILLI, JF, NF, NI, NodeStatus
 from cluster.policies.codes import AllocatorCode, PlacerCode, ScalerCode
 from cluster.policies.mdp.kernel import allocate_mdp
@@ -58,7 +58,7 @@ def uniform_index(state: np.ndarray, n: int) -> int:
     return int(splitmix64(state) % np.uint64(n))
 
 
-@kernel_function
+@inline_function
 def gpu_fits(gpu_free: np.ndarray, k: int, gpu: float) -> bool:
     """Whether node k has GPUs for a request: a share (< 1) fits one GPU with that much
     milli-GPU free; n >= 1 GPUs need n wholly free GPUs."""
@@ -78,7 +78,7 @@ def gpu_fits(gpu_free: np.ndarray, k: int, gpu: float) -> bool:
     return have >= need
 
 
-@kernel_function
+@inline_function
 def choose_gpus(gpu_free: np.ndarray, k: int, gpu: float) -> int:
     """The default GPU choice as a bit mask: the first GPU with room for a share, or the
     first wholly free GPUs; 0 if none (callers check `gpu_fits` first)."""
@@ -99,7 +99,7 @@ def choose_gpus(gpu_free: np.ndarray, k: int, gpu: float) -> int:
     return mask
 
 
-@kernel_function
+@inline_function
 def has_room(
     free_cpu: float,
     free_mem: float,
@@ -119,7 +119,7 @@ def has_room(
     )
 
 
-@kernel_function
+@inline_function
 def node_fits(
     nodes_f: np.ndarray,
     nodes_i: np.ndarray,
@@ -187,7 +187,7 @@ def first_fit(
     return -1
 
 
-@kernel_function
+@inline_function
 def place_first_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
     """The first node in node order with room for job j, or -1."""
     cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
@@ -197,7 +197,7 @@ def place_first_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
     return -1
 
 
-@kernel_function
+@inline_function
 def place_random_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
     """A uniformly random node with room for job j (seeded), or -1."""
     cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
@@ -216,7 +216,7 @@ def place_random_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
     return -1
 
 
-@kernel_function
+@inline_function
 def place(code: int, params: np.ndarray, j: int, s) -> int:  # type: ignore[no-untyped-def]
     """Node for the job at the head of the queue, or -1 to leave it waiting."""
     if code == PLACE_FIRST_FIT:
