@@ -265,7 +265,11 @@ def attach_world(spec: SimulationSpec, model: schema.ScenarioModel, source: str)
     problems: list[tuple[str, str]] = []
     w = model.world
     names: dict[str, str] = {}
-    for label, entries in (("world.images", w.images), ("world.data_items", w.data_items)):
+    catalogues: tuple[tuple[str, list[Any]], ...] = (
+        ("world.images", list(w.images)),
+        ("world.data_items", list(w.data_items)),
+    )
+    for label, entries in catalogues:
         for i, entry in enumerate(entries):
             if entry.name in names:
                 problems.append(
@@ -275,8 +279,8 @@ def attach_world(spec: SimulationSpec, model: schema.ScenarioModel, source: str)
     images = {img.name for img in w.images}
     data_items = {d.name for d in w.data_items}
     types = []
-    for i, (t, m) in enumerate(zip(spec.node_types, model.cluster.node_types, strict=True)):
-        for q, name in enumerate(m.cached):
+    for i, (t, tm) in enumerate(zip(spec.node_types, model.cluster.node_types, strict=True)):
+        for q, name in enumerate(tm.cached):
             if name not in names:
                 problems.append(
                     (
@@ -287,9 +291,9 @@ def attach_world(spec: SimulationSpec, model: schema.ScenarioModel, source: str)
         types.append(
             dataclasses.replace(
                 t,
-                registry_mbps=math.inf if m.registry_mbps is None else m.registry_mbps,
-                storage_mbps=math.inf if m.storage_mbps is None else m.storage_mbps,
-                cached=tuple(m.cached),
+                registry_mbps=math.inf if tm.registry_mbps is None else tm.registry_mbps,
+                storage_mbps=math.inf if tm.storage_mbps is None else tm.storage_mbps,
+                cached=tuple(tm.cached),
             )
         )
     classes = []

@@ -192,6 +192,7 @@ class ScoringPlacer(Placer):
                 p.setdefault("compat", compat)
             self.scorer_plugins.append(make_scorer(name, **p))
         self.filter_plugins = [make_filter(name) for name in self.filter_names]
+        self._count_holders = "ImageLocality" in self.scorer_names
         given = check_weights(weights or {}, self.scorer_names)
         self.weights = {
             n: given.get(n, _scorers.FIXED_WEIGHTS.get(n, 1.0)) for n in self.scorer_names
@@ -303,6 +304,11 @@ class ScoringPlacer(Placer):
             pod.runnable = pod.runnable & runnable[type_rows]
             self.pods.append(pod)
         self.state = ClusterState.empty(self.table, self.world.n_items)
+        # The caches as (rows, items), like the engine's: the state's (items, rows) matrix is
+        # its transpose (a view), so that copying the view's caches in is one fast pass.
+        self._held = np.zeros((rows.size, self.world.n_items), dtype=bool)
+        self.state.has_image = self._held.T
+        self._rows_seen: object = None
         # The items a start of class c on a node of type t fetches (rows: unused -> none).
         self.needs = [[*per_class, ()] for per_class in self.world.needs]
 
@@ -311,9 +317,12 @@ class ScoringPlacer(Placer):
     def set_view(self, view: PlacementView) -> None:
         """Copy the engine's state into the placer's (the view is not mutated): free
         resources, worker slots, node status, per-GPU milli and the image caches."""
-        rows = np.asarray(view.node_type)
-        if rows.size != self._rows.size or not np.array_equal(rows, self._rows):
-            self._rebuild(rows)
+        rows = view.node_type
+        if rows is not self._rows_seen:  # the engine shares one array until rows change
+            rows = np.asarray(rows)
+            if rows.size != self._rows.size or not np.array_equal(rows, self._rows):
+                self._rebuild(rows)
+            self._rows_seen = view.node_type
         st = self.state
         st.free[0], st.free[1], st.free[2] = view.free_cpu, view.free_memory_gb, view.free_gpu
         st.free_slots[:] = view.free_slots
@@ -324,10 +333,11 @@ class ScoringPlacer(Placer):
         else:
             st.gpu_free[:] = gpus
         cached = np.asarray(view.cached)
-        n_items = st.has_image.shape[0]
-        if n_items and cached.shape[0] == rows.size and cached.shape[1] >= n_items:
-            np.greater(cached[:, :n_items].T, 0.0, out=st.has_image)
-            st.image_nodes[:] = np.count_nonzero(st.has_image, axis=1)
+        n_items = self._held.shape[1]
+        if n_items and cached.shape[0] == self._held.shape[0] and cached.shape[1] >= n_items:
+            np.greater(cached[:, :n_items], 0.0, out=self._held)
+            if self._count_holders:  # only ImageLocality reads how many nodes hold an image
+                st.image_nodes[:] = np.count_nonzero(self._held, axis=0)
 
     def commit(self, pod: CompiledPod, node: int, request: np.ndarray) -> None:
         """Book a placement in the placer's state for the rest of the call: its resources,
