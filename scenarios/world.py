@@ -169,7 +169,7 @@ def _migrate_placer(data: dict[str, Any], source: str) -> None:
                     source,
                     [
                         (
-                            f"{where}.pods.{shorten(str(name), 40)}",
+                            f"{where}.pods.{clip(str(name), 40)}",
                             f"expected the name of a job class ({', '.join(classes)})",
                         )
                     ],
@@ -338,7 +338,7 @@ def attach_world(spec: SimulationSpec, model: schema.ScenarioModel, source: str)
             if name not in by_name:
                 problems.append(
                     (
-                        f"metrics.score.bounds.{shorten(name, 40)}",
+                        f"metrics.score.bounds.{clip(name, 40)}",
                         f"expected the name of a workload class ({', '.join(by_name)})",
                     )
                 )
