@@ -165,3 +165,21 @@ def test_runs_draw_each_device_execution_time_with_the_table_mean() -> None:
             assert abs(run_s[sel].mean() / mean - 1) < 4 * 0.35 / np.sqrt(sel.sum())
             checked += 1
     assert checked >= 8
+
+
+def test_the_shipped_file_is_the_generator_output_in_the_new_form() -> None:
+    """`python -m scenarios.faas` wrote the shipped file; it uses the world fields (no
+    deprecated placer parameters, so loading it warns about nothing)."""
+    import warnings
+
+    path = Path(faas.__file__).with_name("faas-hybrid-balanced.yaml")
+    assert path.read_text() == faas.shipped_yaml()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        spec = load_scenario("faas-hybrid-balanced")
+    assert spec.scheduler.placer.params == {}
+    assert spec.world.goodput == faas.GOODPUT and spec.metrics.score is not None
+    assert {c.name: c.containers[0].images for c in spec.classes}["resnet50-training"] == (
+        "resnet-training-gpu",
+        "resnet-training-cpu",
+    )
