@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 #: Wall-clock seconds between progress and metric updates.
 METRICS_EVERY_S = 0.5
+#: Windows the driver submits ahead of the oldest unfinished one (bounds the tasks queued
+#: at the actors and the objects they hold).
+WINDOWS_AHEAD = 64
 
 Progress = Callable[[float], None]
 
@@ -176,8 +179,9 @@ class Coordinator:
         Window (T, T + W]: the ArrivalActor splits its arrivals by destination (node
         shards, each pool); the scheduler routes the node shards' share on their states
         at T (the objects the previous window returned, passed actor to actor); every
-        shard runs its engine to T + W. The driver only blocks for real-time pacing, for
-        progress and metrics (on windows already finished) and at the end.
+        shard runs its engine to T + W. The driver only blocks for real-time pacing, when
+        `WINDOWS_AHEAD` windows are unfinished, for progress and metrics (on windows
+        already finished) and at the end.
         """
         a = self.actors
         w = self.options.effective_window_s
@@ -208,9 +212,14 @@ class Coordinator:
             ]
             t = until
             pending.append((t, [*states, *pool_states]))
-            if time.monotonic() - last_look > METRICS_EVERY_S:
-                last_look = time.monotonic()
-                pending = self._look(pending, end)
+            full = len(pending) > WINDOWS_AHEAD
+            if full:  # bounded memory: wait for the oldest window
+                oldest = pending[0][1]
+                ray.wait(oldest, num_returns=len(oldest))
+            due = time.monotonic() - last_look > METRICS_EVERY_S
+            if full or due:
+                pending = self._look(pending, end, report=due)
+                last_look = time.monotonic() if due else last_look
             if realtime:
                 done_states = ray.get([*states, *pool_states])
                 delay = wall0 + t / self.options.realtime - time.monotonic()
@@ -226,9 +235,10 @@ class Coordinator:
         return ray.get([s.finish.remote() for s in [*a.shards, *a.pool_shards.values()]])
 
     def _look(
-        self, pending: list[tuple[float, list[Any]]], end: float
+        self, pending: list[tuple[float, list[Any]]], end: float, report: bool = True
     ) -> list[tuple[float, list[Any]]]:
-        """Report progress and metrics of the latest finished window; keep the others.
+        """Drop the finished windows, reporting progress and metrics of the latest one
+        (if `report`); keep the others.
 
         Windows finish in order, so only the oldest pending windows are checked.
         """
@@ -239,7 +249,7 @@ class Coordinator:
             if len(ready) < len(refs):
                 break
             latest = pending.pop(0)
-        if latest is not None:
+        if latest is not None and report:
             t, refs = latest
             self._report(min(t / end, 1.0) if end > 0 else 1.0)
             if self.metrics is not None:

@@ -88,8 +88,13 @@ def engine_state(
     s = engine.state
     used = engine.nodes_used
     nf = s.nodes_f[:, :used]
-    q = s.queue[int(s.istate[IS.Q_HEAD]) : int(s.istate[IS.Q_TAIL])]
-    waiting = q[s.jobs_i[JI.STATE, q] == JobState.QUEUED]
+    head, tail = int(s.istate[IS.Q_HEAD]), int(s.istate[IS.Q_TAIL])
+    q = s.queue[head:tail]
+    # A queue entry is live if its job waits and the entry is the job's current one.
+    live = (s.jobs_i[JI.STATE, q] == JobState.QUEUED) & (
+        s.jobs_i[JI.QPOS, q] == np.arange(head, tail)
+    )
+    waiting = q[live]
     busy = np.bincount(
         type_index[:used], weights=nf[NF.CAP_CPU] - nf[NF.FREE_CPU], minlength=n_types
     )
