@@ -651,7 +651,6 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
     first run of a node scenario compiles in about half the time of the full loop.
     """
 
-    @kernel_function
     def run_kernel(  # type: ignore[no-untyped-def]
         s, until_s: float, max_events: int, job: int = -1, node: int = -1
     ) -> int:
@@ -742,7 +741,12 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                 istate[IS.NEXT_ARRIVAL] = a + 1
                 on_arrival(s, a, t)
 
-    return run_kernel
+    # Each variant gets its own name: numba names compiled symbols by qualified name, and
+    # two cached variants loaded into one process must not share a symbol.
+    variant = ("pools" if pools else "nodes") + ("_python_placer" if python_placer else "")
+    run_kernel.__name__ = f"run_kernel_{variant}"
+    run_kernel.__qualname__ = f"run_kernel_{variant}"
+    return kernel_function(run_kernel)
 
 
 #: The loops by (pools, Python placer); each compiles only what its scenarios use.
