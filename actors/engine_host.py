@@ -39,16 +39,27 @@ class EngineHost(Reusable):
 
     def __init__(self, spec: SimulationSpec, replication: int, label: str = "") -> None:
         self.label = label
-        self.engine = Engine(spec, replication)
         self.spec = spec
+        self.replication = replication
+        self._engine: Engine | None = None
         self.status = -1
+
+    @property
+    def engine(self) -> Engine:
+        """The hosted engine, built on first use: in a method call, not in the actor's
+        constructor, so a bad policy reaches the driver as the policy's own exception
+        (a constructor error would surface as Ray's `ActorDiedError`)."""
+        if self._engine is None:
+            self._engine = Engine(self.spec, self.replication)
+        return self._engine
 
     def __repr__(self) -> str:
         return f"EngineHost({getattr(self, 'label', '')})"  # even if __init__ failed
 
     def ready(self) -> bool:
-        """Answers once the actor is up (the coordinator waits for it before timing)."""
-        return True
+        """Builds the engine; answers once the actor is up (the coordinator waits for it
+        before timing)."""
+        return self.engine is not None
 
     def advance(self, budget_s: float = 0.5, until_s: float = float("inf")) -> EngineReport:
         """Step the engine for about `budget_s` wall seconds (at least one step), up to
