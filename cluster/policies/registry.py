@@ -8,6 +8,7 @@ name policies, never contain code.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from importlib import import_module
@@ -19,6 +20,8 @@ from cluster.policies.base import Policy
 Kind = Literal["placer", "allocator", "provisioner", "scaler"]
 KINDS: tuple[Kind, ...] = ("placer", "allocator", "provisioner", "scaler")
 P = TypeVar("P", bound=type[Policy])
+
+log = logging.getLogger(__name__)
 
 _REGISTRY: dict[str, dict[str, type[Policy]]] = {kind: {} for kind in KINDS}
 #: Modules holding the built-in policies, imported on first lookup.
@@ -86,7 +89,14 @@ def _load() -> None:
     for ep in entry_points(group="clusteremu.policies"):
         ep.load()
     for module in filter(None, os.environ.get(PLUGINS_ENV, "").split(",")):
-        import_module(module.strip())
+        try:
+            import_module(module.strip())
+        except ImportError as exc:
+            # Not importable here (another machine, another PYTHONPATH): its policies stay
+            # unknown, and a lookup of one names it with the registered alternatives.
+            log.warning(
+                "%s names plug-in %r, which cannot be imported: %s", PLUGINS_ENV, module, exc
+            )
 
 
 def names(kind: Kind) -> list[str]:

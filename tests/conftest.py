@@ -1,0 +1,15 @@
+"""Fixtures for every test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _no_plugin_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """`--plugin` names its modules in CLUSTEREMU_PLUGINS for worker processes; a command run
+    in-process by one test must not hand its plug-ins to the processes of the next."""
+    monkeypatch.delenv("CLUSTEREMU_PLUGINS", raising=False)
+    yield
