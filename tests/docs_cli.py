@@ -154,5 +154,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    # Run as a script, this file's folder (tests/) heads sys.path, and Ray hands the
+    # driver's sys.path to its workers: there `import cluster` would find the test package
+    # tests/cluster. Drop it; the repository root goes first.
+    here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    sys.path.insert(0, str(here.parent))
     sys.exit(main())
