@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from cluster import layout as L
 from cluster.engine import Engine
 from cluster.io import write_parquet
 from cluster.policies.base import Allocation, Allocator, Placement, Placer, PolicyError

@@ -242,9 +242,7 @@ def test_kill_requeues_with_a_new_request_counts_waste_and_retries() -> None:
     assert result.summary["retries"] == 1
     assert result.summary["wasted_core_s"] == pytest.approx(waste)
     # The killed attempt's completion event is stale and never ends the job early.
-    assert row["end_s"] - row["start_s"] == pytest.approx(
-        engine.jobs.size[j] / 2.0, rel=1e-9
-    )
+    assert row["end_s"] - row["start_s"] == pytest.approx(engine.jobs.size[j] / 2.0, rel=1e-9)
 
 
 def test_kill_without_requeue_fails_the_job_in_the_window() -> None:

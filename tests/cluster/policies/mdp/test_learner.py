@@ -10,7 +10,6 @@ import pytest
 
 from cluster import layout as L
 from cluster.engine import Engine
-from cluster.policies.mdp.allocator import MdpAllocator
 from cluster.experiments.mdp_learner import (
     ChangePoint,
     LearnConfig,
@@ -18,6 +17,7 @@ from cluster.experiments.mdp_learner import (
     learn,
     tracking_delays,
 )
+from cluster.policies.mdp.allocator import MdpAllocator
 from cluster.policies.mdp.model import MdpModelError
 from cluster.policies.mdp.solver import equi_table
 from scenarios.loader import spec_from_dict
