@@ -44,7 +44,8 @@ from cluster.policies.relaxed_bound import (
     class_loads,
     solve_relaxed,
 )
-from cluster.speedup import AMDAHL, LINEAR, MAX_TABLE_POINTS, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
+from cluster.speedup import AMDAHL, LINEAR, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
+from cluster.state import class_arrays
 
 log = logging.getLogger(__name__)
 
@@ -516,25 +517,6 @@ def widths_of(work: FloatArray) -> FloatArray:
 
 
 # --- Python decision functions ---------------------------------------------------------------
-
-
-def class_arrays(spec: SimulationSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(classes_f, classes_i, class_tx, class_ty) as the engine builds them (cluster.layout)."""
-    m = len(spec.classes)
-    classes_f = np.zeros((len(CF), m))
-    classes_i = np.zeros((len(CI), m), dtype=np.int64)
-    tx = np.zeros((m, MAX_TABLE_POINTS))
-    ty = np.zeros((m, MAX_TABLE_POINTS))
-    for c, jc in enumerate(spec.classes):
-        classes_f[CF.HOLDING_COST, c] = jc.holding_cost
-        sp_params = jc.speedup.kernel_params()
-        classes_f[CF.SP_PARAM, c] = sp_params[0]
-        classes_f[CF.SP_PARAM2, c] = sp_params[1] if sp_params.size > 1 else 0.0
-        classes_i[CI.SP_KIND, c] = jc.speedup.kernel_code
-        xs, ys = jc.speedup.table_points()
-        classes_i[CI.SP_NPTS, c] = xs.size
-        tx[c, : xs.size], ty[c, : ys.size] = xs, ys
-    return classes_f, classes_i, tx, ty
 
 
 class _PriceClearing(Allocator):
