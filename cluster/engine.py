@@ -30,9 +30,11 @@ placer, allocator, provisioner) when they have no compiled path.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from collections.abc import Callable, Sequence
+import signal
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -828,6 +830,22 @@ class Engine:
         kernel.apply_allocation_entry(self._t, p, self.now)
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while numba compiles or loads the loop from its cache (an
+    exception raised inside LLVM can crash the process); they arrive right after."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # not on this platform
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
     """The compiled function `dispatcher` runs for arguments of these types, callable with
     no type dispatch (numba's per-signature entry point: a third of the call's cost when a
@@ -841,7 +859,8 @@ def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
     try:
         sig = tuple(typeof(a) for a in args)
         if sig not in dispatcher.overloads:
-            dispatcher.compile(sig)
+            with _signals_held():
+                dispatcher.compile(sig)
         return dispatcher.overloads[sig].entry_point
     except Exception:  # pragma: no cover - numba internals changed: dispatch normally
         return dispatcher
