@@ -800,8 +800,6 @@ class Engine:
                     raise PolicyError(name, now, "not a Rent or Release", d)
             except ValueError as exc:
                 raise PolicyError(name, now, str(exc), d) from None
-        # rent/release may have grown arrays; the loop re-reads the state on its next call.
-        self._s.istate[IS.NEED_SCALE] = 0
 
     def pool_view(self, p: int) -> PoolView:
         s = self._s
@@ -946,39 +944,6 @@ def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.
     for array in arrays.values():
         array.flags.writeable = False
     return arrays
-
-
-def make_placement_view(
-    time_s: float,
-    queue: IntArray,
-    class_index: IntArray,
-    requests: tuple[FloatArray, FloatArray, FloatArray],
-    nodes_f: FloatArray,
-    nodes_i: IntArray,
-    gpu_free: FloatArray,
-    static: dict[str, npt.NDArray[Any]] | None = None,
-    cached: FloatArray | None = None,
-) -> PlacementView:
-    """A PlacementView of queued jobs (their (cpu, GB, gpu) requests) on the given nodes.
-
-    Free resources and the world model's caches (`cached`, nodes x items) are copied;
-    `static` (from `static_node_arrays`) is shared if given.
-    """
-    return PlacementView(
-        time_s=time_s,
-        queue=queue,
-        class_index=class_index,
-        request_cpu=requests[0],
-        request_memory_gb=requests[1],
-        request_gpu=requests[2],
-        free_cpu=nodes_f[NF.FREE_CPU].copy(),
-        free_memory_gb=nodes_f[NF.FREE_MEM].copy(),
-        free_gpu=nodes_f[NF.FREE_GPU].copy(),
-        free_slots=nodes_f[NF.FREE_SLOTS].copy(),
-        gpu_free_milli=gpu_free.copy(),
-        cached=np.zeros((0, 0)) if cached is None else cached.copy(),
-        **(static if static is not None else static_node_arrays(nodes_f, nodes_i)),
-    )
 
 
 def check_placement(policy: str, now: float, decision: Placement, s: EngineState) -> int:
