@@ -284,12 +284,18 @@ class Coordinator:
 
 
 def check_windowed(spec: SimulationSpec) -> None:
-    """Windowed mode splits a fixed set of nodes: refuse a scaler that rents nodes."""
+    """Windowed mode splits a fixed set of nodes: refuse a scaler that rents nodes, and
+    usage models (the shards' job batches carry no usages)."""
     ref = spec.scheduler.scaler
     if int(getattr(policy_class("scaler", ref.name), "kernel_code", 0)) != ScalerCode.STATIC:
         raise ValueError(
             f"scaler {ref.name!r} rents and releases nodes, which windowed mode (a fixed "
             "set of nodes split into shards) does not model; run exact mode (no --window)"
+        )
+    if spec.usage is not None:
+        raise ValueError(
+            "workload.usage (real usages, out-of-memory kills) runs in exact mode only; "
+            "drop --window"
         )
 
 

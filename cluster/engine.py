@@ -72,6 +72,7 @@ from cluster.policies import compiled, registry
 from cluster.policies.base import (
     Allocation,
     Allocator,
+    OomKill,
     Placement,
     PlacementView,
     Placer,
@@ -97,6 +98,7 @@ from cluster.state import (
     pool_arrays,
     read_only,
 )
+from cluster.usage import CPU_RULES, Usage
 from cluster.world import build_world, initial_cache
 
 log = logging.getLogger(__name__)
@@ -110,6 +112,7 @@ _STATE, _QUEUED, _NOW = int(JI.STATE), int(JobState.QUEUED), int(FS.NOW)
 _NEED_SCALE, _STATUS_POOL = int(IS.NEED_SCALE), int(IS.STATUS_POOL)
 _N_WAITING, _DEC_N = int(IS.N_WAITING), int(IS.DEC_N)
 _BAD = int(Status.BAD_DECISION)
+_LIFT = int(Status.NEED_LIFT_DECISION)
 _PLACE, _ALLOC, _SCALE = (
     int(Status.NEED_PLACE_DECISION),
     int(Status.NEED_ALLOC_DECISION),
@@ -146,10 +149,27 @@ def job_state(
     jobs_f[JF.ARRIVAL] = jobs.arrival_s
     jobs_f[JF.SIZE] = jobs.size
     jobs_i[JI.CLS] = jobs.class_index
-    cpu, mem, gpu = provisioner.requests(spec, jobs.class_index)
+    cpu, mem, gpu = provisioner.requests_for(spec, jobs)
     for row, values in ((JF.REQ_CPU, cpu), (JF.REQ_MEM, mem), (JF.REQ_GPU, gpu)):
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (n,) or not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise PolicyError(
+                provisioner.name,
+                0.0,
+                f"requests must give one finite value >= 0 per job for {row.name.lower()} "
+                f"({n} jobs)",
+            )
         if np.any(values):
             jobs_f[row] = values
+    if jobs.request is not None and np.any(gpu > 1.0):
+        bad = gpu[(gpu > 1.0) & (gpu != np.floor(gpu))]
+        if bad.size:
+            check_gpu_request("a job's GPU request", float(bad[0]))
+    if spec.usage is not None or jobs.usage is not None:
+        usage = jobs.usage if jobs.usage is not None else Usage.none(n)
+        jobs_f[JF.USE_CPU] = usage.cpu
+        jobs_f[JF.USE_MEM] = usage.memory_gb
+        jobs_f[JF.PEAK_AT] = usage.peak_at
     return jobs_f, jobs_i
 
 
@@ -238,6 +258,10 @@ class Engine:
         istate[IS.SCALER_CODE] = self.scaler.kernel_code
         fcfs = istate[IS.PLACER_CODE] != 0 or bool(getattr(self.placer, "strict_fcfs", False))
         istate[IS.PLACER_FCFS] = int(fcfs)
+        istate[IS.HAS_USAGE] = int(spec.usage is not None or jobs.usage is not None)
+        istate[IS.CPU_RULE] = CPU_RULES[spec.usage.cpu_rule if spec.usage else "proportional"]
+        istate[IS.RETRY_LIMIT] = int(getattr(self.provisioner, "retry_limit", 3))
+        istate[IS.OOM_JOB] = -1
         stop = spec.stop
         if stop.time_s is not None:
             fstate[FS.WIN_START] = stop.warmup_s
@@ -402,6 +426,8 @@ class Engine:
                 self._python_allocate(int(self._s.istate[_STATUS_POOL]))
             elif status == _BAD:
                 self._refused()
+            elif status == _LIFT:
+                self._lift(int(self._s.istate[IS.OOM_JOB]))
             else:
                 self.status = status
                 return status
@@ -624,6 +650,46 @@ class Engine:
         kernel.kill_entry(self._t, j, self.now, requeue)
         if requeue and request is not None:
             s.jobs_f[[JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU], j] = request
+
+    def drop(self, job: int) -> None:
+        """Drop waiting `job` now: it leaves the queue unplaced and fails (for admission
+        control, e.g. a pod that fits on no node is not retried)."""
+        s = self._s
+        j = int(job)
+        if not 0 <= j < s.jobs_f.shape[1] or s.jobs_i[JI.STATE, j] != JobState.QUEUED:
+            raise ValueError(f"drop: job {j} is not waiting in the queue")
+        kernel.drop_entry(self._t, j, self.now)
+
+    def _lift(self, j: int) -> None:
+        """Job j ran out of memory within its retry limit: the provisioner lifts its
+        request and the job is killed and queued again with it (its work is lost)."""
+        s = self._s
+        s.istate[IS.OOM_JOB] = -1
+        req_cpu, req_mem = float(s.jobs_f[JF.REQ_CPU, j]), float(s.jobs_f[JF.REQ_MEM, j])
+        kill = OomKill(
+            job=j,
+            class_index=int(s.jobs_i[JI.CLS, j]),
+            time_s=self.now,
+            request_cpu=req_cpu,
+            request_memory_gb=req_mem,
+            used_memory_gb=req_mem,
+            retries=int(s.jobs_i[JI.RETRIES, j]),
+            features={k: float(v[j]) for k, v in self.jobs.features.items()},
+        )
+        name = self.provisioner.name
+        try:
+            cpu, mem = (float(x) for x in self.provisioner.lift(kill))
+        except (TypeError, ValueError) as exc:
+            raise PolicyError(name, self.now, f"lift() must return (cores, GB): {exc}") from None
+        if not (math.isfinite(cpu) and cpu >= 0 and math.isfinite(mem)) or mem <= req_mem:
+            raise PolicyError(
+                name,
+                self.now,
+                f"lift() must grow the memory request of job {j} above {req_mem:g} GB "
+                "(finite cores >= 0)",
+                (cpu, mem),
+            )
+        self.kill(j, requeue=True, request=(cpu, mem, float(s.jobs_f[JF.REQ_GPU, j])))
 
     def rent(self, node_type: str | int) -> int:
         """Rent a node of `node_type` now; it takes jobs after the type's start-up delay.

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from cluster.model import JobClass, SimulationSpec
+from cluster.usage import Usage, draw_usage
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -29,6 +31,7 @@ class Purpose(IntEnum):
     ARRIVALS = 1
     SIZES = 2
     RUNTIME = 3
+    USAGE = 4
     PLACER = 11
     ALLOCATOR = 12
     PROVISIONER = 13
@@ -44,6 +47,35 @@ class Jobs:
     size: FloatArray
     #: One uniform draw per job, mapped to a run time on each node type that has one.
     runtime_u: FloatArray | None = None
+    #: What each job really uses (None: exactly its request); see `cluster.usage`.
+    usage: Usage | None = None
+    #: Per-job input features a provisioner may read (name -> one float per job).
+    features: dict[str, FloatArray] = field(default_factory=dict)
+    #: Per-job (cores, GB, GPUs) requests given by the workload itself (a trace's pods);
+    #: the `static` provisioner uses them instead of the class request. None: per class.
+    request: tuple[FloatArray, FloatArray, FloatArray] | None = None
+
+    def __post_init__(self) -> None:
+        n = self.arrival_s.size
+        if self.usage is not None and self.usage.cpu.size != n:
+            raise ValueError(f"jobs: {self.usage.cpu.size} usages for {n} jobs")
+        for name, values in self.features.items():
+            if values.shape != (n,):
+                raise ValueError(f"jobs: feature {name!r} needs one value per job")
+        if self.request is not None and any(r.shape != (n,) for r in self.request):
+            raise ValueError("jobs: request needs one (cpu, memory_gb, gpu) per job")
+
+    def select(self, index: npt.NDArray[Any] | slice) -> Jobs:
+        """The jobs at `index` (a mask, indices or a slice), every per-job field with them."""
+        return Jobs(
+            self.arrival_s[index],
+            self.class_index[index],
+            self.size[index],
+            None if self.runtime_u is None else self.runtime_u[index],
+            None if self.usage is None else self.usage.select(index),
+            {k: v[index] for k, v in self.features.items()},
+            None if self.request is None else tuple(r[index] for r in self.request),  # type: ignore[arg-type]
+        )
 
 
 def replication_seeds(seed: int, replications: int) -> list[np.random.SeedSequence]:
@@ -105,7 +137,11 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
             ]
         )[order]
     size = sizes[0] if n_classes == 1 else np.concatenate(sizes)
-    return Jobs(arrival[order], cls[order], size[order].astype(np.float64, copy=False), runtime_u)
+    jobs = Jobs(arrival[order], cls[order], size[order].astype(np.float64, copy=False), runtime_u)
+    if spec.usage is None:
+        return jobs
+    usage, features = draw_usage(spec, jobs, stream(seq, Purpose.USAGE, spec.usage.model))
+    return Jobs(jobs.arrival_s, jobs.class_index, jobs.size, runtime_u, usage, features)
 
 
 def _sizes(c: JobClass, seq: np.random.SeedSequence, count: int) -> FloatArray:
@@ -180,18 +216,37 @@ def runtime_table(spec: SimulationSpec, jobs: Jobs) -> FloatArray:
 
 
 def concat_jobs(a: Jobs, b: Jobs) -> Jobs:
-    """The jobs of `a` followed by those of `b`."""
+    """The jobs of `a` followed by those of `b` (optional per-job fields filled in where
+    one side lacks them: uniform 0, usage as requested, feature NaN, class requests)."""
+    na, nb = a.arrival_s.size, b.arrival_s.size
     runtime_u = None
     if a.runtime_u is not None or b.runtime_u is not None:
         runtime_u = np.concatenate(
             [
-                a.runtime_u if a.runtime_u is not None else np.zeros(a.arrival_s.size),
-                b.runtime_u if b.runtime_u is not None else np.zeros(b.arrival_s.size),
+                a.runtime_u if a.runtime_u is not None else np.zeros(na),
+                b.runtime_u if b.runtime_u is not None else np.zeros(nb),
             ]
         )
+    usage = None
+    if a.usage is not None or b.usage is not None:
+        usage = Usage.concat([a.usage or Usage.none(na), b.usage or Usage.none(nb)])
+    features = {
+        k: np.concatenate(
+            [a.features.get(k, np.full(na, np.nan)), b.features.get(k, np.full(nb, np.nan))]
+        )
+        for k in {**a.features, **b.features}
+    }
+    request = None
+    if a.request is not None or b.request is not None:
+        if a.request is None or b.request is None:
+            raise ValueError("concat_jobs: per-job requests on one side only")
+        request = tuple(np.concatenate([x, y]) for x, y in zip(a.request, b.request, strict=True))
     return Jobs(
         np.concatenate([a.arrival_s, b.arrival_s]),
         np.concatenate([a.class_index, b.class_index]),
         np.concatenate([a.size, b.size]),
         runtime_u,
+        usage,
+        features,
+        request,  # type: ignore[arg-type]
     )

@@ -62,6 +62,7 @@ _PAUSED, _YIELDED, _NEED_SCALE_DECISION = (
     int(Status.NEED_SCALE_DECISION),
 )
 _BAD_DECISION = int(Status.BAD_DECISION)
+_NEED_LIFT_DECISION = int(Status.NEED_LIFT_DECISION)
 
 #: Heap kinds carry the job's attempt number above these bits (stale entries are skipped).
 KIND_BITS = 4
@@ -160,7 +161,7 @@ def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
     """Whether heap entry i no longer applies (a killed attempt, a job no longer waiting)."""
     kind = s.heap_k[i] & KIND_MASK
     j = s.heap_j[i]
-    if kind == Event.COMPLETE:
+    if kind == Event.COMPLETE or kind == Event.OOM:
         return (
             s.jobs_i[JI.STATE, j] != JobState.RUNNING
             or (s.heap_k[i] >> KIND_BITS) != s.jobs_i[JI.RETRIES, j]
@@ -228,6 +229,11 @@ def start_job(  # type: ignore[no-untyped-def]
     job's run time on that node type. The world model (`cluster.world`) adds the set-up
     delay of pulls and transfers the node needs. `gpu_mask` names the GPUs of node k the
     job gets (bit g = GPU g); -1 lets `choose_gpus` pick (the first GPUs with room).
+
+    With real usages (`cluster.usage`): a job that keeps u cores busy runs at s(u) cores,
+    whatever it requested; granted r < u cores, it runs u / r times longer (`cpu_rule`
+    proportional; with a linear speed-up: size / min(r, u)). A memory peak above the
+    request ends the attempt at `peak_at` of its run time with an out-of-memory event.
     """
     jobs_f, jobs_i, nodes_f = s.jobs_f, s.jobs_i, s.nodes_f
     c = jobs_i[JI.CLS, j]
@@ -236,12 +242,26 @@ def start_job(  # type: ignore[no-untyped-def]
         run_s = s.run_by_type[s.nodes_i[NI.NODE_TYPE, k], j]
     # A job that requests no cores is not CPU-bound: it runs at the node's speed.
     cores = cpu if cpu > 0.0 else 1.0
+    has_usage = s.istate[IS.HAS_USAGE] == 1
+    used_cpu = jobs_f[JF.USE_CPU, j] if has_usage else math.nan
+    if used_cpu > 0.0:
+        cores = used_cpu  # it keeps this many busy, whatever it was granted
     rate = nodes_f[NF.SPEED, k] * speedup_value(
         c, cores, s.classes_f, s.classes_i, s.class_tx, s.class_ty
     )
     if s.world_i.shape[0] > 0:
         setup_s += setup_delay(s, j, k)
-    duration = (jobs_f[JF.SIZE, j] / rate if run_s < 0.0 else run_s) + setup_s
+    exec_s = jobs_f[JF.SIZE, j] / rate if run_s < 0.0 else run_s
+    event = Event.COMPLETE
+    if has_usage:
+        # Granted fewer cores than it keeps busy: it runs used/requested times longer.
+        if s.istate[IS.CPU_RULE] == 1 and cpu > 0.0 and used_cpu > cpu:
+            exec_s *= used_cpu / cpu
+        # A memory peak above the request: killed (out-of-memory) when the peak occurs.
+        if jobs_f[JF.USE_MEM, j] > jobs_f[JF.REQ_MEM, j]:
+            exec_s *= jobs_f[JF.PEAK_AT, j]
+            event = Event.OOM
+    duration = exec_s + setup_s
     jobs_f[JF.SETUP_S, j] = setup_s
     jobs_f[JF.START, j] = now
     jobs_f[JF.DUE, j] = now + duration
@@ -262,8 +282,22 @@ def start_job(  # type: ignore[no-untyped-def]
     nodes_f[NF.FREE_SLOTS, k] -= 1.0
     nodes_f[NF.RUNNING_JOBS, k] += 1.0
     s.fstate[FS.BUSY_CPU] += cpu
-    heap_push(s, now + duration, j, Event.COMPLETE | (jobs_i[JI.RETRIES, j] << KIND_BITS))
+    heap_push(s, now + duration, j, event | (jobs_i[JI.RETRIES, j] << KIND_BITS))
     s.istate[IS.DECISIONS] += 1
+
+
+@inline_function
+def _account_usage(s, j: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Add the attempt of placed job j ending now to its reserved and used integrals."""
+    jobs_f = s.jobs_f
+    held = now - jobs_f[JF.START, j]
+    cpu, mem = jobs_f[JF.REQ_CPU, j], jobs_f[JF.REQ_MEM, j]
+    used_cpu, used_mem = jobs_f[JF.USE_CPU, j], jobs_f[JF.USE_MEM, j]
+    jobs_f[JF.RESERVED_CPU_S, j] += cpu * held
+    jobs_f[JF.RESERVED_MEM_S, j] += mem * held
+    # A job cannot use more than it holds (NaN: exactly its request).
+    jobs_f[JF.USED_CPU_S, j] += (cpu if not used_cpu < cpu else used_cpu) * held
+    jobs_f[JF.USED_MEM_S, j] += (mem if not used_mem < mem else used_mem) * held
 
 
 @inline_function
@@ -321,6 +355,8 @@ def kill_job(s, j: int, now: float, requeue: bool) -> None:  # type: ignore[no-u
     again) and its `retries` grows; otherwise it fails. The queue must have room for it.
     """
     _free_node_of(s, j)
+    if s.istate[IS.HAS_USAGE] == 1:
+        _account_usage(s, j, now)
     s.jobs_f[JF.WASTE_CORE_S, j] += s.jobs_f[JF.REQ_CPU, j] * (now - s.jobs_f[JF.START, j])
     s.istate[IS.KILLED_COUNT] += 1
     s.istate[IS.NEED_SCALE] = 1
@@ -490,10 +526,29 @@ def on_timer(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
 def on_complete(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """A placed job completes and frees its node."""
     _free_node_of(s, j)
+    if s.istate[IS.HAS_USAGE] == 1:
+        _account_usage(s, j, t)
     _leave(s, j, t, JobState.DONE)
     if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
         s.istate[IS.NEED_PLACE] = 1
     s.istate[IS.NEED_SCALE] = 1
+
+
+@inline_function
+def on_oom(s, j: int, t: float) -> bool:  # type: ignore[no-untyped-def]
+    """Running job j's memory peak exceeds its request: it is killed (its work is lost).
+
+    Within its retry limit it waits again once the provisioner has lifted its request:
+    returns True, and the loop hands the job to Python (`NEED_LIFT_DECISION`), which
+    kills and re-queues it with the new request. Past the limit it fails here.
+    """
+    s.jobs_i[JI.OOM_KILLS, j] += 1
+    s.istate[IS.OOM_COUNT] += 1
+    if s.jobs_i[JI.RETRIES, j] < s.istate[IS.RETRY_LIMIT]:
+        s.istate[IS.OOM_JOB] = j
+        return True
+    kill_job(s, j, t, False)
+    return False
 
 
 @inline_function
@@ -732,6 +787,9 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                     on_timer(s, i, t)
                 elif kind == Event.NODE_READY:
                     on_node_ready(s, i, t)
+                elif kind == Event.OOM:
+                    if on_oom(s, i, t):
+                        return _NEED_LIFT_DECISION
                 else:
                     on_complete(s, i, t)
             elif t_pool <= t_arrival:
@@ -818,6 +876,17 @@ def try_start(  # type: ignore[no-untyped-def]
 @kernel_function
 def kill_entry(t, j: int, now: float, requeue: bool) -> None:  # type: ignore[no-untyped-def]
     kill_job(EngineState(*t), j, now, requeue)
+
+
+@kernel_function
+def drop_entry(t, j: int, now: float) -> None:  # type: ignore[no-untyped-def]
+    """Waiting job j leaves the queue unplaced, failed; the queue moves on."""
+    s = EngineState(*t)
+    _leave(s, j, now, JobState.FAILED)
+    s.istate[IS.DROPPED_COUNT] += 1
+    s.istate[IS.NEED_SCALE] = 1
+    if next_queued(s) >= 0:
+        s.istate[IS.NEED_PLACE] = 1
 
 
 @kernel_function

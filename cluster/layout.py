@@ -31,6 +31,14 @@ class JF(IntEnum):
     SETUP_S = 12  #: set-up delay of the current attempt (image pull, data), s
     DUE = 13  #: scheduled end of the current attempt, s (stale heap entries differ)
     WASTE_CORE_S = 14  #: core-seconds held by killed attempts (work lost)
+    # Real usage (`cluster.usage`; NaN: exactly the request). Filled only with a usage model.
+    USE_CPU = 15  #: cores the job keeps busy
+    USE_MEM = 16  #: memory peak, GB (above the request: killed, out-of-memory, at the peak)
+    PEAK_AT = 17  #: fraction of the run time at which the memory peak occurs
+    RESERVED_CPU_S = 18  #: core-seconds reserved over all attempts (with a usage model)
+    RESERVED_MEM_S = 19  #: GB-seconds reserved over all attempts (with a usage model)
+    USED_CPU_S = 20  #: core-seconds really used over all attempts (with a usage model)
+    USED_MEM_S = 21  #: GB-seconds really used (peak held) over all attempts (usage model)
 
 
 class JI(IntEnum):
@@ -45,6 +53,7 @@ class JI(IntEnum):
     RETRIES = 6  #: attempts killed and re-queued
     GPU_MASK = 7  #: bit g set: the job holds (a share of) GPU g of its node
     QPOS = 8  #: index of the job's live entry in the placement queue
+    OOM_KILLS = 9  #: attempts killed out-of-memory
 
 
 class JobState(IntEnum):
@@ -155,6 +164,12 @@ class IS(IntEnum):
     DEC_N = 19  #: Python placements in `decisions` for the loop to apply first
     DEC_BAD = 20  #: index of the placement that could not be applied, or -1
     DEC_WHY = 21  #: why (`Refusal`)
+    HAS_USAGE = 22  #: 1: jobs carry real usages (USE_* rows filled; OOM kills, stretching)
+    CPU_RULE = 23  #: CPU under-provisioning: 0 none, 1 proportional (`cluster.usage`)
+    RETRY_LIMIT = 24  #: attempts an out-of-memory job may be re-queued
+    OOM_JOB = 25  #: with NEED_LIFT_DECISION: the job whose memory peak exceeded its request
+    OOM_COUNT = 26  #: out-of-memory kills so far
+    DROPPED_COUNT = 27  #: waiting jobs dropped unplaced (`Engine.drop`)
 
 
 class FS(IntEnum):
@@ -175,6 +190,7 @@ class Event(IntEnum):
     COMPLETE = 0
     NODE_READY = 1
     TIMER = 2
+    OOM = 3  #: a running job's memory peak exceeds its request
 
 
 class Status(IntEnum):
@@ -187,6 +203,7 @@ class Status(IntEnum):
     YIELDED = 4
     NEED_SCALE_DECISION = 5
     BAD_DECISION = 6  #: a Python placement could not be applied (see IS.DEC_BAD, DEC_WHY)
+    NEED_LIFT_DECISION = 7  #: IS.OOM_JOB ran out of memory: the provisioner lifts its request
 
 
 class Refusal(IntEnum):

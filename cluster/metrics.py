@@ -155,13 +155,22 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
             "core_seconds": pa.array(core_seconds),
             "cost_usd": pa.array(cost),
             "setup_s": pa.array(jf[JF.SETUP_S]),
+            "request_cpu": pa.array(jf[JF.REQ_CPU]),
+            "request_memory_gb": pa.array(jf[JF.REQ_MEM]),
+            "request_gpu": pa.array(jf[JF.REQ_GPU]),
             "retries": pa.array(ji[JI.RETRIES].astype(np.int32)),
             "wasted_core_s": pa.array(jf[JF.WASTE_CORE_S]),
             "failed": pa.array(failed),
             "measured": pa.array(measured),
         }
     )
+    has_usage = bool(s.istate[IS.HAS_USAGE])
+    if has_usage:
+        for name, values in usage_columns(jf, ji).items():
+            table = table.append_column(name, values)
     summary = summarize(run, measured, response, failed)
+    if has_usage:
+        summary.update(usage_summary(run))
     # The world model's metrics and those the scenario selects (`score`), for every policy.
     from cluster.score_metric import scenario_metrics
 
@@ -169,6 +178,39 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
     for policy in policies:
         summary.update(policy.extra_summary(table, summary))
     return RunResult(table, summary)
+
+
+def usage_columns(jf: np.ndarray, ji: np.ndarray) -> dict[str, pa.Array]:
+    """Per-job real usage and what the attempts reserved and used (a usage model's runs).
+
+    A usage of NaN means "exactly the request" and shows as the last request.
+    """
+    use_cpu = np.where(np.isnan(jf[JF.USE_CPU]), jf[JF.REQ_CPU], jf[JF.USE_CPU])
+    use_mem = np.where(np.isnan(jf[JF.USE_MEM]), jf[JF.REQ_MEM], jf[JF.USE_MEM])
+    return {
+        "usage_cpu": pa.array(use_cpu),
+        "usage_memory_gb": pa.array(use_mem),
+        "oom_kills": pa.array(ji[JI.OOM_KILLS].astype(np.int32)),
+        "reserved_cpu_core_s": pa.array(jf[JF.RESERVED_CPU_S]),
+        "reserved_memory_gb_s": pa.array(jf[JF.RESERVED_MEM_S]),
+        "used_cpu_core_s": pa.array(jf[JF.USED_CPU_S]),
+        "used_memory_gb_s": pa.array(jf[JF.USED_MEM_S]),
+    }
+
+
+def usage_summary(run: RunState) -> dict[str, Any]:
+    """Reserved and used resources over every finished attempt (core-hours, GB-hours),
+    out-of-memory kills and failed jobs (all jobs, not only the measured ones)."""
+    s = run.state
+    jf, ji = s.jobs_f, s.jobs_i
+    return {
+        "reserved_memory_gb_h": float(jf[JF.RESERVED_MEM_S].sum() / 3600.0),
+        "used_memory_gb_h": float(jf[JF.USED_MEM_S].sum() / 3600.0),
+        "reserved_cpu_core_h": float(jf[JF.RESERVED_CPU_S].sum() / 3600.0),
+        "used_cpu_core_h": float(jf[JF.USED_CPU_S].sum() / 3600.0),
+        "oom_kills": int(s.istate[IS.OOM_COUNT]),
+        "failed_jobs": int((ji[JI.STATE] == JobState.FAILED).sum()),
+    }
 
 
 def in_window(run: RunState) -> np.ndarray:
@@ -263,6 +305,7 @@ def summarize(
         "jobs_failed": int(failed_class.sum()),
         "retries": int(ji[JI.RETRIES].sum()),
         "wasted_core_s": float(jf[JF.WASTE_CORE_S].sum()),
+        "jobs_dropped": int(s.istate[IS.DROPPED_COUNT]),
         "nodes_rented": max(used - len(spec.nodes), 0),
     }
     per_class: dict[str, Any] = {}

@@ -72,6 +72,36 @@ class Container:
 
 
 @dataclass(frozen=True)
+class ClassUsage:
+    """What a class's jobs really use, drawn per job (the `independent` usage model).
+
+    `memory_gb`: peak memory, GB (a job whose peak exceeds its request is killed,
+    out-of-memory, when the peak occurs); `cpu`: cores it would keep busy (a request below
+    stretches its run time, see `UsageSpec.cpu_rule`); `peak_at`: fraction of its run time
+    at which the memory peak occurs, in [0, 1]. An absent distribution means "exactly as
+    requested".
+    """
+
+    memory_gb: Distribution | None = None
+    cpu: Distribution | None = None
+    peak_at: float = 1.0
+
+
+@dataclass(frozen=True)
+class UsageSpec:
+    """How jobs' real usages are drawn (`cluster.usage`) and what under-provisioning does.
+
+    `model` names a registered usage model (`independent`: each class's `ClassUsage`);
+    `params` are its parameters; `cpu_rule` is `proportional` (a job granted r cores that
+    needs c > r runs c / r times longer) or `none`.
+    """
+
+    model: str = "independent"
+    params: Mapping[str, Any] = field(default_factory=dict)
+    cpu_rule: str = "proportional"
+
+
+@dataclass(frozen=True)
 class JobClass:
     """A class of jobs: how they arrive, how big they are, how they parallelise.
 
@@ -104,6 +134,8 @@ class JobClass:
     node_selector: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: Capability labels the job would like its node to carry (label -> value).
     capabilities: Mapping[str, str] = field(default_factory=dict)
+    #: What its jobs really use (memory peak, cores), for the `independent` usage model.
+    usage: ClassUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -210,6 +242,8 @@ class SimulationSpec:
     #: Images, data items and goodput (`cluster.world` turns them into engine state).
     world: WorldSpec = field(default_factory=WorldSpec)
     metrics: MetricsSpec = field(default_factory=MetricsSpec)
+    #: Real usages of the jobs (None: every job uses exactly what it requests).
+    usage: UsageSpec | None = None
 
     def node_type(self, name: str) -> NodeType:
         for nt in self.node_types:

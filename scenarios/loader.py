@@ -22,7 +22,9 @@ from pydantic import ValidationError
 from cluster import distributions as dist
 from cluster import speedup as sp
 from cluster import workload as wl
+from cluster.jobs import Jobs
 from cluster.model import (
+    ClassUsage,
     JobClass,
     NodeType,
     PolicyRef,
@@ -31,9 +33,11 @@ from cluster.model import (
     SchedulerSpec,
     SimulationSpec,
     StopRule,
+    UsageSpec,
 )
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
+from cluster.usage import draw_usage, usage_models
 from scenarios import limits, schema, world
 from scenarios.errors import ScenarioError, clip, shorten
 
@@ -615,6 +619,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
                 m.pool or default_pool,
                 math.inf if m.timeout_s is None else m.timeout_s,
                 {t: _distribution(d) for t, d in m.runtime_by_node_type.items()},
+                usage=_class_usage(m.usage),
             )
         )
     s = model.stop
@@ -634,12 +639,67 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
             )
         ),
         replications=model.replications,
+        usage=_usage_spec(model, source),
     )
     spec = world.attach_world(spec, model, source)  # images, data, caches, metrics
     check_feasible(spec, source)
     check_job_supply(spec, source)
     _check_policy_params(spec, source)
+    _check_usage(spec, source)
     return spec
+
+
+def _class_usage(m: schema.ClassUsageModel | None) -> ClassUsage | None:
+    if m is None:
+        return None
+    return ClassUsage(
+        None if m.memory_gb is None else _distribution(m.memory_gb),
+        None if m.cpu is None else _distribution(m.cpu),
+        m.peak_at,
+    )
+
+
+def _usage_spec(model: schema.ScenarioModel, source: str) -> UsageSpec | None:
+    """The workload's usage block; a class `usage` alone means the independent model."""
+    u = model.workload.usage
+    with_usage = [i for i, c in enumerate(model.workload.classes) if c.usage is not None]
+    if u is None:
+        return UsageSpec() if with_usage else None
+    if u.model != "independent" and with_usage:
+        raise ScenarioError(
+            source,
+            [
+                (
+                    f"workload.classes.{with_usage[0]}.usage",
+                    f"class usage blocks are read by the 'independent' usage model only; "
+                    f"workload.usage.model is {shorten(u.model)}",
+                )
+            ],
+        )
+    registry.names("provisioner")  # loads the policy modules, which register usage models
+    if u.model not in usage_models():
+        raise ScenarioError(
+            source,
+            [
+                (
+                    "workload.usage.model",
+                    f"expected a registered usage model ({', '.join(usage_models())}), "
+                    f"got {shorten(u.model)}",
+                )
+            ],
+        )
+    return UsageSpec(u.model, dict(u.params), u.cpu_rule)
+
+
+def _check_usage(spec: SimulationSpec, source: str) -> None:
+    """Run the usage model on no jobs, so that bad `params` fail before any work."""
+    if spec.usage is None:
+        return
+    empty = Jobs(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+    try:
+        draw_usage(spec, empty, np.random.default_rng(0))
+    except ValueError as exc:
+        raise ScenarioError(source, [("workload.usage.params", clip(str(exc)))]) from None
 
 
 def _check_policy_params(spec: SimulationSpec, source: str) -> None:

@@ -291,6 +291,24 @@ class RequestModel(Strict):
     gpu: Capacity = 0.0
 
 
+class ClassUsageModel(Strict):
+    """What a class's jobs really use (the `independent` usage model, `cluster.usage`)."""
+
+    memory_gb: Distribution | None = Field(default=None, description="memory peak, GB")
+    cpu: Distribution | None = Field(default=None, description="cores kept busy")
+    peak_at: float = Field(
+        default=1.0, ge=0, le=1, allow_inf_nan=False, description="fraction of the run time"
+    )
+
+
+class WorkloadUsageModel(Strict):
+    """How the jobs' real usages are drawn, and what CPU under-provisioning does."""
+
+    model: str = Field(default="independent", min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+    cpu_rule: Literal["proportional", "none"] = "proportional"
+
+
 class JobClassModel(Strict):
     name: str = Field(min_length=1)
     arrival: Arrival
@@ -317,10 +335,12 @@ class JobClassModel(Strict):
     data_items: list[str] = Field(default_factory=list)
     node_selector: dict[str, LabelValues] = Field(default_factory=dict)
     capabilities: dict[str, str] = Field(default_factory=dict)
+    usage: ClassUsageModel | None = None
 
 
 class WorkloadModel(Strict):
     classes: list[JobClassModel] = Field(min_length=1)
+    usage: WorkloadUsageModel | None = None
 
 
 # --- run control ---------------------------------------------------------------------------

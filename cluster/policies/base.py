@@ -206,11 +206,58 @@ class Scaler(Policy):
         raise NotImplementedError(f"scaler {self.name!r} has no Python decision function")
 
 
+@dataclass(frozen=True)
+class OomKill:
+    """A job killed because its memory peak exceeded its request (out-of-memory).
+
+    `used_memory_gb` is what was observed: the request it hit (the true peak is unknown).
+    `retries` counts its earlier re-queued attempts; `features` are its input features
+    (`Jobs.features`). Units: seconds, cores, GB.
+    """
+
+    job: int
+    class_index: int
+    time_s: float
+    request_cpu: float
+    request_memory_gb: float
+    used_memory_gb: float
+    retries: int
+    features: dict[str, float] = field(default_factory=dict)
+
+
 class Provisioner(Policy):
-    """Sets what each job requests (cores, GB, GPUs) before it is placed."""
+    """Sets what each job requests (cores, GB, GPUs) before it is placed, and lifts the
+    request of a job killed out-of-memory (`lift`).
+
+    `retry_limit` (a parameter of every provisioner): how many times an out-of-memory job
+    waits again with a lifted request before it fails (0: it fails at once).
+    """
+
+    def __init__(self, retry_limit: int = 3) -> None:
+        if isinstance(retry_limit, bool) or not isinstance(retry_limit, int) or retry_limit < 0:
+            raise ValueError(f"retry_limit must be an integer >= 0, got {retry_limit!r}")
+        self.retry_limit = retry_limit
 
     def requests(
         self, spec: SimulationSpec, class_index: IntArray
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Per-job (cpu, memory_gb, gpu) requests for jobs of the given classes."""
         raise NotImplementedError
+
+    def requests_for(
+        self, spec: SimulationSpec, jobs: Any
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Per-job (cpu, memory_gb, gpu) requests of `jobs` (a `cluster.jobs.Jobs`).
+
+        The default asks `requests` by class. A provisioner that sizes each instance
+        overrides this and reads `jobs.features` (never `jobs.usage`: that is what it has
+        to guess).
+        """
+        return self.requests(spec, jobs.class_index)
+
+    def lift(self, kill: OomKill) -> tuple[float, float]:
+        """The (cores, GB) request of a job's next attempt after an out-of-memory kill.
+
+        The memory request must grow. Default: twice the memory, the same cores.
+        """
+        return kill.request_cpu, 2.0 * max(kill.request_memory_gb, kill.used_memory_gb)

@@ -7,6 +7,8 @@ conformance tests check that both paths give identical runs.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -132,7 +134,8 @@ class FcfsOneCore(Allocator):
 
 @register("provisioner", "static")
 class Static(Provisioner):
-    """Every job requests exactly its class's `request`."""
+    """Every job requests exactly what the workload says: its own request when the jobs
+    carry one (a trace's pods, `Jobs.request`), else its class's `request`."""
 
     def requests(
         self, spec: SimulationSpec, class_index: IntArray
@@ -141,6 +144,14 @@ class Static(Provisioner):
         mem = np.array([c.request.memory_gb for c in spec.classes], dtype=np.float64)
         gpu = np.array([c.request.gpu for c in spec.classes], dtype=np.float64)
         return cpu[class_index], mem[class_index], gpu[class_index]
+
+    def requests_for(
+        self, spec: SimulationSpec, jobs: Any
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        if jobs.request is not None:
+            cpu, mem, gpu = jobs.request
+            return cpu, mem, gpu
+        return self.requests(spec, jobs.class_index)
 
 
 @register("scaler", "static")

@@ -1,0 +1,255 @@
+"""Requests vs real usage in the engine: out-of-memory kills, lift-and-retry, retry limits,
+CPU stretching, reserved/used accounting, dropping waiting jobs (`cluster.usage`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cluster.engine import Engine
+from cluster.jobs import Jobs
+from cluster.layout import JI, JobState
+from cluster.policies.base import OomKill, PolicyError
+from cluster.policies.fifo import Static
+from cluster.usage import Usage
+from scenarios.errors import ScenarioError
+from scenarios.loader import spec_from_dict
+
+
+def one_job(
+    usage: dict[str, Any] | None = None,
+    request: dict[str, Any] | None = None,
+    provisioner: dict[str, Any] | None = None,
+    cpu_rule: str | None = None,
+    count: int = 1,
+    cores: float = 8,
+) -> dict[str, Any]:
+    """`count` jobs of 100 s (deterministic, speed 1, linear speed-up) at t=0 on one node."""
+    cls: dict[str, Any] = {
+        "name": "a",
+        "arrival": {"kind": "batch", "count": count, "at_s": 0.0},
+        "size": {"kind": "deterministic", "value_s": 100.0},
+        "request": request or {"cpu": 1, "memory_gb": 4},
+    }
+    if usage is not None:
+        cls["usage"] = usage
+    data: dict[str, Any] = {
+        "name": "usage",
+        "seed": 1,
+        "stop": {"jobs": count},
+        "cluster": {
+            "node_types": [{"name": "n", "cpu": cores, "memory_gb": 64}],
+            "nodes": [{"type": "n", "count": 1}],
+        },
+        "workload": {"classes": [cls]},
+    }
+    if cpu_rule is not None:
+        data["workload"]["usage"] = {"cpu_rule": cpu_rule}
+    if provisioner is not None:
+        data["scheduler"] = {"provisioner": provisioner}
+    return data
+
+
+def deterministic(value: float) -> dict[str, Any]:
+    return {"kind": "deterministic", "value_s": value}
+
+
+def test_memory_above_request_is_killed_at_its_peak_and_retried_with_a_lifted_request() -> None:
+    spec = spec_from_dict(one_job({"memory_gb": deterministic(6.0), "peak_at": 0.5}))
+    run = Engine(spec).run()
+    row = run.jobs.to_pylist()[0]
+    # Killed at 0 + 0.5 x 100 s; 50 core-seconds lost; re-queued with 2 x 4 GB; runs 100 s.
+    assert row["oom_kills"] == 1 and row["retries"] == 1
+    assert row["wasted_core_s"] == pytest.approx(50.0)
+    assert row["request_memory_gb"] == pytest.approx(8.0)
+    assert row["start_s"] == pytest.approx(50.0) and row["end_s"] == pytest.approx(150.0)
+    assert row["usage_memory_gb"] == pytest.approx(6.0)
+    # Reserved: 4 GB x 50 s + 8 GB x 100 s; used: 4 GB (the limit it hit) x 50 + 6 x 100.
+    assert row["reserved_memory_gb_s"] == pytest.approx(4 * 50 + 8 * 100)
+    assert row["used_memory_gb_s"] == pytest.approx(4 * 50 + 6 * 100)
+    s = run.summary
+    assert s["oom_kills"] == 1 and s["retries"] == 1 and s["failed_jobs"] == 0
+    assert s["reserved_memory_gb_h"] == pytest.approx((4 * 50 + 8 * 100) / 3600)
+    assert s["reserved_cpu_core_h"] == pytest.approx(150 / 3600)
+    assert s["jobs_completed"] == 1
+
+
+def test_retry_limit_zero_fails_the_job_at_its_first_peak() -> None:
+    spec = spec_from_dict(
+        one_job(
+            {"memory_gb": deterministic(6.0), "peak_at": 0.25},
+            provisioner={"name": "static", "params": {"retry_limit": 0}},
+        )
+    )
+    run = Engine(spec).run()
+    row = run.jobs.to_pylist()[0]
+    assert row["failed"] and row["oom_kills"] == 1 and row["retries"] == 0
+    assert row["end_s"] is None or np.isnan(row["end_s"])
+    assert run.summary["failed_jobs"] == 1 and run.summary["jobs_completed"] == 0
+    assert row["wasted_core_s"] == pytest.approx(25.0)
+
+
+def test_retries_stop_at_the_limit() -> None:
+    # 4 -> 8 -> 16 GB never reaches 40 GB: two retries, then it fails at its third peak.
+    spec = spec_from_dict(
+        one_job(
+            {"memory_gb": deterministic(40.0), "peak_at": 1.0},
+            provisioner={"name": "static", "params": {"retry_limit": 2}},
+        )
+    )
+    run = Engine(spec).run()
+    row = run.jobs.to_pylist()[0]
+    assert (row["oom_kills"], row["retries"], row["failed"]) == (3, 2, True)
+    assert row["wasted_core_s"] == pytest.approx(300.0)
+
+
+def test_memory_within_request_completes_untouched() -> None:
+    spec = spec_from_dict(one_job({"memory_gb": deterministic(3.0), "peak_at": 0.5}))
+    row = Engine(spec).run().jobs.to_pylist()[0]
+    assert row["oom_kills"] == 0 and row["end_s"] == pytest.approx(100.0)
+    assert row["used_memory_gb_s"] == pytest.approx(300.0)
+
+
+@pytest.mark.parametrize(("rule", "end"), [("proportional", 50.0), ("none", 25.0)])
+def test_cpu_under_provisioning_stretches_the_run_time(rule: str, end: float) -> None:
+    # 100 core-seconds keeping 4 cores busy: 25 s with them; granted 2, twice as long under
+    # the proportional rule (size / min(granted, used) with a linear speed-up).
+    spec = spec_from_dict(
+        one_job({"cpu": deterministic(4.0)}, request={"cpu": 2, "memory_gb": 1}, cpu_rule=rule)
+    )
+    row = Engine(spec).run().jobs.to_pylist()[0]
+    assert row["end_s"] == pytest.approx(end)
+    assert row["usage_cpu"] == pytest.approx(4.0)
+    # It can use no more than the 2 cores it holds.
+    assert row["used_cpu_core_s"] == pytest.approx(2 * end)
+
+
+def test_cpu_over_provisioning_does_not_speed_up() -> None:
+    # 100 core-seconds keeping half a core busy take 200 s, even granted 4 cores.
+    spec = spec_from_dict(one_job({"cpu": deterministic(0.5)}, request={"cpu": 4}))
+    row = Engine(spec).run().jobs.to_pylist()[0]
+    assert row["end_s"] == pytest.approx(200.0)
+    assert row["used_cpu_core_s"] == pytest.approx(100.0)
+    assert row["reserved_cpu_core_s"] == pytest.approx(800.0)
+
+
+class Shrinking(Static):
+    name = "shrinking"
+
+    def lift(self, kill: OomKill) -> tuple[float, float]:
+        return kill.request_cpu, kill.request_memory_gb
+
+
+def test_a_lift_that_does_not_grow_the_request_is_a_policy_error() -> None:
+    spec = spec_from_dict(one_job({"memory_gb": deterministic(6.0)}))
+    with pytest.raises(PolicyError, match="must grow the memory request"):
+        Engine(spec, provisioner=Shrinking()).run()
+
+
+class Vpa(Static):
+    """The VPA out-of-memory rule: max(used + 100 MiB, 1.2 x used)."""
+
+    name = "vpa-lift"
+    seen: list[OomKill]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = []
+
+    def lift(self, kill: OomKill) -> tuple[float, float]:
+        self.seen.append(kill)
+        used = kill.used_memory_gb
+        return kill.request_cpu, max(used + 100 / 1024, 1.2 * used)
+
+
+def test_the_provisioner_sees_each_kill_and_its_lift_applies() -> None:
+    spec = spec_from_dict(one_job({"memory_gb": deterministic(5.0), "peak_at": 0.5}))
+    policy = Vpa()
+    row = Engine(spec, provisioner=policy).run().jobs.to_pylist()[0]
+    # 4 -> 4.8 (killed again at 50 + 50) -> 5.76 GB: two kills, then done at 200 s.
+    assert [k.request_memory_gb for k in policy.seen] == pytest.approx([4.0, 4.8])
+    assert [k.time_s for k in policy.seen] == pytest.approx([50.0, 100.0])
+    assert [k.retries for k in policy.seen] == [0, 1]
+    assert row["request_memory_gb"] == pytest.approx(5.76)
+    assert row["end_s"] == pytest.approx(200.0)
+
+
+def test_usage_draws_are_seeded_and_do_not_move_other_streams() -> None:
+    base = one_job(count=50)
+    with_usage = one_job(
+        {"memory_gb": {"kind": "exponential", "mean_s": 4.0}, "peak_at": 0.5}, count=50
+    )
+    a = Engine(spec_from_dict(with_usage)).run().jobs
+    b = Engine(spec_from_dict(with_usage)).run().jobs
+    assert a.equals(b)
+    plain = Engine(spec_from_dict(base)).jobs
+    assert np.array_equal(Engine(spec_from_dict(with_usage)).jobs.size, plain.size)
+
+
+def test_jobs_given_directly_carry_usage_features_and_requests() -> None:
+    spec = spec_from_dict(one_job(count=2))
+    jobs = Jobs(
+        np.zeros(2),
+        np.zeros(2, dtype=np.int64),
+        np.array([100.0, 100.0]),
+        usage=Usage(np.full(2, np.nan), np.array([1.0, 9.0]), np.array([1.0, 0.5])),
+        features={"products": np.array([3.0, 7.0])},
+        request=(np.array([1.0, 2.0]), np.array([2.0, 8.0]), np.zeros(2)),
+    )
+    rows = Engine(spec, jobs=jobs).run().jobs.to_pylist()
+    assert [r["request_cpu"] for r in rows] == [1.0, 2.0]
+    # Job 1 asked for 8 GB and peaks at 9 GB halfway: killed at 50 s, lifted to 16 GB.
+    assert [r["oom_kills"] for r in rows] == [0, 1]
+    assert rows[1]["request_memory_gb"] == pytest.approx(16.0)
+    assert jobs.select(np.array([1])).features["products"].tolist() == [7.0]
+
+
+def test_drop_takes_a_waiting_job_out_of_the_queue() -> None:
+    spec = spec_from_dict(one_job(count=3, request={"cpu": 8}, cores=8))
+    engine = Engine(spec, force_python_policies=True)
+    engine.step(until_s=0.0)
+    waiting = [j for j in range(3) if engine.jobs_i[JI.STATE, j] == JobState.QUEUED]
+    assert waiting == [1, 2]
+    engine.drop(2)
+    with pytest.raises(ValueError, match="not waiting"):
+        engine.drop(2)
+    run = engine.run()
+    rows = run.jobs.to_pylist()
+    assert [r["failed"] for r in rows] == [False, False, True]
+    assert rows[1]["end_s"] == pytest.approx(25.0)  # 100 core-s on 8 cores, after job 0
+    assert run.summary["jobs_dropped"] == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda d: d["workload"]["classes"][0].update(usage={"peak_at": 1.5}), "peak_at"),
+        (
+            lambda d: d["workload"].update(usage={"model": "nope"}),
+            "workload.usage.model",
+        ),
+        (
+            lambda d: d["workload"].update(usage={"params": {"x": 1}}),
+            "workload.usage.params",
+        ),
+        (
+            lambda d: d.update(
+                scheduler={"provisioner": {"name": "static", "params": {"retry_limit": -1}}}
+            ),
+            "scheduler.provisioner.params",
+        ),
+        (
+            lambda d: d["workload"]["classes"][0].update(
+                usage={"memory_gb": {"kind": "exponential", "mean_s": -1}}
+            ),
+            "usage.memory_gb",
+        ),
+    ],
+)
+def test_bad_usage_input_names_the_field(change: Any, field: str) -> None:
+    data = one_job()
+    change(data)
+    with pytest.raises(ScenarioError, match=field.replace(".", r"\.")):
+        spec_from_dict(data, source="usage.yaml")
