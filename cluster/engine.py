@@ -72,6 +72,7 @@ from cluster.policies import compiled, registry
 from cluster.policies.base import (
     Allocation,
     Allocator,
+    LiftRule,
     OomKill,
     Placement,
     PlacementView,
@@ -173,6 +174,18 @@ def job_state(
     return jobs_f, jobs_i
 
 
+def lift_table(rule: LiftRule, n_classes: int) -> FloatArray:
+    """(classes, 1 + E): each class's cap (GB, inf: none), then its bin edges (inf-padded)."""
+    width = max([len(e) for e in rule.edges] + [0])
+    table = np.full((n_classes, 1 + width), math.inf)
+    for c in range(n_classes):
+        if c < len(rule.cap_gb):
+            table[c, 0] = rule.cap_gb[c]
+        if c < len(rule.edges) and rule.edges[c]:
+            table[c, 1 : 1 + len(rule.edges[c])] = rule.edges[c]
+    return table
+
+
 def _policy(spec: SimulationSpec, kind: registry.Kind, given: Any, base: type) -> Any:
     ref = getattr(spec.scheduler, kind)
     policy = given if given is not None else registry.create(kind, ref.name, **ref.params)
@@ -256,12 +269,19 @@ class Engine:
         istate[IS.PLACER_CODE] = 0 if force_python else self.placer.kernel_code
         istate[IS.ALLOC_CODE] = 0 if force_python else self.allocator.kernel_code
         istate[IS.SCALER_CODE] = self.scaler.kernel_code
+        n_classes = len(spec.classes)
         fcfs = istate[IS.PLACER_CODE] != 0 or bool(getattr(self.placer, "strict_fcfs", False))
         istate[IS.PLACER_FCFS] = int(fcfs)
         istate[IS.HAS_USAGE] = int(spec.usage is not None or jobs.usage is not None)
         istate[IS.CPU_RULE] = CPU_RULES[spec.usage.cpu_rule if spec.usage else "proportional"]
         istate[IS.RETRY_LIMIT] = int(getattr(self.provisioner, "retry_limit", 3))
         istate[IS.OOM_JOB] = -1
+        rule = self._lift_rule = self.provisioner.compiled_lift()
+        lift_edges = np.zeros((0, 1))
+        if rule is not None:
+            istate[IS.LIFT_CODE] = 1
+            fstate[FS.LIFT_MULT], fstate[FS.LIFT_ADD_GB] = rule.multiplier, rule.add_gb
+            lift_edges = lift_table(rule, n_classes)
         stop = spec.stop
         if stop.time_s is not None:
             fstate[FS.WIN_START] = stop.warmup_s
@@ -271,9 +291,10 @@ class Engine:
             fstate[FS.WIN_START] = jobs.arrival_s[warm] if n else 0.0
             fstate[FS.WIN_END] = jobs.arrival_s[-1] if n else 0.0
             fstate[FS.HORIZON] = math.inf
-        n_classes = len(spec.classes)
         # A completion and a patience timer per job at most, plus node-ready events.
         heap = 2 * n + m + 1
+        # Out-of-memory kills queue jobs again: head-room, so the loop need not return.
+        queue = max(n, 1) + (max(16, n // 16) if istate[IS.HAS_USAGE] else 0)
         return EngineState(
             jobs_f=jobs_f,
             jobs_i=jobs_i,
@@ -290,7 +311,7 @@ class Engine:
             heap_j=np.zeros(heap, dtype=np.int64),
             heap_k=np.zeros(heap, dtype=np.int64),
             run_by_type=runtime_table(spec, jobs),
-            queue=np.zeros(max(n, 1), dtype=np.int64),
+            queue=np.zeros(queue, dtype=np.int64),
             members=np.zeros(max(n, 1), dtype=np.int64),
             n_class=np.zeros(n_classes, dtype=np.int64),
             area_class=np.zeros(n_classes),
@@ -306,6 +327,7 @@ class Engine:
             world_f=world_f,
             world_i=world_i,
             cached=cached,
+            lift_edges=lift_edges,
         )
 
     def _replace(self, **arrays: Any) -> None:
@@ -530,7 +552,17 @@ class Engine:
         total = n + m
         arrays.update(self._room(2 * total + self.nodes_used + 1, total))
         self._replace(**arrays)
+        self._queue_room(total)
         return np.arange(n, total, dtype=np.int64)
+
+    def _queue_room(self, jobs: int, extra: int = 0) -> None:
+        """Grow the queue so that every job of the first `jobs` rows still to arrive, and
+        `extra` re-queued ones, find room behind its entries so far (a killed and re-queued
+        job takes a second entry)."""
+        s = self._s
+        need = int(s.istate[IS.Q_TAIL]) + max(jobs - int(s.istate[IS.NEXT_ARRIVAL]), 0) + extra
+        if need > s.queue.size:
+            self._replace(**self._room(s.heap_t.size, need))
 
     def _room(self, heap: int, queue: int) -> dict[str, Any]:
         s = self._s
@@ -598,6 +630,7 @@ class Engine:
                 s = self._s
             s.run_by_type[:, lo:hi] = table
         self._fed = hi
+        self._queue_room(hi)
         return np.arange(lo, hi, dtype=np.int64)
 
     # -- operations ---------------------------------------------------------------------
@@ -641,10 +674,8 @@ class Engine:
         if s.jobs_i[JI.POOL, j] >= 0 and s.jobs_i[JI.NODE, j] < 0:
             raise ValueError(f"kill: job {j} runs in a malleable pool, not on a node")
         if requeue:
-            tail = int(s.istate[IS.Q_TAIL])
-            if tail >= s.queue.size:
-                self._replace(**self._room(s.heap_t.size, tail + 1))
-                s = self._s
+            self._queue_room(self.jobs_fed, extra=1)
+            s = self._s
             if request is not None:
                 check_gpu_request(f"kill({j}): request", request[2])
         kernel.kill_entry(self._t, j, self.now, requeue)
@@ -677,8 +708,17 @@ class Engine:
             features={k: float(v[j]) for k, v in self.jobs.features.items()},
         )
         name = self.provisioner.name
+        rule = self._lift_rule
+        if rule is not None:  # the loop's own rule, when it had no queue room to apply it
+            mem_or_none = rule.next_request(kill.class_index, req_mem)
+            new = None if mem_or_none is None else (req_cpu, mem_or_none)
+        else:
+            new = self.provisioner.lift(kill)
+        if new is None:  # the provisioner gives up: the job fails
+            self.kill(j, requeue=False)
+            return
         try:
-            cpu, mem = (float(x) for x in self.provisioner.lift(kill))
+            cpu, mem = (float(x) for x in new)
         except (TypeError, ValueError) as exc:
             raise PolicyError(name, self.now, f"lift() must return (cores, GB): {exc}") from None
         if not (math.isfinite(cpu) and cpu >= 0 and math.isfinite(mem)) or mem <= req_mem:

@@ -545,10 +545,35 @@ def on_oom(s, j: int, t: float) -> bool:  # type: ignore[no-untyped-def]
     s.jobs_i[JI.OOM_KILLS, j] += 1
     s.istate[IS.OOM_COUNT] += 1
     if s.jobs_i[JI.RETRIES, j] < s.istate[IS.RETRY_LIMIT]:
-        s.istate[IS.OOM_JOB] = j
-        return True
+        # Room for its second queue entry behind every arrival still to come?
+        room = s.istate[IS.Q_TAIL] + (s.jobs_f.shape[1] - s.istate[IS.NEXT_ARRIVAL]) < s.queue.size
+        if s.istate[IS.LIFT_CODE] == 0 or not room:
+            s.istate[IS.OOM_JOB] = j
+            return True
+        hit = s.jobs_f[JF.REQ_MEM, j]
+        new = lifted_request(s, s.jobs_i[JI.CLS, j], hit)
+        if new > hit:
+            kill_job(s, j, t, True)
+            s.jobs_f[JF.REQ_MEM, j] = new
+            return False
     kill_job(s, j, t, False)
     return False
+
+
+@inline_function
+def lifted_request(s, c: int, hit: float) -> float:  # type: ignore[no-untyped-def]
+    """The compiled `LiftRule`: the next memory request (GB) of class c after hitting `hit`
+    GB (not above `hit` when its cap is reached)."""
+    want = max(s.fstate[FS.LIFT_MULT] * hit, hit + s.fstate[FS.LIFT_ADD_GB])
+    edges = s.lift_edges
+    if c < edges.shape[0]:
+        for e in range(1, edges.shape[1]):
+            if edges[c, e] >= want:
+                if edges[c, e] < math.inf:
+                    want = edges[c, e]
+                break
+        want = min(want, edges[c, 0])
+    return want
 
 
 @inline_function

@@ -170,6 +170,7 @@ class IS(IntEnum):
     OOM_JOB = 25  #: with NEED_LIFT_DECISION: the job whose memory peak exceeded its request
     OOM_COUNT = 26  #: out-of-memory kills so far
     DROPPED_COUNT = 27  #: waiting jobs dropped unplaced (`Engine.drop`)
+    LIFT_CODE = 28  #: 1: lift out-of-memory requests in the loop (`LiftRule`); 0: in Python
 
 
 class FS(IntEnum):
@@ -182,6 +183,8 @@ class FS(IntEnum):
     BUSY_CPU = 4
     BUSY_AREA = 5
     MEASURED_TIME = 6
+    LIFT_MULT = 7  #: compiled lift rule: next request >= LIFT_MULT x the request it hit
+    LIFT_ADD_GB = 8  #: ... and >= that request + LIFT_ADD_GB
 
 
 class Event(IntEnum):

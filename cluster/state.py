@@ -59,6 +59,9 @@ class EngineState(NamedTuple):
     world_f: FloatArray  #: the world model's float tables (`cluster.world`); (0, 0) if none
     world_i: IntArray  #: its integer tables; (0, 0) if none
     cached: FloatArray  #: (N, I) 1.0 where node row k holds image (or data item) i
+    #: (classes, 1 + E) the compiled lift rule per class: column 0 the cap (GB, inf: none),
+    #: then the bin edges (GB, ascending, inf-padded); (0, 1) without a usage model.
+    lift_edges: FloatArray
 
 
 def gpu_count(t: NodeType) -> int:

@@ -9,6 +9,7 @@ then decides inside its compiled loop, through the same event handling.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
@@ -225,6 +226,46 @@ class OomKill:
     features: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class LiftRule:
+    """A lift of out-of-memory requests simple enough to run inside the compiled loop.
+
+    After a job of class c hits its request m GB, its next request is the smallest bin edge
+    of c (`edges[c]`, GB) at or above max(`multiplier` x m, m + `add_gb`) — that value
+    itself if c has no edge that large, or no edges — capped at `cap_gb[c]` (inf: none). A
+    next request that does not exceed m (the cap reached) fails the job.
+
+    Examples: doubling (2, 0); Kubernetes VPA's out-of-memory bump max(used + 100 MiB,
+    1.2 x used) (1.2, 100/1024); the next bin edge (1, 1e-9, edges).
+    """
+
+    multiplier: float = 2.0
+    add_gb: float = 0.0
+    edges: tuple[tuple[float, ...], ...] = ()
+    cap_gb: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        ok = math.isfinite(self.multiplier) and math.isfinite(self.add_gb)
+        if not ok or self.multiplier < 1.0 or self.add_gb < 0.0:
+            raise ValueError("lift rule: multiplier must be >= 1 and add_gb >= 0 (finite)")
+        if self.multiplier == 1.0 and self.add_gb == 0.0:
+            raise ValueError("lift rule: multiplier 1 and add_gb 0 never grow the request")
+        for e in self.edges:
+            if any(b <= a for a, b in zip(e, e[1:], strict=False)) or any(x <= 0 for x in e):
+                raise ValueError("lift rule: bin edges must be > 0 and strictly ascending")
+
+    def next_request(self, class_index: int, hit_gb: float) -> float | None:
+        """The next memory request (GB) after hitting `hit_gb`, or None: give up."""
+        want = max(self.multiplier * hit_gb, hit_gb + self.add_gb)
+        edges = self.edges[class_index] if class_index < len(self.edges) else ()
+        above = [e for e in edges if e >= want]
+        if above:
+            want = above[0]
+        cap = self.cap_gb[class_index] if class_index < len(self.cap_gb) else math.inf
+        want = min(want, cap)
+        return want if want > hit_gb else None
+
+
 class Provisioner(Policy):
     """Sets what each job requests (cores, GB, GPUs) before it is placed, and lifts the
     request of a job killed out-of-memory (`lift`).
@@ -255,9 +296,30 @@ class Provisioner(Policy):
         """
         return self.requests(spec, jobs.class_index)
 
-    def lift(self, kill: OomKill) -> tuple[float, float]:
-        """The (cores, GB) request of a job's next attempt after an out-of-memory kill.
-
-        The memory request must grow. Default: twice the memory, the same cores.
+    def lift_rule(self) -> LiftRule | None:
+        """The lift as a `LiftRule` the loop applies itself (fast), or None: the engine
+        calls `lift`. Called after `setup`. Default: doubling, no cap.
         """
-        return kill.request_cpu, 2.0 * max(kill.request_memory_gb, kill.used_memory_gb)
+        return LiftRule(2.0, 0.0)
+
+    def lift(self, kill: OomKill) -> tuple[float, float] | None:
+        """The (cores, GB) request of a job's next attempt after an out-of-memory kill, or
+        None to give up (the job fails). The memory request must grow.
+
+        Default: the `lift_rule`, the same cores.
+        """
+        rule = self.lift_rule()
+        if rule is None:
+            raise NotImplementedError(f"provisioner {self.name!r} has neither lift nor lift_rule")
+        hit = max(kill.request_memory_gb, kill.used_memory_gb)
+        mem = rule.next_request(kill.class_index, hit)
+        return None if mem is None else (kill.request_cpu, mem)
+
+    def compiled_lift(self) -> LiftRule | None:
+        """The rule the loop may apply: None when `lift` is overridden but `lift_rule` is not
+        (the engine then calls `lift`)."""
+        own_lift = type(self).lift is not Provisioner.lift
+        own_rule = type(self).lift_rule is not Provisioner.lift_rule
+        if own_lift and not own_rule:
+            return None
+        return self.lift_rule()
