@@ -150,6 +150,7 @@ def merged_state(
         world_f=np.zeros((0, 0)),
         world_i=np.zeros((0, 0), dtype=np.int64),
         cached=np.zeros((0, 0)),
+        lift_edges=np.zeros((0, 1)),
     )
     return RunState(spec, replication, read_only(merged), now)
 

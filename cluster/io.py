@@ -51,6 +51,12 @@ COMMAND_FILES: dict[str, tuple[str, ...]] = {
     "learn": ("estimates.parquet", "estimates.png", "summary.json"),
     "sweep": ("sweep.json", "runs"),
     "dashboard": ("clusteremu_grafana_dashboard.json",),
+    "provision train": ("sizing.json", "profile.parquet"),
+    "provision compare": (
+        "provision-compare.json",
+        "provision-compare.parquet",
+        "provision-compare.png",
+    ),
 }
 #: The files that identify a command's folder when it has no manifest (default: its files
 #: that no other command writes); a `runs` folder alone is too common a name to claim.

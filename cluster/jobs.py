@@ -141,7 +141,10 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
     if spec.usage is None:
         return jobs
     usage, features = draw_usage(spec, jobs, stream(seq, Purpose.USAGE, spec.usage.model))
-    return Jobs(jobs.arrival_s, jobs.class_index, jobs.size, runtime_u, usage, features)
+    size = jobs.size
+    if usage.size is not None:
+        size = np.where(np.isnan(usage.size), size, usage.size)
+    return Jobs(jobs.arrival_s, jobs.class_index, size, runtime_u, usage, features)
 
 
 def _sizes(c: JobClass, seq: np.random.SeedSequence, count: int) -> FloatArray:

@@ -48,11 +48,18 @@ class Usage:
     cpu: FloatArray
     memory_gb: FloatArray
     peak_at: FloatArray
+    #: Work of each job, core-seconds at speed 1, when the model decides it (a heavy input
+    #: runs longer); None or NaN: the class's size draw.
+    size: FloatArray | None = None
 
     def __post_init__(self) -> None:
         n = self.cpu.size
         if self.memory_gb.size != n or self.peak_at.size != n:
             raise ValueError("usage: cpu, memory_gb and peak_at must have one value per job")
+        if self.size is not None and (
+            self.size.size != n or np.any(self.size[~np.isnan(self.size)] <= 0)
+        ):
+            raise ValueError("usage: size needs one value > 0 (or NaN) per job")
         for name, values in (("cpu", self.cpu), ("memory_gb", self.memory_gb)):
             finite = values[~np.isnan(values)]
             if np.any(finite < 0) or np.any(np.isinf(finite)):
@@ -67,14 +74,21 @@ class Usage:
         return cls(nan, nan.copy(), np.ones(n))
 
     def select(self, index: npt.NDArray[Any] | slice) -> Usage:
-        return Usage(self.cpu[index], self.memory_gb[index], self.peak_at[index])
+        size = None if self.size is None else self.size[index]
+        return Usage(self.cpu[index], self.memory_gb[index], self.peak_at[index], size)
 
     @staticmethod
     def concat(parts: list[Usage]) -> Usage:
+        size = None
+        if any(u.size is not None for u in parts):
+            size = np.concatenate(
+                [u.size if u.size is not None else np.full(u.cpu.size, np.nan) for u in parts]
+            )
         return Usage(
             np.concatenate([u.cpu for u in parts]),
             np.concatenate([u.memory_gb for u in parts]),
             np.concatenate([u.peak_at for u in parts]),
+            size,
         )
 
 

@@ -30,6 +30,8 @@ BUILTIN_MODULES = (
     "cluster.policies.wham",
     "cluster.policies.mdp.allocator",
     "cluster.policies.scoring.placer",
+    "cluster.policies.provisioner",
+    "scenarios.workflow",  # the ml-workflow usage model
 )
 _loaded = False
 #: Comma-separated plug-in modules to import on first lookup (set by `--plugin`, inherited

@@ -13,5 +13,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clusteremu.commands.bound",
     "clusteremu.commands.dashboard",
     "clusteremu.commands.learn",
+    "clusteremu.commands.provision",
     "clusteremu.commands.sweep",
 )

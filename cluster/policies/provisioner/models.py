@@ -1,0 +1,394 @@
+"""Classifiers that predict a heavy task's memory bin from its inputs (seed 002, 5.2).
+
+Training (`train_bin_classifier`): the task's profiling rows -> the best binning for 2 and
+3 bins (`binning.search_binning`, time-based) -> stratified train / validation / test
+splits -> an Optuna search (TPE by default, GP on request) over the classifier (gradient
+boosting or an RBF SVM, scikit-learn), its hyper-parameters and the imbalance treatment
+(none, class weights, random over-sampling, SMOTE: imbalanced-learn), minimising the
+u-score (penalty 10) on the validation set -> the winner refitted on train + validation and
+measured on the test set (accuracy, u-rate, u-score, estimated improvement). The binning
+with the best validation estimate is kept.
+
+Export: `ExportedClassifier` holds what prediction needs as plain numbers (the trees'
+arrays, or the SVM's support vectors and coefficients, and the feature scaling) and
+predicts with numpy alone; it round-trips through JSON. No pickle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.policies.provisioner.binning import (
+    Binning,
+    bin_index,
+    estimated_improvement,
+    search_binning,
+    u_rate,
+    u_score,
+)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: Regions one-hot encoded in the design matrix.
+REGIONS = 4
+#: u-score penalty of under-estimations (the thesis's figures use 10).
+PENALTY = 10.0
+
+
+def design_matrix(features: Mapping[str, FloatArray]) -> FloatArray:
+    """Model inputs from the job features: log products, days left, log workload
+    (products x (days left + 1)) and the region one-hot."""
+    products = np.asarray(features["products"], dtype=np.float64)
+    days = np.asarray(features["days_left"], dtype=np.float64)
+    region = np.asarray(features["region"], dtype=np.int64)
+    cols = [np.log(products), days, np.log(products * (days + 1.0))]
+    cols += [(region == r).astype(np.float64) for r in range(REGIONS)]
+    return np.column_stack(cols)
+
+
+# --- exported models -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportedClassifier:
+    """A fitted classifier as plain numbers; `predict` needs numpy only.
+
+    kind `gbt`: gradient-boosted regression trees (`trees`: one list of trees per stage
+    and class column, each with children/feature/threshold/value arrays; `init`: the
+    constant raw score; `learning_rate`). kind `svm`: an RBF SVC (one-vs-one) with
+    `support_vectors`, `dual_coef`, `intercept`, `n_support`, `gamma`. Both standardise
+    inputs with `mean` / `scale` first (trees are unaffected by it).
+    """
+
+    kind: str
+    classes: list[int]
+    mean: list[float]
+    scale: list[float]
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def _x(self, x: FloatArray) -> FloatArray:
+        return (np.asarray(x, dtype=np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)
+
+    def predict(self, x: FloatArray) -> IntArray:
+        """Predicted bin index per row of the design matrix `x`."""
+        z = self._x(x)
+        classes = np.asarray(self.classes, dtype=np.int64)
+        if self.kind == "gbt":
+            raw = self._gbt_raw(z)
+            if raw.shape[1] == 1:
+                return classes[(raw[:, 0] > 0).astype(np.int64)]
+            return classes[np.argmax(raw, axis=1)]
+        if self.kind == "svm":
+            return classes[self._svm_votes(z)]
+        raise ValueError(f"unknown model kind {self.kind!r}")
+
+    def _gbt_raw(self, z: FloatArray) -> FloatArray:
+        p = self.params
+        init = np.asarray(p["init"], dtype=np.float64)
+        raw = np.tile(init, (z.shape[0], 1))
+        lr = float(p["learning_rate"])
+        for stage in p["trees"]:
+            for k, tree in enumerate(stage):
+                raw[:, k] += lr * _tree_predict(tree, z)
+        return raw
+
+    def _svm_votes(self, z: FloatArray) -> IntArray:
+        p = self.params
+        sv = np.asarray(p["support_vectors"], dtype=np.float64)
+        coef = np.asarray(p["dual_coef"], dtype=np.float64)
+        intercept = np.asarray(p["intercept"], dtype=np.float64)
+        n_support = np.asarray(p["n_support"], dtype=np.int64)
+        gamma = float(p["gamma"])
+        d2 = (z**2).sum(1)[:, None] + (sv**2).sum(1)[None, :] - 2.0 * z @ sv.T
+        kernel = np.exp(-gamma * np.maximum(d2, 0.0))
+        n_classes = n_support.size
+        start = np.concatenate([[0], np.cumsum(n_support)])
+        votes = np.zeros((z.shape[0], n_classes), dtype=np.int64)
+        pair = 0
+        for i in range(n_classes):
+            for j in range(i + 1, n_classes):
+                si = slice(start[i], start[i + 1])
+                sj = slice(start[j], start[j + 1])
+                dec = (
+                    kernel[:, si] @ coef[j - 1, si] + kernel[:, sj] @ coef[i, sj] + intercept[pair]
+                )
+                votes[:, i] += dec > 0
+                votes[:, j] += dec <= 0
+                pair += 1
+        return np.argmax(votes, axis=1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "classes": self.classes,
+            "mean": self.mean,
+            "scale": self.scale,
+            "params": self.params,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ExportedClassifier:
+        return cls(
+            str(data["kind"]),
+            [int(c) for c in data["classes"]],
+            [float(v) for v in data["mean"]],
+            [float(v) for v in data["scale"]],
+            dict(data["params"]),
+        )
+
+
+def _tree_predict(tree: Mapping[str, list[Any]], z: FloatArray) -> FloatArray:
+    left = np.asarray(tree["left"], dtype=np.int64)
+    right = np.asarray(tree["right"], dtype=np.int64)
+    feature = np.asarray(tree["feature"], dtype=np.int64)
+    threshold = np.asarray(tree["threshold"], dtype=np.float64)
+    value = np.asarray(tree["value"], dtype=np.float64)
+    node = np.zeros(z.shape[0], dtype=np.int64)
+    rows = np.arange(z.shape[0])
+    while True:
+        inner = left[node] >= 0
+        if not inner.any():
+            break
+        go_left = z[rows, np.maximum(feature[node], 0)] <= threshold[node]
+        node = np.where(inner, np.where(go_left, left[node], right[node]), node)
+    return value[node]
+
+
+def export(
+    model: Any, mean: FloatArray, scale: FloatArray, sample: FloatArray
+) -> ExportedClassifier:
+    """Turn a fitted scikit-learn GradientBoostingClassifier or SVC (trained on
+    standardised inputs) into an `ExportedClassifier`."""
+    from sklearn.ensemble import GradientBoostingClassifier
+    from sklearn.svm import SVC
+
+    classes = [int(c) for c in model.classes_]
+    if isinstance(model, GradientBoostingClassifier):
+        trees = [
+            [
+                {
+                    "left": est.tree_.children_left.tolist(),
+                    "right": est.tree_.children_right.tolist(),
+                    "feature": est.tree_.feature.tolist(),
+                    "threshold": est.tree_.threshold.tolist(),
+                    "value": est.tree_.value[:, 0, 0].tolist(),
+                }
+                for est in stage
+            ]
+            for stage in model.estimators_
+        ]
+        lr = float(model.learning_rate)
+        z = sample[:1]
+        partial = np.zeros((1, model.estimators_.shape[1]))
+        for stage in trees:
+            for k, tree in enumerate(stage):
+                partial[:, k] += lr * _tree_predict(tree, z)
+        raw = model.decision_function(z).reshape(1, -1)
+        init = (raw - partial)[0].tolist()
+        params = {"trees": trees, "learning_rate": lr, "init": init}
+        return ExportedClassifier("gbt", classes, mean.tolist(), scale.tolist(), params)
+    if isinstance(model, SVC):
+        coef = np.asarray(model._dual_coef_ if hasattr(model, "_dual_coef_") else model.dual_coef_)
+        intercept = np.asarray(
+            model._intercept_ if hasattr(model, "_intercept_") else model.intercept_
+        )
+        params = {
+            "support_vectors": model.support_vectors_.tolist(),
+            "dual_coef": coef.tolist(),
+            "intercept": intercept.tolist(),
+            "n_support": [int(n) for n in model.n_support_],
+            "gamma": float(model._gamma),
+        }
+        return ExportedClassifier("svm", classes, mean.tolist(), scale.tolist(), params)
+    raise TypeError(f"cannot export a {type(model).__name__}")
+
+
+# --- training --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainedTask:
+    """A heavy task's binning, its exported classifier and its test-set figures."""
+
+    edges: tuple[float, ...]
+    model: ExportedClassifier
+    optimal_improvement: float
+    time_improvement: float
+    accuracy: float
+    u_rate: float
+    u_score: float
+    estimated_improvement: float
+    description: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "edges": list(self.edges),
+            "model": self.model.to_json(),
+            "optimal_improvement": self.optimal_improvement,
+            "time_improvement": self.time_improvement,
+            "accuracy": self.accuracy,
+            "u_rate": self.u_rate,
+            "u_score": self.u_score,
+            "estimated_improvement": self.estimated_improvement,
+            "description": self.description,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TrainedTask:
+        return cls(
+            tuple(float(e) for e in data["edges"]),
+            ExportedClassifier.from_json(data["model"]),
+            float(data["optimal_improvement"]),
+            float(data["time_improvement"]),
+            float(data["accuracy"]),
+            float(data["u_rate"]),
+            float(data["u_score"]),
+            float(data["estimated_improvement"]),
+            str(data["description"]),
+        )
+
+
+def _fit(trial_params: Mapping[str, Any], x: FloatArray, y: IntArray, seed: int) -> Any:
+    from sklearn.ensemble import GradientBoostingClassifier
+    from sklearn.svm import SVC
+
+    imbalance = trial_params["imbalance"]
+    if imbalance in ("random", "smote") and np.unique(y).size > 1:
+        from imblearn.over_sampling import SMOTE, RandomOverSampler
+
+        smallest = int(np.bincount(y).min(initial=0) if y.size else 0)
+        if imbalance == "smote" and smallest > 1:
+            sampler: Any = SMOTE(random_state=seed, k_neighbors=min(5, smallest - 1))
+        else:
+            sampler = RandomOverSampler(random_state=seed)
+        x, y = sampler.fit_resample(x, y)
+    weights = "balanced" if imbalance == "weights" else None
+    if trial_params["classifier"] == "gbt":
+        model: Any = GradientBoostingClassifier(
+            n_estimators=int(trial_params["n_estimators"]),
+            max_depth=int(trial_params["max_depth"]),
+            learning_rate=float(trial_params["learning_rate"]),
+            random_state=seed,
+        )
+        if weights is not None:
+            from sklearn.utils.class_weight import compute_sample_weight
+
+            return model.fit(x, y, sample_weight=compute_sample_weight("balanced", y))
+        return model.fit(x, y)
+    model = SVC(
+        C=float(trial_params["C"]),
+        gamma=float(trial_params["gamma"]),
+        class_weight=weights,
+        decision_function_shape="ovo",
+        random_state=seed,
+    )
+    return model.fit(x, y)
+
+
+def train_bin_classifier(
+    features: Mapping[str, FloatArray],
+    usage_gb: FloatArray,
+    durations: FloatArray,
+    static_gb: float,
+    trials: int = 20,
+    seed: int = 0,
+    sampler: str = "tpe",
+    bin_counts: tuple[int, ...] = (2, 3),
+    stride_gb: float | None = None,
+) -> TrainedTask:
+    """Train a heavy task's bin classifier (see the module doc); `trials` Optuna trials
+    per binning."""
+    import optuna
+    from sklearn.model_selection import train_test_split
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    x_all = design_matrix(features)
+    u = np.asarray(usage_gb, dtype=np.float64)
+    d = np.asarray(durations, dtype=np.float64)
+    stride = stride_gb or max(1.0, round(static_gb / 70.0))
+    min_samples = max(10, int(0.01 * u.size))
+    best: tuple[float, TrainedTask] | None = None
+    for bins in bin_counts:
+        binning: Binning = search_binning(u, static_gb, bins, stride, d, min_samples)
+        y = bin_index(u, binning.edges).astype(np.int64)
+        if np.unique(y).size < 2:
+            continue
+        idx = np.arange(u.size)
+        train, rest = train_test_split(idx, test_size=0.4, stratify=y, random_state=seed)
+        val, test = train_test_split(rest, test_size=0.5, stratify=y[rest], random_state=seed)
+        mean = x_all[train].mean(0)
+        scale = np.where(x_all[train].std(0) > 0, x_all[train].std(0), 1.0)
+        z = (x_all - mean) / scale
+
+        def objective(
+            trial: optuna.Trial,
+            z: FloatArray = z,
+            y: IntArray = y,
+            train: IntArray = train,
+            val: IntArray = val,
+        ) -> float:
+            params: dict[str, Any] = {
+                "classifier": trial.suggest_categorical("classifier", ["gbt", "svm"]),
+                "imbalance": trial.suggest_categorical(
+                    "imbalance", ["none", "weights", "random", "smote"]
+                ),
+            }
+            if params["classifier"] == "gbt":
+                params["n_estimators"] = trial.suggest_int("n_estimators", 30, 200)
+                params["max_depth"] = trial.suggest_int("max_depth", 2, 4)
+                params["learning_rate"] = trial.suggest_float("learning_rate", 0.03, 0.3, log=True)
+            else:
+                params["C"] = trial.suggest_float("C", 0.1, 300.0, log=True)
+                params["gamma"] = trial.suggest_float("gamma", 0.01, 3.0, log=True)
+            model = _fit(params, z[train], y[train], seed)
+            return u_score(model.predict(z[val]), y[val], PENALTY)
+
+        study_sampler: Any = (
+            optuna.samplers.GPSampler(seed=seed)
+            if sampler == "gp"
+            else optuna.samplers.TPESampler(seed=seed)
+        )
+        study = optuna.create_study(direction="minimize", sampler=study_sampler)
+        study.optimize(objective, n_trials=trials)
+        params = dict(study.best_params)
+        val_model = _fit(params, z[train], y[train], seed)
+        val_pred = val_model.predict(z[val])
+        val_estimate = estimated_improvement(
+            binning.time_improvement, float((val_pred == y[val]).mean()), u_rate(val_pred, y[val])
+        )
+        fit_on = np.concatenate([train, val])
+        model = _fit(params, z[fit_on], y[fit_on], seed)
+        exported = export(model, mean, scale, z[:1])
+        pred = exported.predict(x_all[test])
+        accuracy = float((pred == y[test]).mean())
+        under = u_rate(pred, y[test])
+        task = TrainedTask(
+            binning.edges,
+            exported,
+            binning.improvement,
+            binning.time_improvement,
+            accuracy,
+            under,
+            u_score(pred, y[test], PENALTY),
+            estimated_improvement(binning.time_improvement, accuracy, under),
+            ", ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in sorted(params.items())
+            ),
+        )
+        if best is None or val_estimate > best[0]:
+            best = (val_estimate, task)
+    if best is None:
+        raise ValueError("training: the usages fill only one bin; nothing to predict")
+    return best[1]
+
+
+def relative(value: float) -> str:
+    return "nan" if math.isnan(value) else f"{100 * value:.1f}%"

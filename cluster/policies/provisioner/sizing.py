@@ -1,0 +1,244 @@
+"""Profiling runs and the sizing model the provisioners learn from them (seed 002).
+
+`profile(spec, runs, seed)` runs a scenario in the emulator with static requests (the
+thesis's production set-up) on a seed of its own and returns the profiling data: one row
+per task instance (`scenarios.workflow.profiling_table`, the thesis's Table 3) plus the
+jobs' input features. `train_sizing` turns profiling data into a `Sizing`: per task its
+memory cluster by peak (light <= 5 GB, moderate <= 20 GB, heavy above), its cores (1 for
+tasks that never keep more than one busy, else the static cores) and, for heavy tasks, a
+bin classifier (`models.train_bin_classifier`). A `Sizing` is saved as versioned JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from cluster.model import SimulationSpec, StopRule
+from cluster.policies.provisioner.models import TrainedTask, train_bin_classifier
+
+FloatArray = npt.NDArray[np.float64]
+
+FORMAT = "clusteremu-sizing"
+VERSION = 1
+#: The thesis's manual groups: light and moderate tasks get these (GB).
+LIGHT_GB = 5.0
+MODERATE_GB = 20.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Profiling data: the Table 3 rows and the per-row features (same order)."""
+
+    table: pa.Table
+    features: dict[str, FloatArray]
+    arrival_s: FloatArray
+
+    def task_rows(self, task: str) -> npt.NDArray[np.bool_]:
+        return np.asarray(self.table.column("task").to_pylist(), dtype=object) == task
+
+
+def profile(spec: SimulationSpec, runs: int, seed: int) -> Profile:
+    """Run `spec` with static requests for `runs` runs (every class once per run) on
+    `seed`, and return its profiling data."""
+    from cluster.engine import Engine
+    from cluster.policies.fifo import Static
+    from scenarios.workflow import profiling_table
+
+    if spec.usage is None:
+        raise ValueError("profiling needs a scenario with a usage model (workload.usage)")
+    prof = dataclasses.replace(
+        spec, seed=int(seed), stop=StopRule(jobs=runs * len(spec.classes)), replications=1
+    )
+    engine = Engine(prof, provisioner=Static(retry_limit=0))
+    result = engine.run()
+    features = engine.jobs.features
+    if not {"region", "products", "days_left", "run"} <= set(features):
+        raise ValueError(
+            "profiling needs jobs with the features run, region, products and days_left "
+            "(the ml-workflow usage model)"
+        )
+    table = profiling_table(result.jobs, features)
+    done = ~np.asarray(result.jobs.column("failed").to_numpy(zero_copy_only=False))
+    done &= ~np.isnan(result.jobs.column("end_s").to_numpy(zero_copy_only=False))
+    return Profile(
+        table,
+        {k: v[done] for k, v in features.items()},
+        result.jobs.column("arrival_s").to_numpy()[done],
+    )
+
+
+@dataclass(frozen=True)
+class TaskSizing:
+    """How one task is sized: cluster (light / moderate / heavy), cores, memory (GB; for
+    heavy tasks the classifier picks one of `heavy.edges`), the static (cores, GB)."""
+
+    cluster: str
+    cpu: float
+    memory_gb: float
+    static: tuple[float, float]
+    heavy: TrainedTask | None = None
+
+    @property
+    def edges(self) -> tuple[float, ...]:
+        """Bin edges for lift-and-retry (GB): the model's, or the manual groups'."""
+        if self.heavy is not None:
+            return self.heavy.edges
+        return tuple(e for e in (LIGHT_GB, MODERATE_GB) if e < self.static[1]) + (self.static[1],)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Per-task sizing learnt from profiling data."""
+
+    tasks: dict[str, TaskSizing]
+    info: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "info": self.info,
+            "tasks": {
+                name: {
+                    "cluster": t.cluster,
+                    "cpu": t.cpu,
+                    "memory_gb": t.memory_gb,
+                    "static": list(t.static),
+                    "heavy": None if t.heavy is None else t.heavy.to_json(),
+                }
+                for name, t in self.tasks.items()
+            },
+        }
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Sizing:
+        """Read a sizing model; a truncated file, another format or version -> ValueError."""
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except OSError as exc:
+            raise ValueError(f"model file {p}: cannot be read ({exc.strerror})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"model file {p}: not valid JSON (truncated?): {exc}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f"model file {p}: not a clusteremu sizing model")
+        if data.get("version") != VERSION:
+            raise ValueError(
+                f"model file {p}: version {data.get('version')!r}, this clusteremu reads "
+                f"version {VERSION}; train the model again"
+            )
+        try:
+            tasks = {
+                name: TaskSizing(
+                    str(t["cluster"]),
+                    float(t["cpu"]),
+                    float(t["memory_gb"]),
+                    (float(t["static"][0]), float(t["static"][1])),
+                    None if t["heavy"] is None else TrainedTask.from_json(t["heavy"]),
+                )
+                for name, t in data["tasks"].items()
+            }
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ValueError(f"model file {p}: malformed ({type(exc).__name__}: {exc})") from None
+        return cls(tasks, dict(data.get("info", {})))
+
+
+def static_of(spec: SimulationSpec) -> dict[str, tuple[float, float]]:
+    return {c.name: (c.request.cpu, c.request.memory_gb) for c in spec.classes}
+
+
+def group_tasks(prof: Profile, static: Mapping[str, tuple[float, float]]) -> dict[str, TaskSizing]:
+    """The manual part: clusters by peak memory and one core for non-parallel tasks."""
+    tasks: dict[str, TaskSizing] = {}
+    mem = prof.table.column("memory_usage_max").to_numpy()
+    cpu = prof.table.column("cpu_usage_max").to_numpy()
+    for name, (cores, gb) in static.items():
+        rows = prof.task_rows(name)
+        if not rows.any():
+            raise ValueError(f"profiling data has no instance of task {name!r}")
+        peak, busy = float(mem[rows].max()), float(cpu[rows].max())
+        cluster = "light" if peak <= LIGHT_GB else "moderate" if peak <= MODERATE_GB else "heavy"
+        memory = {"light": LIGHT_GB, "moderate": MODERATE_GB}.get(cluster, gb)
+        tasks[name] = TaskSizing(
+            cluster, 1.0 if busy <= 1.0 else cores, min(memory, gb), (cores, gb)
+        )
+    return tasks
+
+
+def train_sizing(
+    prof: Profile,
+    static: Mapping[str, tuple[float, float]],
+    trials: int = 20,
+    seed: int = 0,
+    sampler: str = "tpe",
+    progress: Any = None,
+) -> Sizing:
+    """Groups for every task, and a bin classifier for each heavy one."""
+    tasks = group_tasks(prof, static)
+    mem = prof.table.column("memory_usage_max").to_numpy()
+    dur = prof.table.column("duration").to_numpy()
+    for name, t in tasks.items():
+        if t.cluster != "heavy":
+            continue
+        rows = prof.task_rows(name)
+        heavy = train_bin_classifier(
+            {k: v[rows] for k, v in prof.features.items()},
+            mem[rows],
+            dur[rows],
+            t.static[1],
+            trials=trials,
+            seed=seed,
+            sampler=sampler,
+        )
+        tasks[name] = dataclasses.replace(t, heavy=heavy, memory_gb=heavy.edges[-1])
+        if progress is not None:
+            progress(name, heavy)
+    info = {
+        "rows": prof.table.num_rows,
+        "runs": int(np.unique(prof.features["run"]).size) if "run" in prof.features else 0,
+        "trials": trials,
+        "sampler": sampler,
+        "seed": seed,
+    }
+    return Sizing(tasks, info)
+
+
+def vpa_recommendation(
+    values: FloatArray,
+    times_s: FloatArray,
+    first_bucket: float,
+    minimum: float,
+    percentile: float = 0.9,
+    margin: float = 0.15,
+    half_life_s: float = 24 * 3600.0,
+    ratio: float = 1.05,
+) -> float:
+    """Kubernetes VPA's target: the `percentile` of a decaying exponential histogram
+    (buckets growing `ratio`, samples weighted 2^((t - t_last) / half_life)), times
+    1 + `margin`, at least `minimum`. The percentile is the end of its bucket, as VPA's."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return minimum
+    t = np.asarray(times_s, dtype=np.float64)
+    w = np.exp2((t - t.max()) / half_life_s)
+    # Bucket i covers [start_i, start_{i+1}), start_i = first * (ratio^i - 1) / (ratio - 1).
+    idx = np.floor(np.log1p(v * (ratio - 1.0) / first_bucket) / math.log(ratio)).astype(np.int64)
+    idx = np.maximum(idx, 0)
+    weights = np.bincount(idx, weights=w)
+    cum = np.cumsum(weights)
+    bucket = int(np.searchsorted(cum, percentile * cum[-1], side="left"))
+    end = first_bucket * (ratio ** (bucket + 1) - 1.0) / (ratio - 1.0)
+    return max(end * (1.0 + margin), minimum)

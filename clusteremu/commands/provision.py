@@ -1,0 +1,295 @@
+"""`clusteremu provision`: train the predictive provisioner, compare provisioners (seed 002).
+
+    clusteremu provision train SCENARIO [--set PATH=VALUE ...] [--runs N] [--trials T]
+                                        [--sampler tpe|gp] [--seed S] --out DIR [--json]
+    clusteremu provision compare SCENARIO [--set ...] [--model FILE] [--provisioners LIST]
+                                          [--profiling-runs N] [--trials T] [--out DIR] [--json]
+
+`train` runs the scenario with static requests for N profiling runs on seed S (not the
+scenario's seed), writes the profiling data (`profile.parquet`, the thesis's Table 3) and
+the sizing model (`sizing.json`: groups, and per heavy task its bins and exported
+classifier), and prints per heavy task the binning, the chosen classifier, its test
+accuracy, u-rate, u-score and estimated improvement.
+
+`compare` runs the scenario (its own seed: runs the provisioners never saw) once per
+provisioner and reports memory and CPU reserved vs used, the saving over static, the
+u-rate (instances whose first request was below their need), out-of-memory kills, retries,
+failed jobs and memory requested per run; `--out` adds a JSON, a Parquet table and a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cluster.io import output_folder, to_json, write_json, write_parquet
+from scenarios.loader import load_scenario
+
+PROVISIONERS = ("static", "grouped", "vpa", "predictive")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("provision", help="train and compare provisioners (seed 002)")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="{train,compare}")
+    t = verbs.add_parser("train", help="profile a scenario and train the predictive model")
+    _common(t)
+    t.add_argument("--runs", type=int, default=1300, help="profiling runs (default 1300)")
+    t.add_argument("--trials", type=int, default=20, help="Optuna trials per binning")
+    t.add_argument("--sampler", choices=("tpe", "gp"), default="tpe", help="Optuna sampler")
+    t.add_argument("--seed", type=int, default=1, help="profiling and training seed")
+    t.add_argument("--out", required=True, help="folder for sizing.json and profile.parquet")
+    t.set_defaults(func=cmd_train, out_command="provision train")
+    c = verbs.add_parser("compare", help="run the scenario under several provisioners")
+    _common(c)
+    c.add_argument("--model", help="sizing.json from `provision train` (predictive)")
+    c.add_argument(
+        "--provisioners",
+        default=",".join(PROVISIONERS),
+        help=f"comma-separated (default {','.join(PROVISIONERS)})",
+    )
+    c.add_argument("--profiling-runs", type=int, default=1300, help="when no --model")
+    c.add_argument("--trials", type=int, default=20, help="when no --model")
+    c.add_argument("--out", help="folder for provision-compare.{json,parquet,png}")
+    c.set_defaults(func=cmd_compare, out_command="provision compare")
+
+
+def _common(p: Any) -> None:
+    p.add_argument("scenario", help="scenario YAML file, or a shipped scenario's name")
+    p.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a field")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _usage_error(message: str) -> Exception:
+    from clusteremu.cli import UsageError
+
+    return UsageError(message)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from cluster.io import check_output_folder
+    from cluster.policies.provisioner.sizing import profile, static_of, train_sizing
+    from clusteremu.cli import require_extra
+
+    for module in ("sklearn", "optuna", "imblearn"):
+        require_extra(module, "learn", "provision train")
+    if args.runs < 10:
+        raise _usage_error(f"--runs must be at least 10, got {args.runs}")
+    if args.trials < 1:
+        raise _usage_error(f"--trials must be at least 1, got {args.trials}")
+    check_output_folder(args.out, "provision train")
+    spec = load_scenario(args.scenario, list(args.set or []))
+    if spec.usage is None:
+        raise _usage_error(f"{args.scenario}: has no workload.usage; nothing to learn from")
+    start = time.perf_counter()
+    print(f"profiling {args.runs} runs of {spec.name} ...", file=sys.stderr)
+    prof = profile(spec, args.runs, args.seed)
+    profiled = time.perf_counter() - start
+
+    def report(name: str, task: Any) -> None:
+        print(f"  trained {name}: bins {task.edges}", file=sys.stderr)
+
+    sizing = train_sizing(prof, static_of(spec), args.trials, args.seed, args.sampler, report)
+    elapsed = time.perf_counter() - start
+    with output_folder(args.out, "provision train", label=spec.name) as stage:
+        sizing.save(stage / "sizing.json")
+        write_parquet(prof.table, stage / "profile.parquet")
+    heavy = {n: t.heavy for n, t in sizing.tasks.items() if t.heavy is not None}
+    out = {
+        "rows": prof.table.num_rows,
+        "profiling_s": profiled,
+        "training_s": elapsed - profiled,
+        "groups": {n: t.cluster for n, t in sizing.tasks.items()},
+        "heavy": {
+            n: {
+                "edges": list(h.edges),
+                "accuracy": h.accuracy,
+                "u_rate": h.u_rate,
+                "u_score": h.u_score,
+                "optimal_improvement": h.optimal_improvement,
+                "time_improvement": h.time_improvement,
+                "estimated_improvement": h.estimated_improvement,
+                "model": h.description,
+            }
+            for n, h in heavy.items()
+        },
+    }
+    if args.json:
+        print(to_json(out))
+        return 0
+    counts = {
+        c: sum(1 for t in sizing.tasks.values() if t.cluster == c)
+        for c in ("light", "moderate", "heavy")
+    }
+    print(
+        f"{prof.table.num_rows} profiling rows; profiled in {profiled:.1f} s, trained in "
+        f"{elapsed - profiled:.1f} s; tasks: {counts['light']} light (5 GB), "
+        f"{counts['moderate']} moderate (20 GB), {counts['heavy']} heavy"
+    )
+    print(
+        f"{'task':<12} {'bins (GB)':<18} {'OI_t':>6} {'acc':>6} {'u-rate':>7} "
+        f"{'u-score':>8} {'est.':>6}  model"
+    )
+    for n, h in heavy.items():
+        print(
+            f"{n:<12} {'; '.join(f'{e:g}' for e in h.edges):<18} "
+            f"{100 * h.time_improvement:5.1f}% {100 * h.accuracy:5.1f}% "
+            f"{100 * h.u_rate:6.2f}% {h.u_score:8.2f} {100 * h.estimated_improvement:5.1f}%  "
+            f"{h.description}"
+        )
+    print(f"wrote {Path(args.out) / 'sizing.json'} and {Path(args.out) / 'profile.parquet'}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from cluster.engine import Engine
+    from cluster.io import check_output_folder
+    from cluster.model import PolicyRef
+
+    names = [n.strip() for n in args.provisioners.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROVISIONERS]
+    if unknown or not names:
+        raise _usage_error(
+            f"--provisioners: unknown {unknown}; expected some of {', '.join(PROVISIONERS)}"
+        )
+    if "static" not in names:
+        names.insert(0, "static")
+    if args.model is not None:
+        from cluster.policies.provisioner.sizing import Sizing
+
+        try:
+            Sizing.load(args.model)
+        except ValueError as exc:
+            raise _usage_error(f"--model: {exc}") from None
+    if args.out is not None:
+        check_output_folder(args.out, "provision compare")
+    spec = load_scenario(args.scenario, list(args.set or []))
+    if spec.usage is None:
+        raise _usage_error(f"{args.scenario}: has no workload.usage; provisioners cannot differ")
+    base_params = dict(spec.scheduler.provisioner.params)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        params: dict[str, Any] = {}
+        if "retry_limit" in base_params:
+            params["retry_limit"] = base_params["retry_limit"]
+        if name != "static":
+            if name == "predictive" and args.model is not None:
+                params["model"] = args.model
+            else:
+                params["profiling_runs"] = args.profiling_runs
+                if name == "predictive":
+                    params["trials"] = args.trials
+        run_spec = dataclasses.replace(
+            spec,
+            scheduler=dataclasses.replace(spec.scheduler, provisioner=PolicyRef(name, params)),
+        )
+        start = time.perf_counter()
+        print(f"running {spec.name} with provisioner {name} ...", file=sys.stderr)
+        engine = Engine(run_spec)
+        result = engine.run()
+        s, jobs = result.summary, result.jobs
+        kills = jobs.column("oom_kills").to_numpy()
+        first_mem = _first_requests(engine, jobs)
+        runs = max(int(np.unique(engine.jobs.features.get("run", np.zeros(1))).size), 1)
+        rows.append(
+            {
+                "provisioner": name,
+                "reserved_memory_gb_h": s["reserved_memory_gb_h"],
+                "used_memory_gb_h": s["used_memory_gb_h"],
+                "reserved_cpu_core_h": s["reserved_cpu_core_h"],
+                "used_cpu_core_h": s["used_cpu_core_h"],
+                "memory_utilization": s["used_memory_gb_h"] / max(s["reserved_memory_gb_h"], 1e-12),
+                "cpu_utilization": s["used_cpu_core_h"] / max(s["reserved_cpu_core_h"], 1e-12),
+                "requested_memory_gb_per_run": float(first_mem.sum() / runs),
+                "u_rate": float((kills > 0).mean()) if kills.size else 0.0,
+                "oom_kills": s["oom_kills"],
+                "retries": s["retries"],
+                "failed_jobs": s["failed_jobs"],
+                "wall_s": time.perf_counter() - start,
+            }
+        )
+    static = rows[0]
+    for r in rows:
+        r["memory_saving"] = 1.0 - r["reserved_memory_gb_h"] / static["reserved_memory_gb_h"]
+        r["cpu_saving"] = 1.0 - r["reserved_cpu_core_h"] / static["reserved_cpu_core_h"]
+    if args.out is not None:
+        import pyarrow as pa
+
+        with output_folder(args.out, "provision compare", label=spec.name) as stage:
+            write_json(
+                {"scenario": spec.name, "seed": spec.seed, "rows": rows},
+                stage / "provision-compare.json",
+            )
+            write_parquet(pa.Table.from_pylist(rows), stage / "provision-compare.parquet")
+            _plot(rows, stage / "provision-compare.png", spec.name)
+    if args.json:
+        print(to_json({"scenario": spec.name, "seed": spec.seed, "rows": rows}))
+        return 0
+    print(
+        f"{spec.name}, seed {spec.seed}: reserved vs used over every attempt "
+        "(savings against static)"
+    )
+    print(
+        f"{'provisioner':<11} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
+        f"{'used':>8} {'saving':>7} {'GB/run':>7} {'u-rate':>7} {'OOM':>5} {'retries':>7} "
+        f"{'failed':>6}"
+    )
+    for r in rows:
+        print(
+            f"{r['provisioner']:<11} {r['reserved_memory_gb_h']:10.0f} "
+            f"{r['used_memory_gb_h']:9.0f} "
+            f"{100 * r['memory_saving']:6.1f}% {r['reserved_cpu_core_h']:10.0f} "
+            f"{r['used_cpu_core_h']:8.0f} {100 * r['cpu_saving']:6.1f}% "
+            f"{r['requested_memory_gb_per_run']:7.0f} {100 * r['u_rate']:6.2f}% "
+            f"{r['oom_kills']:5d} {r['retries']:7d} {r['failed_jobs']:6d}"
+        )
+    return 0
+
+
+def _first_requests(engine: Any, jobs: Any) -> Any:
+    """Memory each job asked for at its first attempt (GB): the provisioner's sizing."""
+    cpu, mem, gpu = engine.provisioner.requests_for(engine.spec, engine.jobs)
+    return np.asarray(mem)
+
+
+def _plot(rows: list[dict[str, Any]], path: Path, name: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r["provisioner"] for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, (res, used, unit) in zip(
+        axes,
+        (
+            ("reserved_memory_gb_h", "used_memory_gb_h", "memory, GB-hours"),
+            ("reserved_cpu_core_h", "used_cpu_core_h", "CPU, core-hours"),
+        ),
+        strict=True,
+    ):
+        x = np.arange(len(rows))
+        ax.bar(x - 0.2, [r[res] for r in rows], 0.4, label="reserved")
+        ax.bar(x + 0.2, [r[used] for r in rows], 0.4, label="used")
+        for i, r in enumerate(rows):
+            if r["failed_jobs"]:
+                ax.annotate(
+                    f"{r['failed_jobs']} failed",
+                    (i - 0.2, r[res]),
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                )
+        ax.set_xticks(x, labels)
+        ax.set_ylabel(unit)
+        ax.legend()
+    fig.suptitle(f"{name}: provisioners, reserved vs used")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
