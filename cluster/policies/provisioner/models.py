@@ -351,7 +351,7 @@ def train_bin_classifier(
             return u_score(model.predict(z[val]), y[val], PENALTY)
 
         study_sampler: Any = (
-            optuna.samplers.GPSampler(seed=seed)
+            optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
             if sampler == "gp"
             else optuna.samplers.TPESampler(seed=seed)
         )
