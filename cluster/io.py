@@ -52,6 +52,7 @@ COMMAND_FILES: dict[str, tuple[str, ...]] = {
     "sweep": ("sweep.json", "runs"),
     "dashboard": ("clusteremu_grafana_dashboard.json",),
     "provision train": ("sizing.json", "profile.parquet"),
+    "gpu-frag": ("gpu-frag.parquet", "gpu-frag.json", "gpu-frag.png"),
     "provision compare": (
         "provision-compare.json",
         "provision-compare.parquet",

@@ -12,6 +12,7 @@ from __future__ import annotations
 COMMAND_MODULES: tuple[str, ...] = (
     "clusteremu.commands.bound",
     "clusteremu.commands.dashboard",
+    "clusteremu.commands.gpu_frag",
     "clusteremu.commands.learn",
     "clusteremu.commands.provision",
     "clusteremu.commands.sweep",

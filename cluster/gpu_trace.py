@@ -1,0 +1,225 @@
+"""Loaders for the Alibaba GPU-cluster trace (2023) that the ATC'23 FGD paper evaluated on.
+
+Node list (`openb_node_list_gpu_node.csv`): `sn, cpu_milli, memory_mib, gpu, model`.
+Pod list (`openb_pod_list_*.csv`): `name, cpu_milli, memory_mib, num_gpu, gpu_milli,
+gpu_spec, qos, pod_phase, creation_time, deletion_time, scheduled_time`. The files stay in
+`../shared/traces/alibaba-gpu-v2023/` (research-use terms): clusteremu reads them from a
+path and never copies them.
+
+Every malformed row is an error naming the file, the row (1-based, the header is row 1)
+and the column; an unknown GPU model in a pod's `gpu_spec` (not on any node) too.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = (
+    "name",
+    "cpu_milli",
+    "memory_mib",
+    "num_gpu",
+    "gpu_milli",
+    "gpu_spec",
+    "qos",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+)
+#: The most GPUs a node (and a pod) may have.
+MAX_GPUS = 62
+
+
+class TraceError(ValueError):
+    """A malformed trace file: names the file, the row and the column."""
+
+    def __init__(
+        self, path: Path | str, problem: str, row: int | None = None, column: str = ""
+    ) -> None:
+        where = str(path) + (f", row {row}" if row is not None else "")
+        where += f", column {column!r}" if column else ""
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """GPU nodes: names, CPU (milli-cores), memory (MiB), GPU count, GPU model code."""
+
+    name: list[str]
+    cpu_milli: IntArray
+    memory_mib: IntArray
+    gpus: IntArray
+    model: IntArray  #: index into `models` (-1: no GPU)
+    models: list[str]
+
+    @property
+    def gpu_capacity_milli(self) -> int:
+        return int(self.gpus.sum()) * 1000
+
+
+@dataclass(frozen=True)
+class Pods:
+    """Pods: CPU (milli), memory (MiB), GPUs k, milli-GPU per GPU d (0: CPU-only), allowed
+    GPU models as a bit mask over `Nodes.models` (all bits: any), and `gpu_spec` as given."""
+
+    name: list[str]
+    cpu_milli: IntArray
+    memory_mib: IntArray
+    num_gpu: IntArray
+    gpu_milli: IntArray
+    model_mask: IntArray
+    gpu_spec: list[str]
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    @property
+    def gpu_request_milli(self) -> IntArray:
+        """k x d of every pod (what it adds to the arrived and allocated GPU)."""
+        return self.num_gpu * self.gpu_milli
+
+    def take(self, index: IntArray) -> Pods:
+        return Pods(
+            [self.name[i] for i in index],
+            self.cpu_milli[index],
+            self.memory_mib[index],
+            self.num_gpu[index],
+            self.gpu_milli[index],
+            self.model_mask[index],
+            [self.gpu_spec[i] for i in index],
+        )
+
+
+def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise TraceError(
+                    path,
+                    f"missing column(s) {', '.join(missing)}; expected {', '.join(columns)}",
+                    1,
+                )
+            rows = list(reader)
+    except OSError as exc:
+        raise TraceError(path, f"cannot be read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise TraceError(path, "not a UTF-8 text file") from None
+    except csv.Error as exc:
+        raise TraceError(path, f"not a CSV file ({exc})") from None
+    return rows
+
+
+def _int(
+    path: Path, row: int, column: str, text: str | None, lo: int = 0, hi: int | None = None
+) -> int:
+    if text is None or text.strip() == "":
+        raise TraceError(path, "empty; expected a whole number", row, column)
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(path, f"{text!r} is not a number", row, column) from None
+    if not np.isfinite(value) or value != int(value):
+        raise TraceError(path, f"{text!r} is not a whole number", row, column)
+    if value < lo or (hi is not None and value > hi):
+        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise TraceError(path, f"{text!r} out of range; expected {bound}", row, column)
+    return int(value)
+
+
+def load_nodes(path: str | Path) -> Nodes:
+    """Read a node list; nodes without GPUs are kept (model -1)."""
+    p = Path(path)
+    rows = _rows(p, NODE_COLUMNS)
+    if not rows:
+        raise TraceError(p, "no nodes")
+    models: list[str] = []
+    name, cpu, mem, gpus, model = [], [], [], [], []
+    for i, r in enumerate(rows, start=2):
+        name.append(r["sn"] or f"node-{i - 2}")
+        cpu.append(_int(p, i, "cpu_milli", r["cpu_milli"], 1))
+        mem.append(_int(p, i, "memory_mib", r["memory_mib"], 0))
+        g = _int(p, i, "gpu", r["gpu"], 0, MAX_GPUS)
+        gpus.append(g)
+        m = (r["model"] or "").strip()
+        if g > 0:
+            if not m or m.lower() == "nan":
+                raise TraceError(p, "a node with GPUs needs a GPU model", i, "model")
+            if m not in models:
+                models.append(m)
+            model.append(models.index(m))
+        else:
+            model.append(-1)
+    if len(models) > 62:
+        raise TraceError(p, f"{len(models)} GPU models; at most 62 are supported")
+    a = np.asarray
+    return Nodes(
+        name,
+        a(cpu, dtype=np.int64),
+        a(mem, dtype=np.int64),
+        a(gpus, dtype=np.int64),
+        a(model, dtype=np.int64),
+        models,
+    )
+
+
+def load_pods(path: str | Path, models: list[str]) -> Pods:
+    """Read a pod list against the GPU models of the nodes (`Nodes.models`).
+
+    `gpu_milli` above 1000 counts as 1000; a pod with no GPU or `gpu_milli` <= 0 is
+    CPU-only (k = d = 0); a pod with several GPUs takes them whole (d = 1000).
+    """
+    p = Path(path)
+    rows = _rows(p, POD_COLUMNS)
+    if not rows:
+        raise TraceError(p, "no pods: the pod list is empty")
+    all_models = (1 << len(models)) - 1
+    name, cpu, mem, k, d, mask, spec = [], [], [], [], [], [], []
+    for i, r in enumerate(rows, start=2):
+        name.append(r["name"] or f"pod-{i - 2}")
+        cpu.append(_int(p, i, "cpu_milli", r["cpu_milli"], 0))
+        mem.append(_int(p, i, "memory_mib", r["memory_mib"], 0))
+        n = _int(p, i, "num_gpu", r["num_gpu"], 0, MAX_GPUS)
+        milli = _int(p, i, "gpu_milli", r["gpu_milli"], 0) if n > 0 else 0
+        milli = min(milli, 1000)
+        if n == 0 or milli <= 0:
+            n, milli = 0, 0
+        elif n > 1:
+            milli = 1000
+        k.append(n)
+        d.append(milli)
+        text = (r["gpu_spec"] or "").strip()
+        spec.append(text)
+        if not text or text.lower() == "nan":
+            mask.append(all_models)
+            continue
+        bits = 0
+        for m in text.split("|"):
+            m = m.strip()
+            if m not in models:
+                raise TraceError(
+                    p, f"unknown GPU model {m!r}; the nodes have {', '.join(models)}", i, "gpu_spec"
+                )
+            bits |= 1 << models.index(m)
+        mask.append(bits)
+    a = np.asarray
+    return Pods(
+        name,
+        a(cpu, dtype=np.int64),
+        a(mem, dtype=np.int64),
+        a(k, dtype=np.int64),
+        a(d, dtype=np.int64),
+        a(mask, dtype=np.int64),
+        spec,
+    )
