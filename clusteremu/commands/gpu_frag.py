@@ -3,6 +3,9 @@
     clusteremu gpu-frag --nodes NODES.csv --pods PODS.csv --policy NAME[,NAME...|all]
                         --seeds 42-51 [--workers W] [--out DIR] [--json]
 
+`--nodes` and `--pods` default to the trace in `../shared/traces/alibaba-gpu-v2023/` beside
+the checkout (the GPU nodes and the default pod list).
+
 Replays the pod list on the node list once per policy and seed (the paper's protocol,
 `cluster.experiments.gpu_frag`): pods arrive only, in a shuffled order topped up with
 random draws to 130% of the GPU capacity; a pod that fits nowhere is dropped. Prints the
@@ -26,13 +29,23 @@ import numpy as np
 
 from cluster.io import output_folder, to_json, write_json, write_parquet
 
+#: Where the trace lies beside a checkout of clusteremu (`../shared`, never copied in).
+TRACE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 POLICY_HELP = "random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, or all"
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("gpu-frag", help="GPU-sharing placement on the Alibaba trace (FGD, ATC'23)")
-    p.add_argument("--nodes", required=True, help="node list CSV (openb_node_list_gpu_node.csv)")
-    p.add_argument("--pods", required=True, help="pod list CSV (openb_pod_list_*.csv)")
+    p.add_argument(
+        "--nodes",
+        default=str(TRACE_DIR / "openb_node_list_gpu_node.csv"),
+        help="node list CSV (default: the GPU nodes of ../shared/traces/alibaba-gpu-v2023)",
+    )
+    p.add_argument(
+        "--pods",
+        default=str(TRACE_DIR / "openb_pod_list_default.csv"),
+        help="pod list CSV (default: openb_pod_list_default.csv there)",
+    )
     p.add_argument("--policy", required=True, help=f"comma-separated: {POLICY_HELP}")
     p.add_argument("--seeds", default="42-51", help="seeds, e.g. 42-51 or 1,2,3 (default 42-51)")
     p.add_argument("--workers", type=int, default=1, help="Ray workers for the seeds (default 1)")

@@ -1,0 +1,126 @@
+"""The FGD protocol on the engine: the workload fill, dropped pods, the curve, seeded
+determinism, the CLI, and the paper's ordering on the real trace (when ../shared has it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cluster.experiments.gpu_frag import medians, replay, workload
+from cluster.gpu_trace import load_nodes, load_pods
+from clusteremu.cli import main
+
+FIX = Path(__file__).parent.parent.parent / "fixtures" / "gpu"
+TRACE = Path(__file__).resolve().parents[3].parent / "shared" / "traces" / "alibaba-gpu-v2023"
+
+
+def fixture() -> tuple[object, object]:
+    nodes = load_nodes(FIX / "nodes.csv")
+    return nodes, load_pods(FIX / "pods.csv", nodes.models)
+
+
+def test_workload_fills_to_130_percent_of_capacity() -> None:
+    nodes, pods = fixture()
+    idx = workload(pods, nodes.gpu_capacity_milli, np.random.default_rng(1))
+    total = pods.gpu_request_milli[idx].sum()
+    assert total <= 1.3 * nodes.gpu_capacity_milli
+    assert sorted(set(idx[: len(pods)].tolist())) == list(
+        range(len(pods))
+    )  # the shuffled list first
+
+
+@pytest.mark.parametrize(
+    "policy", ["random-fit", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd"]
+)
+def test_replay_allocates_what_the_engine_placed_and_drops_the_rest(policy: str) -> None:
+    nodes, pods = fixture()
+    r = replay(nodes, pods, policy, seed=3)
+    placed = ~r.failed
+    assert r.failed.any()  # 130% cannot all fit
+    # Allocated GPU is what the placed pods asked for; arrived counts the failed ones too.
+    req = np.diff(np.concatenate([[0.0], r.arrived_milli]))
+    assert r.allocated_milli[-1] == pytest.approx(req[placed].sum())
+    assert r.allocated_milli[-1] <= nodes.gpu_capacity_milli
+    curve = r.curve()
+    assert curve.shape == (131,) and np.all((curve >= 0) & (curve <= 100))
+    again = replay(nodes, pods, policy, seed=3)
+    assert np.array_equal(again.failed, r.failed)
+
+
+def test_cli_json_and_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "gf"
+    code = main(
+        [
+            "gpu-frag",
+            "--nodes",
+            str(FIX / "nodes.csv"),
+            "--pods",
+            str(FIX / "pods.csv"),
+            "--policy",
+            "fgd",
+            "--seeds",
+            "1-3",
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert list(printed["unallocated_gpu_pct"]) == [
+        "80",
+        "90",
+        "95",
+        "100",
+        "105",
+        "110",
+        "120",
+        "130",
+    ]
+    assert "first_failure_arrived_pct" in printed
+    for name in ("gpu-frag.parquet", "gpu-frag.json", "gpu-frag.png"):
+        assert (out / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "worst-fit"], "unknown worst-fit"),
+        (["--seeds", "9-1"], "runs backwards"),
+        (["--pods", "{tmp}/empty.csv"], "the pod list is empty"),
+        (["--pods", "{tmp}/missing.csv"], "cannot be read"),
+    ],
+)
+def test_bad_input_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    (tmp_path / "empty.csv").write_text((FIX / "pods.csv").read_text().splitlines()[0] + "\n")
+    base = {
+        "--nodes": str(FIX / "nodes.csv"),
+        "--pods": str(FIX / "pods.csv"),
+        "--policy": "fgd",
+        "--seeds": "1",
+    }
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        base[flag] = value.replace("{tmp}", str(tmp_path))
+    argv = ["gpu-frag"] + [x for kv in base.items() for x in kv]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not TRACE.is_dir(), reason="the Alibaba trace (../shared/traces) is absent")
+def test_on_the_real_trace_fgd_leaves_fewer_gpus_unallocated_than_packing_and_random_the_most() -> (
+    None
+):
+    nodes = load_nodes(TRACE / "openb_node_list_gpu_node.csv")
+    pods = load_pods(TRACE / "openb_pod_list_default.csv", nodes.models)
+    assert (len(nodes.name), int(nodes.gpus.sum()), len(pods)) == (1213, 6212, 8152)
+    at_100 = {
+        p: medians([replay(nodes, pods, p, seed=42)])["unallocated_gpu_pct"]["100"]
+        for p in ("random-fit", "best-fit", "gpu-packing", "fgd")
+    }
+    assert at_100["fgd"] < at_100["best-fit"] - 1.0 and at_100["fgd"] < at_100["gpu-packing"] - 1.0
+    assert at_100["random-fit"] > max(at_100["best-fit"], at_100["gpu-packing"])
