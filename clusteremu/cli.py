@@ -71,7 +71,20 @@ SUMMARY_METRICS = (
 )
 #: ... and the keys the world model and the scenario's selected metrics add
 #: (`cluster.score_metric`: any placer reports them when the scenario has them).
-POLICY_METRICS = ("score", "image_pulls", "mean_setup_s", "fetched_mb", "data_transfer_mb")
+POLICY_METRICS = (
+    "score",
+    "image_pulls",
+    "mean_setup_s",
+    "fetched_mb",
+    "data_transfer_mb",
+    # a usage model's (`cluster.usage`): requests against real usage
+    "reserved_memory_gb_h",
+    "used_memory_gb_h",
+    "reserved_cpu_core_h",
+    "used_cpu_core_h",
+    "oom_kills",
+    "failed_jobs",
+)
 
 log = logging.getLogger("clusteremu")
 

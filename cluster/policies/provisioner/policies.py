@@ -13,7 +13,7 @@ trained before (`model: PATH`, `clusteremu provision train`). Requests are (core
   Optuna-tuned on the u-score) that picks a memory bin from the run's inputs.
 
 Out-of-memory: `lift` = `next-bin` (the next edge of the task's bins, capped at static; the
-default of grouped and predictive), `double`, or `vpa` (max(used + 100 MiB, 1.2 x used);
+default of grouped and predictive), `double` (x `lift_factor`, default 2), or `vpa` (max(used + 100 MiB, 1.2 x used);
 the default of vpa), each capped at the static allocation; up to `retry_limit` retries.
 """
 
@@ -68,11 +68,20 @@ class LearntProvisioner(Provisioner):
         sampler: str = "tpe",
         lift: str | None = None,
         retry_limit: int = 3,
+        lift_factor: float = 2.0,
     ) -> None:
         super().__init__(retry_limit)
         lift = lift or self.default_lift
         if lift not in LIFTS:
             raise ValueError(f"lift must be one of {', '.join(LIFTS)}, got {lift!r}")
+        if isinstance(lift_factor, bool) or not isinstance(lift_factor, int | float):
+            raise ValueError(f"lift_factor must be a number > 1, got {lift_factor!r}")
+        if not lift_factor > 1.0 or lift_factor == float("inf"):
+            raise ValueError(
+                f"lift_factor must be a finite number > 1 (a lift must grow the request), "
+                f"got {lift_factor}"
+            )
+        self.lift_factor = float(lift_factor)
         if not isinstance(profiling_runs, int) or profiling_runs < 2:
             raise ValueError(f"profiling_runs must be an integer >= 2, got {profiling_runs!r}")
         if not isinstance(trials, int) or trials < 1:
@@ -130,7 +139,7 @@ class LearntProvisioner(Provisioner):
     def lift_rule(self) -> LiftRule:
         caps = tuple(t.static[1] for t in self._tasks)
         if self.lift_name == "double":
-            return LiftRule(2.0, 0.0, cap_gb=caps)
+            return LiftRule(self.lift_factor, 0.0, cap_gb=caps)
         if self.lift_name == "vpa":
             return LiftRule(VPA_OOM_MULT, VPA_OOM_ADD_GB, cap_gb=caps)
         return LiftRule(1.0, 1e-9, edges=tuple(t.edges for t in self._tasks), cap_gb=caps)

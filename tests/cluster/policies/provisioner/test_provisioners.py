@@ -56,6 +56,7 @@ def test_predictive_saves_most_memory_without_failures() -> None:
         ({"lift": "triple"}, "lift must be one of"),
         ({"model": "/nonexistent/sizing.json"}, "cannot be read"),
         ({"sampler": "cmaes"}, "sampler"),
+        ({"lift": "double", "lift_factor": 1.0}, "must grow the request"),
     ],
 )
 def test_bad_provisioner_params_are_scenario_errors(params: dict[str, object], match: str) -> None:
