@@ -13,8 +13,9 @@ trained before (`model: PATH`, `clusteremu provision train`). Requests are (core
   Optuna-tuned on the u-score) that picks a memory bin from the run's inputs.
 
 Out-of-memory: `lift` = `next-bin` (the next edge of the task's bins, capped at static; the
-default of grouped and predictive), `double` (x `lift_factor`, default 2), or `vpa` (max(used + 100 MiB, 1.2 x used);
-the default of vpa), each capped at the static allocation; up to `retry_limit` retries.
+default of grouped and predictive), `double` (x `lift_factor`, default 2), or `vpa`
+(max(used + 100 MiB, 1.2 x used); the default of vpa), each capped at the static
+allocation; up to `retry_limit` retries.
 """
 
 from __future__ import annotations
