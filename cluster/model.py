@@ -38,6 +38,8 @@ class NodeType:
     storage_mbps: float = math.inf
     #: Images and data items (`WorldSpec` names) a node of this type holds when it joins.
     cached: tuple[str, ...] = ()
+    #: Whether a policy may rent nodes of this type (Pennyworth's VM types).
+    rentable: bool = False
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,8 @@ class SimulationSpec:
     metrics: MetricsSpec = field(default_factory=MetricsSpec)
     #: Real usages of the jobs (None: every job uses exactly what it requests).
     usage: UsageSpec | None = None
+    #: The service-level objective whose loss the summary reports (`cluster.slo`).
+    slo: Any = None
 
     def node_type(self, name: str) -> NodeType:
         for nt in self.node_types:

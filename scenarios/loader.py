@@ -37,6 +37,7 @@ from cluster.model import (
 )
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
+from cluster.slo import slo_from_mapping
 from cluster.usage import draw_usage, usage_models
 from scenarios import limits, schema, world
 from scenarios.errors import ScenarioError, clip, shorten
@@ -394,7 +395,17 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
                     f"got {shorten(group.type)}",
                 )
             )
-    has_nodes = any(g.count > 0 for g in cluster.nodes)
+    has_nodes = any(g.count > 0 for g in cluster.nodes) or any(
+        t.rentable for t in cluster.node_types
+    )
+    for i, nt in enumerate(cluster.node_types):
+        if nt.rentable and nt.price_per_hour <= 0:
+            problems.append(
+                (
+                    f"cluster.node_types.{i}.price_per_hour",
+                    f"rentable type {shorten(nt.name)} needs a price > 0 (dollars per hour)",
+                )
+            )
     for i, jc in enumerate(model.workload.classes):
         where = f"workload.classes.{i}"
         if jc.pool is not None and jc.pool not in pool_names:
@@ -574,6 +585,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
             t.startup_cost,
             t.startup_delay_s,
             math.inf if t.max_jobs is None else float(t.max_jobs),
+            rentable=t.rentable,
         )
         for t in cluster.node_types
     )
@@ -640,6 +652,9 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         ),
         replications=model.replications,
         usage=_usage_spec(model, source),
+        slo=None
+        if model.slo is None
+        else slo_from_mapping(model.slo.model_dump(exclude_none=True)),
     )
     spec = world.attach_world(spec, model, source)  # images, data, caches, metrics
     check_feasible(spec, source)
@@ -793,7 +808,7 @@ def check_feasible(spec: SimulationSpec, source: str) -> None:
             spec.node_type(t).cpu >= jc.request.cpu
             and spec.node_type(t).memory_gb >= jc.request.memory_gb
             and spec.node_type(t).gpu >= jc.request.gpu
-            for t in set(spec.nodes)
+            for t in set(spec.nodes) | {nt.name for nt in spec.node_types if nt.rentable}
         )
         if not fits:
             problems.append(

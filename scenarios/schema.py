@@ -247,6 +247,7 @@ class NodeTypeModel(Strict):
     startup_cost: Cost = 0.0
     startup_delay_s: NonNegFloat = 0.0
     max_jobs: int | None = Field(default=None, ge=1, description="worker slots per node")
+    rentable: bool = Field(default=False, description="a policy may rent nodes of this type")
     # The world model (scenarios/world_schema.py): bandwidths (Mbit/s, absent = unlimited)
     # and the images / data items a node holds when it joins.
     registry_mbps: Bandwidth | None = None
@@ -375,6 +376,31 @@ class SchedulerModel(Strict):
     scaler: PolicyModel = Field(default_factory=lambda: PolicyModel(name="static"))
 
 
+class SloModel(Strict):
+    """A service-level objective and the dollars it costs to miss (`cluster.slo`)."""
+
+    kind: Literal["max", "rtpt", "avg", "percentile"]
+    penalty_per_s: float = Field(ge=0, allow_inf_nan=False, description="dollars per second late")
+    deadline_s: PositiveFloat | None = None
+    factor: PositiveFloat | None = None
+    target_s: PositiveFloat | None = None
+    percentile: float | None = Field(default=None, gt=0, le=100, allow_inf_nan=False)
+    count_startup_delay: bool = False
+
+    @model_validator(mode="after")
+    def _fields_of_kind(self) -> SloModel:
+        need = {
+            "max": ("deadline_s",),
+            "rtpt": ("factor",),
+            "avg": ("target_s",),
+            "percentile": ("percentile", "target_s"),
+        }[self.kind]
+        missing = [f for f in need if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"an slo of kind {self.kind} needs {', '.join(missing)}")
+        return self
+
+
 class ScenarioModel(Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -386,3 +412,4 @@ class ScenarioModel(Strict):
     scheduler: SchedulerModel = Field(default_factory=SchedulerModel)
     world: WorldModel = Field(default_factory=WorldModel)
     metrics: MetricsModel = Field(default_factory=MetricsModel)
+    slo: SloModel | None = None

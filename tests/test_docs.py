@@ -252,7 +252,8 @@ def test_the_readme_starts_with_the_install_and_test_commands() -> None:
     its test command; both stay the README's first two lines of code."""
     first = next(b for b in blocks_of(ROOT / "README.md") if b.lang in SHELL)
     lines = commands_of(first.text)
-    assert lines[0].startswith('python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev,ray]"')
+    install = 'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev,ray,learn,rl]"'
+    assert lines[0].startswith(install)
     assert lines[1] == TEST_SUITE
     assert TEST_SUITE in (ROOT / ".ci" / "run").read_text()
 

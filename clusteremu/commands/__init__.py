@@ -15,5 +15,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clusteremu.commands.gpu_frag",
     "clusteremu.commands.learn",
     "clusteremu.commands.provision",
+    "clusteremu.commands.solve",
     "clusteremu.commands.sweep",
 )

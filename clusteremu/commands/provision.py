@@ -34,7 +34,7 @@ PROVISIONERS = ("static", "grouped", "vpa", "predictive")
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("provision", help="train and compare provisioners (seed 002)")
+    p = sub.add_parser("provision", help="train and compare provisioners (right-sizing requests)")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="{train,compare}")
     t = verbs.add_parser("train", help="profile a scenario and train the predictive model")
     _common(t)

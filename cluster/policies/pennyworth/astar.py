@@ -1,0 +1,221 @@
+"""The A* planner on Pennyworth's allocation graph (seed 000, SPEC.md "Pennyworth").
+
+A vertex is (jobs left per task, the most recently rented VM: its type, the time its jobs
+have run so far, whether it has a job), plus, for the batch-wide objectives (avg,
+percentile), the response times so far. Edges: *new VM* of type k (weight: its start-up
+cost), allowed when no VM is open or the open one has a job; *add job* of task t to the
+open VM (weight: price x run time, plus the job's loss for max / rtpt). Jobs of one task
+are interchangeable, so a vertex counts them. Avg and percentile losses can shrink as jobs
+are added, so they are charged once, on the edge into a final vertex. The heuristic, the
+cheapest way to run every job left (sum of min_k price_k x e[t, k]), never overestimates,
+and no edge weight is negative, so the first final vertex popped is optimal. A greedy plan
+prices an incumbent that prunes; equal vertices reached twice keep the cheaper path.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from cluster.policies.pennyworth.plan import Plan, plan_cost
+from cluster.policies.pennyworth.problem import Problem
+
+#: Rounding of times in vertex keys (s): sums of the same run times in another order.
+KEY_DIGITS = 9
+
+
+@dataclass(frozen=True)
+class Solution:
+    plan: Plan
+    cost: float
+    slo_loss: float
+    expanded: int
+    seconds: float
+
+
+class SearchLimit(RuntimeError):
+    """The search expanded more vertices than allowed."""
+
+
+def greedy_plans(problem: Problem) -> list[Plan]:
+    """Simple complete plans: one VM per job on its cheapest type; all jobs on one VM of
+    each type (shortest first); jobs spread over VMs of the cheapest type by deadline."""
+    p = problem
+    cheap = np.where(np.isfinite(p.runtime_s), p.price_per_s[None, :] * p.runtime_s, np.inf)
+    plans: list[Plan] = []
+    per_job = []
+    for t, n in enumerate(p.counts):
+        k = int(np.argmin(cheap[t]))
+        per_job += [(k, (t,))] * n
+    plans.append(Plan(tuple(per_job)))
+    for k in range(len(p.type_names)):
+        tasks = [t for t, n in enumerate(p.counts) for _ in range(n)]
+        if all(np.isfinite(p.runtime_s[t, k]) for t in tasks):
+            tasks.sort(key=lambda t: p.runtime_s[t, k])
+            plans.append(Plan(((k, tuple(tasks)),)))
+    return plans
+
+
+def solve(
+    problem: Problem, max_expanded: int = 5_000_000, time_limit_s: float = math.inf
+) -> Solution:
+    """The cheapest plan of `problem` (cost includes the SLO loss)."""
+    start = time.perf_counter()
+    p = problem
+    slo = p.slo
+    n_types = len(p.type_names)
+    n_tasks = len(p.task_names)
+    runtime = p.runtime_s.tolist()
+    price = p.price_per_s.tolist()
+    startup = p.startup_usd.tolist()
+    delay = p.startup_delay_s.tolist() if slo.count_startup_delay else [0.0] * n_types
+    per_job = slo.per_job
+    track = slo.kind in ("avg", "percentile")
+    # h: the cheapest way to run each job left.
+    unit = [
+        min(
+            (price[k] * runtime[t][k] for k in range(n_types) if math.isfinite(runtime[t][k])),
+            default=math.inf,
+        )
+        for t in range(n_tasks)
+    ]
+    # The least run time of each task (a lower bound on the response time it adds).
+    least = [min((runtime[t][k] for k in range(n_types)), default=math.inf) for t in range(n_tasks)]
+    n_jobs = p.jobs
+    q_rank = (
+        max(1, math.ceil(slo.percentile / 100.0 * n_jobs - 1e-12))
+        if slo.kind == "percentile"
+        else 0
+    )
+
+    def end_bound(counts: tuple[int, ...], resp: tuple[float, ...]) -> float:
+        """A lower bound on the end-charged loss (avg, percentile) of any completion:
+        every job left adds at least its least run time."""
+        if slo.kind == "avg":
+            total = sum(resp) + sum(c * least[t] for t, c in enumerate(counts))
+            return slo.penalty_per_s * max(0.0, total / n_jobs - slo.target_s)
+        if slo.kind == "percentile":
+            values = sorted(list(resp) + [least[t] for t, c in enumerate(counts) for _ in range(c)])
+            return slo.penalty_per_s * max(0.0, values[q_rank - 1] - slo.target_s)
+        return 0.0
+
+    def extra_key(resp: tuple[float, ...]) -> tuple[float, ...]:
+        if slo.kind == "avg":  # only the sum matters
+            return (round(sum(resp), KEY_DIGITS - 3),)
+        if slo.kind == "percentile":  # only the q smallest can be the final q-th smallest
+            return tuple(round(x, KEY_DIGITS) for x in sorted(resp)[:q_rank])
+        return ()
+
+    best_plan: Plan | None = None
+    best_cost = math.inf
+    best_loss = 0.0
+    for plan in greedy_plans(p):
+        cost, loss = plan_cost(p, plan)
+        if cost < best_cost:
+            best_plan, best_cost, best_loss = plan, cost, loss
+    eps = 1e-9 * max(1.0, abs(best_cost)) if math.isfinite(best_cost) else 0.0
+
+    counter = itertools.count()
+    # Vertex: (counts, open type, elapsed, has_job, extra); payload: g, parent id, action.
+    start_counts = tuple(p.counts)
+    h0 = sum(c * u for c, u in zip(start_counts, unit, strict=True))
+    nodes: list[tuple[int, tuple[str, int]]] = [(-1, ("root", -1))]  # parent, action
+    heap: list[
+        tuple[float, int, float, tuple[int, ...], int, float, bool, tuple[float, ...], int]
+    ] = []
+    heapq.heappush(heap, (h0, next(counter), 0.0, start_counts, -1, 0.0, False, (), 0))
+    seen: dict[tuple[object, ...], float] = {}
+    expanded = 0
+    while heap:
+        f, _, g, counts, k, elapsed, has_job, resp, node = heapq.heappop(heap)
+        if f > best_cost + eps:
+            break
+        if k == -2:  # a final vertex: the optimum (consistent heuristic)
+            if g < best_cost - eps or best_plan is None:
+                best_plan, best_cost = _plan(nodes, node), g
+                best_loss = _loss_of(p, best_plan)
+            break
+        key = (
+            counts,
+            k,
+            round(elapsed, KEY_DIGITS),
+            has_job,
+            extra_key(resp) if track else (),
+        )
+        if key in seen and seen[key] <= g + 1e-12:
+            continue
+        seen[key] = g
+        expanded += 1
+        if expanded > max_expanded or time.perf_counter() - start > time_limit_s:
+            raise SearchLimit(
+                f"A* stopped after {expanded} vertices ({time.perf_counter() - start:.1f} s)"
+            )
+        h = sum(c * u for c, u in zip(counts, unit, strict=True))
+        if track:
+            h += end_bound(counts, resp)
+        if has_job and not any(counts):
+            end_loss = slo.loss(np.asarray(resp)) if track else 0.0
+            total = g + end_loss
+            if total < best_cost + eps:
+                nodes.append((node, ("end", -1)))
+                heapq.heappush(
+                    heap, (total, next(counter), total, counts, -2, 0.0, True, resp, len(nodes) - 1)
+                )
+            continue
+        if k < 0 or has_job:
+            for kk in range(n_types):
+                g2 = g + startup[kk]
+                if g2 + h > best_cost + eps:
+                    continue
+                nodes.append((node, ("new", kk)))
+                heapq.heappush(
+                    heap,
+                    (g2 + h, next(counter), g2, counts, kk, delay[kk], False, resp, len(nodes) - 1),
+                )
+        if k >= 0:
+            for t in range(n_tasks):
+                if counts[t] == 0 or not math.isfinite(runtime[t][k]):
+                    continue
+                e = runtime[t][k]
+                r = elapsed + e
+                g2 = g + price[k] * e
+                if per_job:
+                    g2 += slo.job_loss(r, e)
+                c2 = counts[:t] + (counts[t] - 1,) + counts[t + 1 :]
+                f2 = g2 + h - unit[t]
+                if f2 > best_cost + eps:
+                    continue
+                resp2 = resp + (r,) if track else resp
+                if track:
+                    f2 = g2 + h - unit[t] - end_bound(counts, resp) + end_bound(c2, resp2)
+                    if f2 > best_cost + eps:
+                        continue
+                nodes.append((node, ("add", t)))
+                heapq.heappush(heap, (f2, next(counter), g2, c2, k, r, True, resp2, len(nodes) - 1))
+    if best_plan is None:
+        raise ValueError("no plan: some job cannot run on any VM type")
+    return Solution(best_plan, best_cost, best_loss, expanded, time.perf_counter() - start)
+
+
+def _loss_of(problem: Problem, plan: Plan) -> float:
+    return plan_cost(problem, plan)[1]
+
+
+def _plan(nodes: list[tuple[int, tuple[str, int]]], node: int) -> Plan:
+    actions: list[tuple[str, int]] = []
+    while node > 0:
+        parent, action = nodes[node]
+        actions.append(action)
+        node = parent
+    vms: list[tuple[int, list[int]]] = []
+    for kind, value in reversed(actions):
+        if kind == "new":
+            vms.append((value, []))
+        elif kind == "add":
+            vms[-1][1].append(value)
+    return Plan(tuple((k, tuple(ts)) for k, ts in vms))

@@ -1,0 +1,84 @@
+"""The allocation problem of one batch (seed 000, eq. 1; SPEC.md "Pennyworth").
+
+Jobs are instances of tasks; a task t runs e[t, k] seconds on VM type k (its mean, the
+estimate the planner uses). A plan rents VMs, each of one type, and gives each an ordered
+job list run one job at a time. Its cost in dollars: for every VM its start-up cost plus
+its price x the run times of its jobs, plus the SLO loss of the jobs' response times.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.model import SimulationSpec
+from cluster.slo import Slo
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Tasks x VM types. `runtime_s[t, k]`: mean run time of task t on type k (inf: it
+    cannot run there); `price_per_s[k]`, `startup_usd[k]`, `startup_delay_s[k]`;
+    `counts[t]` jobs of task t, whose ids are `job_ids[t]` (in the scenario's job order)."""
+
+    task_names: tuple[str, ...]
+    type_names: tuple[str, ...]
+    runtime_s: FloatArray
+    price_per_s: FloatArray
+    startup_usd: FloatArray
+    startup_delay_s: FloatArray
+    counts: tuple[int, ...]
+    job_ids: tuple[tuple[int, ...], ...]
+    slo: Slo
+
+    @property
+    def jobs(self) -> int:
+        return sum(self.counts)
+
+    def check(self, where: str = "batch") -> None:
+        for t, name in enumerate(self.task_names):
+            if self.counts[t] > 0 and not np.isfinite(self.runtime_s[t]).any():
+                raise ValueError(f"{where}: task {name!r} has no run time on any VM type")
+
+
+def problem_from_spec(
+    spec: SimulationSpec, slo: Slo, counts: dict[str, int] | None = None
+) -> Problem:
+    """The batch of a scenario: its classes are tasks (their `runtime_by_node_type` means
+    are the estimates), its rentable node types the VM types. Jobs are numbered as the
+    engine numbers a batch arriving at once: class by class, in class order."""
+    types = [t for t in spec.node_types if t.rentable] or list(spec.node_types)
+    n_tasks = len(spec.classes)
+    runtime = np.full((n_tasks, len(types)), math.inf)
+    for i, c in enumerate(spec.classes):
+        for k, t in enumerate(types):
+            dist = c.runtime_by_node_type.get(t.name)
+            if dist is not None:
+                runtime[i, k] = float(dist.mean)
+    if counts is None:
+        counts = {c.name: int(getattr(c.arrival, "count", 0)) for c in spec.classes}
+    ids: list[tuple[int, ...]] = []
+    start = 0
+    for c in spec.classes:
+        n = int(counts.get(c.name, 0))
+        ids.append(tuple(range(start, start + n)))
+        start += n
+    problem = Problem(
+        tuple(c.name for c in spec.classes),
+        tuple(t.name for t in types),
+        runtime,
+        np.array([t.price_per_hour / 3600.0 for t in types]),
+        np.array([t.startup_cost for t in types]),
+        np.array([t.startup_delay_s for t in types]),
+        tuple(int(counts.get(c.name, 0)) for c in spec.classes),
+        tuple(ids),
+        slo,
+    )
+    problem.check()
+    return problem

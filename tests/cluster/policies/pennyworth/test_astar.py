@@ -1,0 +1,101 @@
+"""A* is optimal: on random batches of at most 7 jobs, every SLO kind, one to three VM
+types, its cost equals a brute-force enumeration of every allocation (tests only)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from cluster.policies.pennyworth.astar import solve
+from cluster.policies.pennyworth.plan import Plan, plan_cost
+from cluster.policies.pennyworth.problem import Problem
+from cluster.slo import Slo
+
+
+def brute_force(problem: Problem) -> float:
+    """The cheapest of all allocations: VMs in any order of any types, each with any
+    sequence of the jobs left (jobs of one task interchangeable), priced from scratch."""
+    n_types = len(problem.type_names)
+    best = math.inf
+
+    def vm_sequences(counts: list[int], k: int, seq: list[int]):  # type: ignore[no-untyped-def]
+        if seq:
+            yield list(seq), list(counts)
+        for t, c in enumerate(counts):
+            if c and math.isfinite(problem.runtime_s[t, k]):
+                counts[t] -= 1
+                seq.append(t)
+                yield from vm_sequences(counts, k, seq)
+                seq.pop()
+                counts[t] += 1
+
+    def rec(counts: list[int], vms: list[tuple[int, tuple[int, ...]]]) -> None:
+        nonlocal best
+        if not any(counts):
+            cost, _ = plan_cost(problem, Plan(tuple(vms)))
+            best = min(best, cost)
+            return
+        for k in range(n_types):
+            for seq, left in list(vm_sequences(list(counts), k, [])):
+                # Canonical: VMs in non-increasing (type, sequence) order (their order is
+                # irrelevant to the cost), to keep the enumeration finite and small.
+                item = (k, tuple(seq))
+                if vms and item > vms[-1]:
+                    continue
+                vms.append(item)
+                rec(left, vms)
+                vms.pop()
+
+    rec(list(problem.counts), [])
+    return best
+
+
+def random_problem(rng: np.random.Generator, kind: str, types: int) -> Problem:
+    n_tasks = int(rng.integers(1, 4))
+    counts = [0] * n_tasks
+    for _ in range(int(rng.integers(1, 8))):
+        counts[int(rng.integers(n_tasks))] += 1
+    runtime = rng.uniform(60.0, 400.0, (n_tasks, types))
+    if types > 1 and rng.random() < 0.3:
+        runtime[int(rng.integers(n_tasks)), int(rng.integers(types))] = math.inf
+    for t in range(n_tasks):  # every task runs somewhere
+        if not np.isfinite(runtime[t]).any():
+            runtime[t, 0] = 100.0
+    slo = {
+        "max": Slo("max", 0.01, deadline_s=float(rng.uniform(200, 900))),
+        "rtpt": Slo("rtpt", 0.01, factor=float(rng.uniform(1.0, 3.0))),
+        "avg": Slo("avg", 0.02, target_s=float(rng.uniform(100, 600))),
+        "percentile": Slo(
+            "percentile",
+            0.02,
+            target_s=float(rng.uniform(100, 600)),
+            percentile=float(rng.choice([50, 90, 95])),
+        ),
+    }[kind]
+    if rng.random() < 0.3:
+        slo = Slo(**{**slo.__dict__, "count_startup_delay": True})
+    price = rng.uniform(0.02, 0.1, types) / 3600.0
+    return Problem(
+        tuple(f"t{t}" for t in range(n_tasks)),
+        tuple(f"vm{k}" for k in range(types)),
+        runtime,
+        price,
+        rng.uniform(0.0005, 0.004, types),
+        rng.uniform(60, 180, types),
+        tuple(counts),
+        tuple(tuple(range(sum(counts[:t]), sum(counts[: t + 1]))) for t in range(n_tasks)),
+        slo,
+    )
+
+
+@pytest.mark.parametrize("kind", ["max", "rtpt", "avg", "percentile"])
+def test_astar_equals_brute_force_on_75_batches_per_slo(kind: str) -> None:
+    rng = np.random.default_rng({"max": 1, "rtpt": 2, "avg": 3, "percentile": 4}[kind])
+    for i in range(75):
+        problem = random_problem(rng, kind, types=1 + i % 3)
+        found = solve(problem)
+        assert found.cost == pytest.approx(plan_cost(problem, found.plan)[0], rel=1e-9, abs=1e-12)
+        assert sum(len(ts) for _, ts in found.plan.vms) == problem.jobs
+        assert found.cost == pytest.approx(brute_force(problem), rel=1e-9, abs=1e-12), (i, problem)
