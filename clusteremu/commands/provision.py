@@ -254,8 +254,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _first_requests(engine: Any, jobs: Any) -> Any:
     """Memory each job asked for at its first attempt (GB): the provisioner's sizing."""
-    cpu, mem, gpu = engine.provisioner.requests_for(engine.spec, engine.jobs)
-    return np.asarray(mem)
+    return np.asarray(engine.provisioner.requests_for(engine.spec, engine.jobs)[1])
 
 
 def _plot(rows: list[dict[str, Any]], path: Path, name: str) -> None:

@@ -16,7 +16,6 @@ predicts with numpy alone; it round-trips through JSON. No pickle.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -388,7 +387,3 @@ def train_bin_classifier(
     if best is None:
         raise ValueError("training: the usages fill only one bin; nothing to predict")
     return best[1]
-
-
-def relative(value: float) -> str:
-    return "nan" if math.isnan(value) else f"{100 * value:.1f}%"

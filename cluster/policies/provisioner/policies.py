@@ -20,7 +20,6 @@ allocation; up to `retry_limit` retries.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -204,7 +203,3 @@ class Predictive(LearntProvisioner):
             x = design_matrix({k: v[mine] for k, v in jobs.features.items()})
             mem[mine] = np.asarray(t.heavy.edges)[t.heavy.model.predict(x)]
         return cpu, mem, gpu
-
-
-def save_sizing(sizing: Sizing, path: Path) -> None:
-    sizing.save(path)
