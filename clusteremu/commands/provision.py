@@ -208,6 +208,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "cpu_utilization": s["used_cpu_core_h"] / max(s["reserved_cpu_core_h"], 1e-12),
                 "requested_memory_gb_per_run": float(first_mem.sum() / runs),
                 "u_rate": float((kills > 0).mean()) if kills.size else 0.0,
+                "accuracy": _accuracy(engine, first_mem),
                 "oom_kills": s["oom_kills"],
                 "retries": s["retries"],
                 "failed_jobs": s["failed_jobs"],
@@ -237,8 +238,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     print(
         f"{'provisioner':<11} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
-        f"{'used':>8} {'saving':>7} {'GB/run':>7} {'u-rate':>7} {'OOM':>5} {'retries':>7} "
-        f"{'failed':>6}"
+        f"{'used':>8} {'saving':>7} {'GB/run':>7} {'u-rate':>7} {'acc.':>6} {'OOM':>5} "
+        f"{'retries':>7} {'failed':>6}"
     )
     for r in rows:
         print(
@@ -247,9 +248,31 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"{100 * r['memory_saving']:6.1f}% {r['reserved_cpu_core_h']:10.0f} "
             f"{r['used_cpu_core_h']:8.0f} {100 * r['cpu_saving']:6.1f}% "
             f"{r['requested_memory_gb_per_run']:7.0f} {100 * r['u_rate']:6.2f}% "
+            f"{100 * r['accuracy']:5.1f}% "
             f"{r['oom_kills']:5d} {r['retries']:7d} {r['failed_jobs']:6d}"
         )
     return 0
+
+
+def _accuracy(engine: Any, first_mem: Any) -> float:
+    """Share of instances whose first memory request was the smallest of the
+    provisioner's sizes for their task that covers the instance's peak (static: its one
+    size; learnt provisioners: their bins or groups, and their recommendation)."""
+    spec, jobs = engine.spec, engine.jobs
+    sizing = getattr(engine.provisioner, "sizing", None)
+    usage = jobs.usage.memory_gb
+    right = np.zeros(usage.size, dtype=bool)
+    for c, cls in enumerate(spec.classes):
+        mine = jobs.class_index == c
+        if sizing is None:
+            sizes = [cls.request.memory_gb]
+        else:
+            t = sizing.tasks[cls.name]
+            sizes = sorted({*t.edges, t.memory_gb})
+        grid = np.asarray(sorted(sizes))
+        best = grid[np.minimum(np.searchsorted(grid, usage[mine], side="left"), grid.size - 1)]
+        right[mine] = np.isclose(first_mem[mine], best)
+    return float(right.mean()) if right.size else 1.0
 
 
 def _first_requests(engine: Any, jobs: Any) -> Any:
