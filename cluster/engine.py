@@ -162,6 +162,7 @@ def job_state(
             )
         if np.any(values):
             jobs_f[row] = values
+    gpu = np.asarray(gpu, dtype=np.float64)
     if jobs.request is not None and np.any(gpu > 1.0):
         bad = gpu[(gpu > 1.0) & (gpu != np.floor(gpu))]
         if bad.size:
