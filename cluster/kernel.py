@@ -538,9 +538,10 @@ def on_complete(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
 def on_oom(s, j: int, t: float) -> bool:  # type: ignore[no-untyped-def]
     """Running job j's memory peak exceeds its request: it is killed (its work is lost).
 
-    Within its retry limit it waits again once the provisioner has lifted its request:
-    returns True, and the loop hands the job to Python (`NEED_LIFT_DECISION`), which
-    kills and re-queues it with the new request. Past the limit it fails here.
+    Within its retry limit it waits again with a lifted request: the compiled `LiftRule`
+    lifts it here when the provisioner has one and the queue has room; otherwise this
+    returns True and the loop hands the job to Python (`NEED_LIFT_DECISION`), which kills
+    and re-queues it. Past the limit, or at the rule's cap, it fails here.
     """
     s.jobs_i[JI.OOM_KILLS, j] += 1
     s.istate[IS.OOM_COUNT] += 1
