@@ -218,6 +218,26 @@ EXEC_MEAN_S: dict[str, dict[str, float]] = {
             DEVICE_NAMES, (1.08, 1.08, 1.06, 2.68, 3.44, 3.89, 7.21, 3.82, 6.75, 16.56), strict=True
         )
     ),
+    # The three service functions of faas-sim's raith21 extension (ext/raith21/fet.py): the
+    # seed's test domain has eight functions. fio and tf-gpu: the extension's mean table;
+    # python-pi: the midpoint of its sampled bounds (the extension's mean table was measured
+    # with other request sizes and disagrees with its own distributions, e.g. 71.6 s against
+    # bounds of 2.96-3.02 s on the Xeons).
+    "python-pi": dict(
+        zip(DEVICE_NAMES, (2.99, 2.99, 0.44, 1.31, 0.96, 1.32, 1.63, 0.93, 1.74, 2.06), strict=True)
+    ),
+    "fio": {
+        "xeoncpu": 1.14,
+        "xeongpu": 1.14,
+        "nuc": 1.12,
+        "nx": 13.77,
+        "tx2": 4.31,
+        "nano": 19.64,
+        "rockpi": 21.99,
+        "rpi4": 27.81,
+        "rpi3": 28.66,
+    },
+    "tf-gpu": {"xeongpu": 0.37, "nx": 1.17, "tx2": 1.89, "nano": 0.62},
 }
 #: The column order of the table above is xeoncpu, xeongpu, ... (DEVICE_NAMES); the source
 #: table lists xeongpu first, and the two have identical values wherever both run an image.
@@ -227,6 +247,30 @@ KNOWN_BOUNDS_S: dict[tuple[str, str], tuple[float, float]] = {
     ("resnet-training-gpu", "nano"): (475.0, 3759.0),
     ("resnet-training-gpu", "xeongpu"): (31.5, 33.1),
     ("resnet-inference-gpu", "nano"): (0.67, 1.84),
+    # raith21's sampled bounds of the service functions (ext/raith21/fet.py).
+    ("python-pi", "xeoncpu"): (2.956, 3.018),
+    ("python-pi", "xeongpu"): (2.956, 3.018),
+    ("python-pi", "nuc"): (0.4292, 0.4426),
+    ("python-pi", "nx"): (1.281, 1.331),
+    ("python-pi", "tx2"): (0.9472, 0.9737),
+    ("python-pi", "nano"): (1.3, 1.331),
+    ("python-pi", "coral"): (1.616, 1.643),
+    ("python-pi", "rockpi"): (0.9023, 0.9621),
+    ("python-pi", "rpi4"): (1.696, 1.776),
+    ("python-pi", "rpi3"): (1.91, 2.203),
+    ("fio", "xeoncpu"): (1.117, 1.197),
+    ("fio", "xeongpu"): (1.117, 1.197),
+    ("fio", "nuc"): (1.089, 1.371),
+    ("fio", "nx"): (13.39, 14.5),
+    ("fio", "tx2"): (4.2, 4.509),
+    ("fio", "nano"): (17.63, 21.38),
+    ("fio", "rockpi"): (21.46, 23.43),
+    ("fio", "rpi4"): (23.44, 33.21),
+    ("fio", "rpi3"): (23.95, 41.16),
+    ("tf-gpu", "xeongpu"): (0.36, 0.3754),
+    ("tf-gpu", "nx"): (1.158, 1.209),
+    ("tf-gpu", "tx2"): (1.875, 2.138),
+    ("tf-gpu", "nano"): (0.5251, 1.097),
 }
 BOUND_LO, BOUND_HI = 0.8, 2.5
 #: Log-standard deviation of the execution-time lognormals [derived].
@@ -243,6 +287,9 @@ IMAGE_SIZE_MB: dict[str, dict[str, float]] = {
     "mobilenet-inference-tpu": {"aarch64": 173},
     "speech-inference-tflite": {"x86": 108, "aarch64": 400, "arm32": 328},
     "speech-inference-gpu": {"x86": 1600, "aarch64": 1300},
+    "python-pi": {"x86": 88, "aarch64": 62, "arm32": 55},
+    "fio": {"x86": 24, "aarch64": 23, "arm32": 20},
+    "tf-gpu": {"x86": 4100, "aarch64": 2240},
 }
 
 
@@ -305,10 +352,24 @@ FUNCTIONS: dict[str, Function] = {
     )
 }
 
+#: faas-sim raith21's service functions (requests 1 core; 100, 200, 300 MiB): with the five
+#: above they make the eight functions of the seed's test domain. They run at the
+#: experiment's request rate, like the inference functions.
+SERVICE_FUNCTIONS: dict[str, Function] = {
+    f.name: f
+    for f in (
+        Function("python-pi", ("python-pi",), (100,), 0, inference=True),
+        Function("fio", ("fio",), (200,), 0, inference=True),
+        Function("tf-gpu", ("tf-gpu",), (300,), 0, inference=True),
+    )
+}
+#: Every function a scenario may name.
+ALL_FUNCTIONS: dict[str, Function] = {**FUNCTIONS, **SERVICE_FUNCTIONS}
+
 
 def image_on_device(function: str, device: str) -> str | None:
     """The first ranked image of `function` that runs on `device` (None: it cannot run there)."""
-    for image in FUNCTIONS[function].images:
+    for image in ALL_FUNCTIONS[function].images:
         if device in EXEC_MEAN_S[image] and DEVICES[device].arch in IMAGE_SIZE_MB[image]:
             return image
     return None
@@ -371,7 +432,7 @@ def image_dict(image: str) -> dict[str, Any]:
 def class_world(function: str) -> dict[str, Any]:
     """A function's world fields (workload class): one container with its ranked images,
     the capabilities the Capability scorer rewards, data per invocation and model (MB)."""
-    f = FUNCTIONS[function]
+    f = ALL_FUNCTIONS[function]
     caps = (
         {"capability.cuda": "true", "capability.gpu": "true"}
         if any(img.endswith("-gpu") for img in f.images)
@@ -391,7 +452,7 @@ def class_world(function: str) -> dict[str, Any]:
 def pod_dict(function: str) -> dict[str, Any]:
     """The old (deprecated) form of a function's world, as the scoring placer's ``pods``
     entry; kept to test the loader's migration (`scenarios.world.migrate`)."""
-    f = FUNCTIONS[function]
+    f = ALL_FUNCTIONS[function]
     world = class_world(function)
     return {
         "images": [image_dict(img) for img in f.images],
@@ -423,17 +484,22 @@ def scenario_dict(
     scorers: Sequence[str] | None = None,
     method: str = "exact",
     placer: str = "scoring",
+    percentage_of_nodes_to_score: float | None = None,
+    replicas: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """A complete faas scenario: the setup at `nodes` nodes, the inference functions at
-    `rate_per_s` requests/s each, training at 0.1/s and preprocessing at 1/s (Poisson)."""
+    """A complete faas scenario: the setup at `nodes` nodes, the inference and service
+    functions at `rate_per_s` requests/s each, training at 0.1/s and preprocessing at 1/s
+    (Poisson); `functions` defaults to the seed's five (`FUNCTIONS`). The scheduling options
+    `percentage_of_nodes_to_score` and `replicas` ({min, max, scale_factor}) go to the
+    scoring placer."""
     functions = list(FUNCTIONS if functions is None else functions)
     for name in functions:
-        if name not in FUNCTIONS:
-            known = ", ".join(FUNCTIONS)
+        if name not in ALL_FUNCTIONS:
+            known = ", ".join(ALL_FUNCTIONS)
             raise ValueError(f"functions: unknown function {name!r}; expected some of {known}")
     classes = []
     for name in functions:
-        f = FUNCTIONS[name]
+        f = ALL_FUNCTIONS[name]
         rate = rate_per_s if f.inference else f.default_rate_per_s
         runtime = runtime_by_node_type(name)
         mean_run = float(np.mean([EXEC_MEAN_S[image_on_device(name, d) or ""][d] for d in runtime]))
@@ -448,13 +514,17 @@ def scenario_dict(
                 **class_world(name),
             }
         )
-    images = list(dict.fromkeys(img for name in functions for img in FUNCTIONS[name].images))
+    images = list(dict.fromkeys(img for name in functions for img in ALL_FUNCTIONS[name].images))
     params: dict[str, Any] = {}
     if placer == "scoring":
         if scorers is not None:
             params["scorers"] = list(scorers)
         if weights is not None:
             params["weights"] = dict(weights)
+        if percentage_of_nodes_to_score is not None:
+            params["percentage_of_nodes_to_score"] = float(percentage_of_nodes_to_score)
+        if replicas is not None:
+            params["replicas"] = dict(replicas)
     return {
         "name": f"faas-{setup.replace('_', '-')}",
         "description": f"faas-sim {setup} cluster, {nodes} nodes, {topology} topology",

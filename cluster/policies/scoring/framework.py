@@ -548,8 +548,11 @@ class Framework:
         #: The resource rows any resource scorer reads (the others are not converted).
         self._unit_rows = np.unique(self._res_rows[self._res_rows >= 0]).astype(np.int64)
 
-    def feasible(self, cycle: Cycle) -> IntArray:
-        """Indices of the nodes passing every filter; also stored in `cycle.nodes`."""
+    def feasible(self, cycle: Cycle, allowed: BoolArray | None = None) -> IntArray:
+        """Indices of the nodes passing every filter; also stored in `cycle.nodes`.
+
+        `allowed` (a mask over the nodes) restricts the search further, e.g. to a function's
+        replicas (the scoring placer's ``replicas`` option)."""
         static = cycle.pod.static_masks.get(self._static_key)
         if static is None:
             static = np.ones(cycle.table.n, dtype=bool)
@@ -568,6 +571,8 @@ class Framework:
             for f in self._dynamic:
                 mask = mask & f.filter(cycle)
             nodes = np.flatnonzero(mask)
+        if allowed is not None:
+            nodes = nodes[allowed[nodes]]
         want = nodes_to_find(cycle.table.n, self.percentage)
         if want < nodes.size or (self.compat and nodes.size):
             # Search from where the last cycle stopped, keep the first `want` feasible nodes.
@@ -653,9 +658,12 @@ class Framework:
                 total += w * self._checked(s, cycle)
         return total
 
-    def select(self, cycle: Cycle, rng: np.random.Generator) -> int:
-        """The chosen node index, or -1 when no node is feasible. Ties: uniform, seeded."""
-        nodes = self.feasible(cycle)
+    def select(
+        self, cycle: Cycle, rng: np.random.Generator, allowed: BoolArray | None = None
+    ) -> int:
+        """The chosen node index, or -1 when no node is feasible. Ties: uniform, seeded.
+        `allowed`: see `feasible`."""
+        nodes = self.feasible(cycle, allowed)
         if nodes.size == 0:
             return -1
         if self.compat:  # Skippy: the first best node in the search order

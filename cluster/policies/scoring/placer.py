@@ -18,6 +18,14 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
 - ``percentage_of_nodes_to_score``: kube-scheduler's option (the seed varies it 10-100):
   each cycle scores only the first feasible nodes found, searching round robin from where the
   last cycle stopped (at least 100 nodes; 0 = adaptive); default 100 (all);
+- ``replicas``: ``{min, max, scale_factor}``, faas-sim's per-function scaling options (the
+  seed's "min / max # nodes per function" and "scale factor", Table II): each function (job
+  class) runs only on its replica nodes. The first request of a function places ``min``
+  replicas on the best-scored feasible nodes; a request that finds no replica with room
+  scales the function up by ``scale_factor`` replicas (the best-scored feasible other nodes,
+  at most ``max`` in all) and runs on the best of them; replicas are never removed. Requests
+  are routed among a function's replicas by the same weighted score. Default none: every
+  node may run every function (one replica per request, as kube-scheduler places pods).
 - ``compiled``: score with the fused compiled kernel when every scorer has one (default true;
   false runs the numpy plugins, the reference path -- the two give identical runs).
 
@@ -170,8 +178,10 @@ class ScoringPlacer(Placer):
         compiled: bool = True,
         percentage_of_nodes_to_score: float = 100.0,
         compat: str | None = None,
+        replicas: Mapping[str, Any] | None = None,
     ) -> None:
         self.compat = compat
+        self.replicas = check_replicas(replicas)
         if check_compat(compat) and not integer:
             raise ValueError("integer: compat: skippy uses integer arithmetic; drop integer: false")
         self.scorer_names = tuple(_scorers.SEED_SCORERS if scorers is None else scorers)
@@ -245,6 +255,7 @@ class ScoringPlacer(Placer):
             "scorers": list(self.scorer_names),
             "weights": dict(self.weights),
             "filters": list(self.filter_names),
+            **({"replicas": dict(self.replicas)} if self.replicas else {}),
         }
 
     # -- set-up --------------------------------------------------------------------------
@@ -311,6 +322,13 @@ class ScoringPlacer(Placer):
         self._rows_seen: object = None
         # The items a start of class c on a node of type t fetches (rows: unused -> none).
         self.needs = [[*per_class, ()] for per_class in self.world.needs]
+        # Replica nodes per class (the ``replicas`` option); kept over row changes.
+        old = getattr(self, "replica_of", None)
+        self.replica_of = np.zeros((len(self.pods), rows.size), dtype=bool)
+        if old is not None:
+            keep = min(old.shape[1], rows.size)
+            self.replica_of[:, :keep] = old[:, :keep]
+        self._seeded = getattr(self, "_seeded", np.zeros(len(self.pods), dtype=bool))
 
     # -- decisions -----------------------------------------------------------------------
 
@@ -363,23 +381,95 @@ class ScoringPlacer(Placer):
             return []
         self.set_view(view)
         out: list[Placement] = []
-        blocked: set[tuple[int, float, float, float]] = set()
-        for i, job in enumerate(view.queue.tolist()):
-            c = int(view.class_index[i])
-            request = np.array(
-                [view.request_cpu[i], view.request_memory_gb[i], view.request_gpu[i]]
-            )
-            key = (c, float(request[0]), float(request[1]), float(request[2]))
-            if key in blocked:
-                continue
+        # The view's per-job fields are read once per call (each access builds a slice);
+        # when a job finds no node, the waiting jobs of its class that ask at least as much
+        # of every resource cannot find one either in this call: they are dropped in bulk.
+        jobs = np.asarray(view.queue)
+        cls = np.asarray(view.class_index)
+        req = np.stack(
+            (
+                np.asarray(view.request_cpu, dtype=np.float64),
+                np.asarray(view.request_memory_gb, dtype=np.float64),
+                np.asarray(view.request_gpu, dtype=np.float64),
+            ),
+            axis=1,
+        )
+        todo = np.arange(jobs.size)
+        pos = 0
+        while pos < todo.size:
+            i = int(todo[pos])
+            pos += 1
+            c = int(cls[i])
+            request = req[i].copy()
             pod = self.pods[c]
-            k = self.framework.select(Cycle(self.table, self.state, pod, request), self.rng)
+            if self.replicas:
+                k = self.select_replica(c, pod, request)
+            else:
+                k = self.framework.select(Cycle(self.table, self.state, pod, request), self.rng)
             if k < 0:
-                blocked.add(key)
+                rest = todo[pos:]
+                same = (cls[rest] == c) & np.all(req[rest] >= req[i], axis=1)
+                todo, pos = rest[~same], 0
                 continue
             self.commit(pod, k, request)
-            out.append(Placement(int(job), k))
+            out.append(Placement(int(jobs[i]), k))
         return out
+
+    def select_replica(self, c: int, pod: CompiledPod, request: np.ndarray) -> int:
+        """The node for a job of class `c` under the ``replicas`` option (-1: none): the
+        best-scored replica with room, else the best node of a scale-up."""
+        assert self.replicas is not None
+        mine = self.replica_of[c]
+        if not self._seeded[c]:
+            self._seeded[c] = True
+            self.add_replicas(c, pod, request, self.replicas["min"])
+        k = self.framework.select(Cycle(self.table, self.state, pod, request), self.rng, mine)
+        if k >= 0:
+            return k
+        room = self.replicas["max"] - int(np.count_nonzero(mine))
+        added = self.add_replicas(c, pod, request, min(self.replicas["scale_factor"], room))
+        return int(added[0]) if added.size else -1
+
+    def add_replicas(
+        self, c: int, pod: CompiledPod, request: np.ndarray, count: int
+    ) -> npt.NDArray[np.int64]:
+        """Make the `count` best-scored feasible nodes without a replica of class `c` its
+        replicas (fewer when fewer are feasible); returns them, best first."""
+        if count <= 0:
+            return np.zeros(0, dtype=np.int64)
+        cycle = Cycle(self.table, self.state, pod, request)
+        nodes = self.framework.feasible(cycle, ~self.replica_of[c])
+        if nodes.size == 0:
+            return nodes
+        if nodes.size > 1 and self.framework.scorers:
+            order = np.argsort(-self.framework.total(cycle), kind="stable")
+            nodes = nodes[order]
+        chosen = nodes[:count]
+        self.replica_of[c, chosen] = True
+        return chosen
+
+
+def check_replicas(replicas: Mapping[str, Any] | None) -> dict[str, int] | None:
+    """The ``replicas`` option checked: integers min >= 0, max >= max(min, 1),
+    scale_factor >= 1 (default 1); min defaults to 0 and max to unlimited."""
+    if replicas is None:
+        return None
+    if not isinstance(replicas, Mapping):
+        raise ValueError(f"replicas: expected {{min, max, scale_factor}}, got {replicas!r}")
+    unknown = set(replicas) - {"min", "max", "scale_factor"}
+    if unknown:
+        raise ValueError(
+            f"replicas.{sorted(unknown)[0]}: unknown key; expected min, max, scale_factor"
+        )
+    out: dict[str, int] = {}
+    for key, default, lowest in (("min", 0, 0), ("max", 2**62, 1), ("scale_factor", 1, 1)):
+        value = replicas.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+            raise ValueError(f"replicas.{key}: expected an integer >= {lowest}, got {value!r}")
+        out[key] = value
+    if out["max"] < out["min"]:
+        raise ValueError(f"replicas.max: expected at least min ({out['min']}), got {out['max']}")
+    return out
 
 
 def take_gpus(gpu_free: np.ndarray, k: int, gpu: float) -> None:
