@@ -53,6 +53,7 @@ COMMAND_FILES: dict[str, tuple[str, ...]] = {
     "dashboard": ("clusteremu_grafana_dashboard.json",),
     "provision train": ("sizing.json", "profile.parquet"),
     "gpu-frag": ("gpu-frag.parquet", "gpu-frag.json", "gpu-frag.png"),
+    "tune": ("tune.json", "experiments.parquet", "tune.png", "placer.yaml", "trials"),
     "provision compare": (
         "provision-compare.json",
         "provision-compare.parquet",
@@ -61,7 +62,7 @@ COMMAND_FILES: dict[str, tuple[str, ...]] = {
 }
 #: The files that identify a command's folder when it has no manifest (default: its files
 #: that no other command writes); a `runs` folder alone is too common a name to claim.
-_MARKERS: dict[str, tuple[str, ...]] = {"sweep": ("sweep.json",)}
+_MARKERS: dict[str, tuple[str, ...]] = {"sweep": ("sweep.json",), "tune": ("tune.json",)}
 #: Temporary files of `_atomic`: `.<name>.<pid>.<random>.tmp`.
 _TMP_FILE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
 _STAGE_DIR = re.compile(rf"^{re.escape(STAGE_PREFIX)}(\d+)-[A-Za-z0-9_]+$")

@@ -17,4 +17,5 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clusteremu.commands.provision",
     "clusteremu.commands.solve",
     "clusteremu.commands.sweep",
+    "clusteremu.commands.tune",
 )

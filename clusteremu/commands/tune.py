@@ -1,0 +1,420 @@
+"""`clusteremu tune` and `clusteremu train-rl`: tune the scoring placer's weights (seed 003).
+
+    clusteremu tune --tuner fixed|random|tpe|bo|rl[,...] (--domain train|test|tiny
+                    [--experiments N] | --scenario FILE [--set PATH=VALUE ...])
+                    [--budget 5] [--seed S] [--workers W] [--repeats R] [--model MODEL]
+                    [--address ADDR] [--out DIR] [--json]
+    clusteremu train-rl --steps S --out MODEL [--envs E] [--domain train] [--budget 5]
+                        [--seed S] [--json]
+
+`tune` draws N experiments from a domain of the seed's Table II (`tuners.domains`) -- or
+takes one scenario file -- and tunes each with every listed tuner on Ray Tune, one trial per
+evaluation (`tuners.tuning`). The first evaluation is always the Fixed weights; the budget
+counts it. It prints one line per experiment and tuner (Fixed score, best score,
+improvement) and the mean improvement over Fixed with its 95% interval; `--json` prints
+``{"mean_best_score", "mean_improvement_over_fixed", "ci95", "experiments", ...}`` (one
+tuner) or ``{"tuners": {name: that object}}``. `--out DIR` writes ``experiments.parquet``
+(one row per experiment and tuner: configuration, weights tried, scores), ``tune.json``,
+``tune.png`` (best against Fixed per experiment), ``trials/`` (Ray Tune's trial folders,
+each with the run's per-function ``detail.parquet``) and, with `--scenario`,
+``placer.yaml``: the best weights as a ``scheduler.placer`` block to paste into the file.
+
+`train-rl` trains the RL tuner (SAC on parallel environments, `tuners.rl`) and saves it as
+an SB3 zip for ``--tuner rl --model MODEL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cluster.io import to_json, write_json, write_parquet
+
+
+def add_parser(sub: Any) -> None:
+    from tuners.domains import DOMAINS
+
+    p = sub.add_parser("tune", help="tune the scoring placer's weights on Ray Tune (seed 003)")
+    p.add_argument(
+        "--tuner",
+        required=True,
+        help="fixed, random, tpe, bo or rl; several separated by commas run on the same "
+        "experiments",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--domain", default=None, help=f"draw experiments from {', '.join(DOMAINS)} (default train)"
+    )
+    src.add_argument("--scenario", help="tune one scenario file (its placer must be scoring)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="PATH=VALUE", help="with --scenario"
+    )
+    p.add_argument("--experiments", type=int, default=20, help="experiments (default 20)")
+    p.add_argument("--budget", type=int, default=5, help="evaluations per experiment, Fixed first")
+    p.add_argument("--seed", type=int, default=0, help="experiment and tuner seed (default 0)")
+    p.add_argument("--workers", type=int, default=2, help="trials at once (default 2)")
+    p.add_argument("--repeats", type=int, default=1, help="replications per evaluation")
+    p.add_argument("--model", help="the RL tuner's model (from train-rl), for --tuner rl")
+    p.add_argument("--address", help="join this Ray cluster instead of starting one")
+    p.add_argument("--out", help="folder for experiments.parquet, tune.json, tune.png, trials/")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=cmd_tune, out_command="tune")
+
+    t = sub.add_parser("train-rl", help="train the RL weight tuner (SAC) and save it")
+    t.add_argument("--steps", type=int, required=True, help="environment steps to train")
+    t.add_argument("--out", required=True, help="model file to write (an SB3 .zip)")
+    t.add_argument("--envs", type=int, default=2, help="parallel environments (default 2)")
+    t.add_argument("--domain", default="train", help="domain to train on (default train)")
+    t.add_argument("--budget", type=int, default=5, help="evaluations per experiment")
+    t.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    t.add_argument(
+        "--net-arch",
+        default="512,512,512",
+        help="hidden layer sizes of the policy and Q networks (default 512,512,512)",
+    )
+    t.add_argument("--json", action="store_true", help="print the training report as JSON")
+    t.set_defaults(func=cmd_train_rl)
+
+
+# --- tune --------------------------------------------------------------------------------------
+
+
+def _check_tune_args(args: argparse.Namespace) -> list[str]:
+    from clusteremu.cli import UsageError, check_out
+    from tuners.domains import DOMAINS
+    from tuners.strategies import STRATEGIES
+
+    tuners = [t.strip() for t in args.tuner.split(",") if t.strip()]
+    unknown = [t for t in tuners if t not in STRATEGIES]
+    if unknown or not tuners:
+        raise UsageError(
+            f"--tuner: unknown {', '.join(unknown) or '(none)'}; expected one or more of "
+            f"{', '.join(STRATEGIES)}"
+        )
+    if len(set(tuners)) != len(tuners):
+        raise UsageError(f"--tuner: {args.tuner!r} names a tuner twice")
+    if args.budget < 1:
+        raise UsageError(f"--budget: expected at least 1 evaluation, got {args.budget}")
+    if args.experiments < 1:
+        raise UsageError(f"--experiments: expected at least 1, got {args.experiments}")
+    if args.workers < 1:
+        raise UsageError(f"--workers: expected at least 1, got {args.workers}")
+    if args.repeats < 1:
+        raise UsageError(f"--repeats: expected at least 1, got {args.repeats}")
+    if args.domain is not None and args.domain not in DOMAINS:
+        raise UsageError(
+            f"--domain: unknown domain {args.domain!r}; expected one of {', '.join(DOMAINS)}"
+        )
+    if args.set and not args.scenario:
+        raise UsageError("--set: only with --scenario")
+    if "rl" in tuners:
+        if not args.model:
+            raise UsageError("--tuner rl: needs --model MODEL (a zip from `clusteremu train-rl`)")
+        if args.budget < 2:
+            raise UsageError("--tuner rl: needs --budget 2 or more")
+    elif args.model:
+        raise UsageError("--model: only with --tuner rl")
+    if "bo" in tuners:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                "--tuner bo: Optuna's GPSampler needs torch: pip install -e '.[rl]'"
+            ) from None
+    check_out(args, "tune")
+    return tuners
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from actors.launch import ensure_ray
+    from clusteremu.cli import UsageError
+    from tuners.domains import placer_block, sample_configs
+    from tuners.evaluate import experiment_from_config, experiment_from_file
+
+    tuners = _check_tune_args(args)
+    agent_options: dict[str, Any] = {}
+    if "rl" in tuners:
+        from tuners.rl import ModelError, load_agent
+
+        try:
+            agent = load_agent(args.model)
+        except ModelError as exc:
+            raise UsageError(f"--model: {exc}") from None
+        except ValueError as exc:  # the rl extra is missing
+            raise UsageError(str(exc)) from None
+        if agent.budget != args.budget:
+            raise UsageError(
+                f"--budget {args.budget}: the agent in {args.model} was trained for a budget "
+                f"of {agent.budget}"
+            )
+        agent_options["model"] = args.model
+    if args.scenario:
+        experiments = [experiment_from_file(args.scenario, args.set)]
+    else:
+        domain = args.domain or "train"
+        experiments = [
+            experiment_from_config(c) for c in sample_configs(domain, args.experiments, args.seed)
+        ]
+    started = ensure_ray(args.address, num_cpus=None if args.address else max(args.workers, 1))
+    try:
+        results = _run_all(args, tuners, experiments, agent_options)
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+    if args.json:
+        summaries = {t: r.summary() for t, r in results.items()}
+        print(to_json(summaries[tuners[0]] if len(tuners) == 1 else {"tuners": summaries}))
+    else:
+        _print_table(results, experiments)
+    if args.scenario:
+        best = max(results.values(), key=lambda r: r.outcomes[0].best_score).outcomes[0]
+        print(
+            f"# best weights for {args.scenario} (score {best.best_score:.4f}, Fixed "
+            f"{best.fixed_score:.4f}):",
+            file=sys.stderr,
+        )
+        print(placer_block(best.best_weights), file=sys.stderr, end="")
+    return 0
+
+
+def _run_all(
+    args: argparse.Namespace,
+    tuners: list[str],
+    experiments: list[Any],
+    agent_options: dict[str, Any],
+) -> dict[str, Any]:
+    from cluster.io import output_folder
+    from tuners.tuning import run_tuning
+
+    def run(storage: Path | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for tuner in tuners:
+            with _bar(tuner) as progress:
+                out[tuner] = run_tuning(
+                    experiments,
+                    tuner,
+                    args.budget,
+                    seed=args.seed,
+                    workers=args.workers,
+                    repeats=args.repeats,
+                    storage=None if storage is None else storage / tuner,
+                    strategy_options=agent_options if tuner == "rl" else None,
+                    progress=progress,
+                )
+            failures = out[tuner].failures
+            if failures:
+                print(
+                    f"{tuner}: {len(failures)} evaluation(s) failed: {failures[0]}", file=sys.stderr
+                )
+        return out
+
+    if not args.out:
+        return run(None)
+    label = args.scenario or f"{args.domain or 'train'} domain"
+    with output_folder(args.out, "tune", label=label) as stage:
+        results = run(stage / "trials")
+        import pyarrow as pa
+
+        write_parquet(
+            pa.concat_tables([r.table() for r in results.values()], promote_options="default"),
+            stage / "experiments.parquet",
+        )
+        write_json(
+            {
+                "command": "tune",
+                "tuners": {t: r.summary() for t, r in results.items()},
+                "domain": None if args.scenario else (args.domain or "train"),
+                "scenario": args.scenario,
+                "seed": args.seed,
+                "budget": args.budget,
+                "repeats": args.repeats,
+            },
+            stage / "tune.json",
+        )
+        _plot(results, stage / "tune.png")
+        if args.scenario:
+            from tuners.domains import placer_block
+
+            best = max(results.values(), key=lambda r: r.outcomes[0].best_score).outcomes[0]
+            (stage / "placer.yaml").write_text(
+                f"# clusteremu tune --scenario {args.scenario}: best score "
+                f"{best.best_score:.4f} (Fixed {best.fixed_score:.4f})\n"
+                + placer_block(best.best_weights)
+            )
+        old = Path(args.out) / "trials"
+        if old.is_dir():  # the new trials replace the last tuning's
+            shutil.rmtree(old)
+    return results
+
+
+class _bar:
+    """A tqdm bar over evaluations on a terminal (silent otherwise)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        def update(done: int, total: int) -> None:
+            if not sys.stderr.isatty():
+                return
+            if self.bar is None:
+                from tqdm import tqdm
+
+                self.bar = tqdm(
+                    total=total, desc=f"tune {self.label}", file=sys.stderr, leave=False
+                )
+            self.bar.n = done
+            self.bar.refresh()
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _print_table(results: dict[str, Any], experiments: list[Any]) -> None:
+    tuners = list(results)
+    head = "".join(f"{t:>10}" for t in tuners)
+    print(f"{'experiment':<18}{'Fixed':>8}{head}   (best score; improvement over Fixed)")
+    for i, exp in enumerate(experiments):
+        fixed = results[tuners[0]].outcomes[i].fixed_score
+        cells = "".join(f"{results[t].outcomes[i].best_score:>10.4f}" for t in tuners)
+        print(f"{exp.name:<18}{fixed:>8.4f}{cells}")
+        if len(experiments) <= 20 and exp.row.get("setup"):
+            cfg = exp.row
+            print(
+                f"  {cfg['setup']}/{cfg['topology']} {cfg['nodes']} nodes, "
+                f"{len(str(cfg['functions']).split(','))} functions at {cfg['rate_per_s']:g}/s"
+            )
+    print()
+    head = f"{'tuner':<8}{'mean best':>10}{'mean Fixed':>11}{'improvement':>13}"
+    print(f"{head}{'ci95':>8}{'wall s':>8}")
+    for t, r in results.items():
+        s = r.summary()
+        print(
+            f"{t:<8}{s['mean_best_score']:>10.4f}{s['mean_fixed_score']:>11.4f}"
+            f"{100 * s['mean_improvement_over_fixed']:>12.2f}%{100 * s['ci95']:>7.2f}%"
+            f"{s['wall_s']:>8.1f}"
+        )
+
+
+def _plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
+    for t, r in results.items():
+        imp = 100 * r.improvements()
+        ax.plot(range(len(imp)), imp, marker="o", linestyle="", label=t)
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xlabel("experiment")
+    ax.set_ylabel("best score vs Fixed (%)")
+    ax.legend()
+    names = list(results)
+    means = [100 * results[t].summary()["mean_improvement_over_fixed"] for t in names]
+    errs = [100 * results[t].summary()["ci95"] for t in names]
+    bx.bar(names, means, yerr=errs, capsize=4, color="tab:blue")
+    bx.set_ylabel("mean improvement over Fixed (%), 95% interval")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --- train-rl ----------------------------------------------------------------------------------
+
+
+def cmd_train_rl(args: argparse.Namespace) -> int:
+    from clusteremu.cli import UsageError
+    from tuners.domains import DOMAINS
+
+    if args.steps < 1:
+        raise UsageError(f"--steps: expected at least 1, got {args.steps}")
+    if args.envs < 1:
+        raise UsageError(f"--envs: expected at least 1, got {args.envs}")
+    if args.budget < 2:
+        raise UsageError(f"--budget: the RL tuner needs at least 2 evaluations, got {args.budget}")
+    if args.domain not in DOMAINS:
+        raise UsageError(
+            f"--domain: unknown domain {args.domain!r}; expected one of {', '.join(DOMAINS)}"
+        )
+    try:
+        net_arch = [int(n) for n in args.net_arch.split(",")]
+        if not net_arch or min(net_arch) < 1:
+            raise ValueError
+    except ValueError:
+        raise UsageError(
+            f"--net-arch: expected positive layer sizes like 512,512,512, got {args.net_arch!r}"
+        ) from None
+    out = Path(args.out)
+    if out.suffix != ".zip":
+        raise UsageError(f"--out {out}: the model is an SB3 zip; name it MODEL.zip")
+    if out.is_dir():
+        raise UsageError(f"--out {out}: is a folder; expected a file name")
+    parent = out.absolute().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UsageError(f"--out {out}: cannot write into {parent}")
+    from tuners.rl import require_rl, train_agent
+
+    try:
+        require_rl()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    bar: Any = None
+    if sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=args.steps, desc="train-rl", file=sys.stderr, leave=False)
+
+    def progress(step: int, episodes: int, mean_reward: float) -> None:
+        if bar is not None:
+            bar.n = min(step, args.steps)
+            bar.set_postfix(episodes=episodes, reward=f"{mean_reward:.4f}", refresh=False)
+            bar.refresh()
+
+    with tempfile.TemporaryDirectory(prefix=".train-rl-", dir=parent) as tmp:
+        staged = Path(tmp) / out.name
+        try:
+            report = train_agent(
+                args.steps,
+                staged,
+                envs=args.envs,
+                seed=args.seed,
+                domain_name=args.domain,
+                budget=args.budget,
+                net_arch=net_arch,
+                learning_starts=min(200, max(args.steps // 4, 1)),
+                progress=progress,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        os.replace(staged, out)
+    result = {
+        "model": str(out),
+        "steps": report.steps,
+        "episodes": report.episodes,
+        "mean_reward_last_100": report.mean_reward_last_100,
+        "wall_s": round(report.wall_s, 3),
+        "domain": args.domain,
+        "budget": args.budget,
+    }
+    if args.json:
+        print(to_json(result))
+    else:
+        print(
+            f"trained {report.steps} steps ({report.episodes} experiments) in "
+            f"{report.wall_s:.1f} s; mean eq. 1 reward of the last 100: "
+            f"{100 * report.mean_reward_last_100:.2f}%; saved {out}"
+        )
+    return 0
