@@ -85,10 +85,26 @@ class Strategy:
 
 @register_strategy("fixed")
 class FixedStrategy(Strategy):
-    """The Fixed weights, evaluated once."""
+    """The Fixed weights -- or the given `weights` -- evaluated once."""
+
+    def __init__(
+        self,
+        budget: int,
+        seed: int,
+        static: npt.NDArray[np.float32],
+        weights: Sequence[float] | None = None,
+        **options: Any,
+    ) -> None:
+        from tuners.domains import check_weights
+
+        super().__init__(budget, seed, static, **options)
+        self.weights = FIXED if weights is None else check_weights(weights)
 
     def evaluations(self) -> int:
         return 1
+
+    def ask(self) -> tuple[float, ...]:
+        return self.weights
 
 
 class OptunaStrategy(Strategy):

@@ -292,6 +292,8 @@ def run_tuning(
                 storage_path=str(root.resolve()),
                 verbose=0,
                 log_to_file=False,
+                # a trial writes detail.parquet in its working folder; copy it to storage
+                sync_config=tune.SyncConfig(sync_artifacts=True),
             ),
         )
         start = time.perf_counter()

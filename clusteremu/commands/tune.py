@@ -60,6 +60,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=2, help="trials at once (default 2)")
     p.add_argument("--repeats", type=int, default=1, help="replications per evaluation")
     p.add_argument("--model", help="the RL tuner's model (from train-rl), for --tuner rl")
+    p.add_argument(
+        "--weights",
+        help="with --tuner fixed: evaluate these weights instead of the seed's Fixed ones "
+        "(8 numbers in [0, 1], comma-separated, in the order of tuners.domains.WEIGHT_NAMES)",
+    )
     p.add_argument("--address", help="join this Ray cluster instead of starting one")
     p.add_argument("--out", help="folder for experiments.parquet, tune.json, tune.png, trials/")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -119,6 +124,15 @@ def _check_tune_args(args: argparse.Namespace) -> list[str]:
             raise UsageError("--tuner rl: needs --budget 2 or more")
     elif args.model:
         raise UsageError("--model: only with --tuner rl")
+    if args.weights is not None:
+        from tuners.domains import parse_weights
+
+        if tuners != ["fixed"]:
+            raise UsageError("--weights: only with --tuner fixed")
+        try:
+            args.weights = parse_weights(args.weights)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if "bo" in tuners:
         try:
             import torch  # noqa: F401
@@ -205,7 +219,7 @@ def _run_all(
                     workers=args.workers,
                     repeats=args.repeats,
                     storage=None if storage is None else storage / tuner,
-                    strategy_options=agent_options if tuner == "rl" else None,
+                    strategy_options=_options(tuner, args, agent_options),
                     progress=progress,
                 )
             failures = out[tuner].failures
@@ -252,6 +266,14 @@ def _run_all(
         if old.is_dir():  # the new trials replace the last tuning's
             shutil.rmtree(old)
     return results
+
+
+def _options(tuner: str, args: argparse.Namespace, agent: dict[str, Any]) -> dict[str, Any]:
+    if tuner == "rl":
+        return agent
+    if tuner == "fixed" and args.weights is not None:
+        return {"weights": args.weights}
+    return {}
 
 
 class _bar:

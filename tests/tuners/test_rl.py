@@ -1,0 +1,107 @@
+"""The RL tuner: the environment passes Gymnasium's checker, rewards follow eq. 1, a short
+SAC training on tiny configurations gives an agent with valid proposals, and model files
+load safely (no unpickling) or fail with a clear error."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+
+from tuners.domains import FIXED, STATIC_SPACE, WEIGHT_NAMES  # noqa: E402
+from tuners.rl import (  # noqa: E402
+    ModelError,
+    TuningEnv,
+    improvement,
+    load_agent,
+    observation,
+    observation_size,
+    train_agent,
+)
+
+
+def test_eq_1_is_the_best_later_score_over_the_fixed_one() -> None:
+    assert improvement([0.8, 0.7, 0.9, 0.85]) == pytest.approx(0.125)
+    assert improvement([0.8, 0.7, 0.6]) == pytest.approx(-0.125)
+    assert improvement([0.8]) == 0.0
+
+
+def test_the_observation_stacks_weights_and_score_ratios() -> None:
+    static = np.full(len(STATIC_SPACE), 0.5, dtype=np.float32)
+    obs = observation(static, [FIXED, (0.2,) * 8], [0.8, 1.0], budget=5)
+    k = len(WEIGHT_NAMES) + 1
+    n = len(STATIC_SPACE)
+    assert obs.shape == (observation_size(5),) == (n + 4 * k + 1,)
+    assert obs[n : n + 8].tolist() == list(FIXED) and obs[n + 8] == 0.0
+    assert obs[n + k + 8] == pytest.approx(0.25)  # 1.0 / 0.8 - 1
+    assert not obs[n + 2 * k : -1].any()  # frames not yet visited are zeros
+    assert obs[-1] == pytest.approx(2 / 5)
+
+
+def test_the_environment_passes_gymnasiums_checker() -> None:
+    check_env(TuningEnv("tiny", budget=5), skip_render_check=True)
+
+
+@pytest.fixture(scope="module")
+def agent_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rl") / "agent.zip"
+    report = train_agent(
+        240, out, envs=2, seed=0, domain_name="tiny", net_arch=(32, 32), learning_starts=40
+    )
+    assert report.steps == 240 and report.episodes >= 50
+    return out
+
+
+def test_a_short_training_gives_valid_proposals_and_eq_1_rewards(agent_file: Path) -> None:
+    agent = load_agent(agent_file)
+    env = TuningEnv("tiny", budget=5)
+    obs, info = env.reset(seed=3)
+    scores, rewards = [info["score"]], []
+    done = False
+    while not done:
+        w = agent.propose(env.experiment.static, env.tried, env.scores)
+        assert len(w) == 8 and all(0.0 <= x <= 1.0 for x in w)
+        obs, reward, done, _, info = env.step(np.array(w, dtype=np.float32))
+        scores.append(info["score"])
+        rewards.append(reward)
+    assert len(scores) == 5 and rewards[:-1] == [0.0, 0.0, 0.0]
+    assert rewards[-1] == pytest.approx((max(scores[1:]) - scores[0]) / scores[0])
+    # proposals are deterministic
+    assert agent.propose(env.experiment.static, env.tried[:2], env.scores[:2]) == agent.propose(
+        env.experiment.static, env.tried[:2], env.scores[:2]
+    )
+
+
+def _rewrite(src: Path, dst: Path, name: str, data: bytes) -> None:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.namelist():
+            zout.writestr(item, data if item == name else zin.read(item))
+
+
+def test_bad_model_files_fail_clearly(agent_file: Path, tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="no such model file"):
+        load_agent(tmp_path / "missing.zip")
+    cut = tmp_path / "cut.zip"
+    cut.write_bytes(agent_file.read_bytes()[:500])
+    with pytest.raises(ModelError, match="not a readable zip"):
+        load_agent(cut)
+    meta = json.loads(zipfile.ZipFile(agent_file).read("clusteremu.json"))
+    other = tmp_path / "v2.zip"
+    _rewrite(agent_file, other, "clusteremu.json", json.dumps({**meta, "version": 2}).encode())
+    with pytest.raises(ModelError, match="version 2"):
+        load_agent(other)
+    wide = tmp_path / "wide.zip"
+    _rewrite(agent_file, wide, "clusteremu.json", json.dumps({**meta, "net_arch": [64]}).encode())
+    with pytest.raises(ModelError, match="policy.pth does not hold"):
+        load_agent(wide)
+    junk = tmp_path / "junk.zip"
+    _rewrite(agent_file, junk, "policy.pth", b"not torch")
+    with pytest.raises(ModelError, match="policy.pth"):
+        load_agent(junk)
