@@ -250,7 +250,7 @@ def placer_block(weights: Sequence[float], extra: Mapping[str, Any] | None = Non
     """The ``scheduler.placer`` YAML block a user pastes into a scenario file."""
     import yaml
 
-    params: dict[str, Any] = {"weights": weight_mapping(weights), **dict(extra or {})}
+    params: dict[str, Any] = {**dict(extra or {}), "weights": weight_mapping(weights)}
     block = {"scheduler": {"placer": {"name": "scoring", "params": params}}}
     return yaml.safe_dump(block, sort_keys=False, default_flow_style=False)
 

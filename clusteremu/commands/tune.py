@@ -194,7 +194,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             f"{best.fixed_score:.4f}):",
             file=sys.stderr,
         )
-        print(placer_block(best.best_weights), file=sys.stderr, end="")
+        print(
+            placer_block(best.best_weights, _other_params(experiments[0])), file=sys.stderr, end=""
+        )
     return 0
 
 
@@ -260,12 +262,18 @@ def _run_all(
             (stage / "placer.yaml").write_text(
                 f"# clusteremu tune --scenario {args.scenario}: best score "
                 f"{best.best_score:.4f} (Fixed {best.fixed_score:.4f})\n"
-                + placer_block(best.best_weights)
+                + placer_block(best.best_weights, _other_params(experiments[0]))
             )
         old = Path(args.out) / "trials"
         if old.is_dir():  # the new trials replace the last tuning's
             shutil.rmtree(old)
     return results
+
+
+def _other_params(experiment: Any) -> dict[str, Any]:
+    """The scenario's scoring-placer parameters other than the weights (kept in the block)."""
+    placer = (experiment.data.get("scheduler") or {}).get("placer") or {}
+    return {k: v for k, v in (placer.get("params") or {}).items() if k != "weights"}
 
 
 def _options(tuner: str, args: argparse.Namespace, agent: dict[str, Any]) -> dict[str, Any]:

@@ -54,8 +54,6 @@ def test_bad_replicas_options_are_refused() -> None:
     ):
         with pytest.raises(ValueError, match=match):
             check_replicas(bad)
-    data = faas.scenario_dict(
-        "cloud_cpu", nodes=40, rate_per_s=1.0, time_s=5, replicas={"min": -1}
-    )
+    data = faas.scenario_dict("cloud_cpu", nodes=40, rate_per_s=1.0, time_s=5, replicas={"min": -1})
     with pytest.raises(ScenarioError, match="replicas.min"):
         spec_from_dict(data)

@@ -1,0 +1,65 @@
+"""`clusteremu tune` and `train-rl`: bad input exits 2 before any work; a scenario tuning
+writes its results and a placer block that pastes back into the scenario."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from clusteremu.cli import main
+from scenarios import faas
+from tests.actors.conftest import ray_local  # noqa: F401
+from tuners.domains import sample_config
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["tune", "--tuner", "grid"], "--tuner: unknown grid"),
+        (["tune", "--tuner", "tpe", "--budget", "0"], "--budget: expected at least 1"),
+        (["tune", "--tuner", "tpe", "--domain", "moon"], "unknown domain 'moon'"),
+        (["tune", "--tuner", "rl"], "needs --model"),
+        (["tune", "--tuner", "rl", "--model", "no/such.zip"], "no such model file"),
+        (["tune", "--tuner", "fixed", "--weights", "1,1,1"], "expected 8 weights"),
+        (["tune", "--tuner", "tpe", "--weights", "1,1,1,1,1,0,1,0"], "only with --tuner fixed"),
+        (["tune", "--tuner", "tpe", "--experiments", "0"], "--experiments"),
+        (["train-rl", "--steps", "10", "--out", "model.bin"], "name it MODEL.zip"),
+        (["train-rl", "--steps", "0", "--out", "m.zip"], "--steps"),
+        (["train-rl", "--steps", "10", "--out", "m.zip", "--domain", "x"], "unknown domain"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main([*argv, "--json"] if argv[0] == "tune" else argv) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_tuning_a_scenario_file_writes_results_and_a_placer_block(
+    ray_local: None,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = sample_config("tiny", 0, 0).scenario()
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    argv = ["tune", "--tuner", "random", "--scenario", str(path), "--budget", "3"]
+    assert main([*argv, "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["experiments"] == 1 and summary["evaluations"] == 3
+    assert summary["mean_improvement_over_fixed"] >= 0.0
+    row = pq.read_table(out / "experiments.parquet").to_pylist()[0]
+    assert len(row["weights_tried"]) == 3 and row["best_score"] == summary["mean_best_score"]
+    assert (out / "tune.png").stat().st_size > 0 and (out / "tune.json").exists()
+    block = yaml.safe_load((out / "placer.yaml").read_text())
+    data["scheduler"] = block["scheduler"]
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(summary["mean_best_score"])
+    assert faas.FUNCTIONS  # the scenario came from the faas family
