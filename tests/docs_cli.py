@@ -11,6 +11,9 @@ says on stderr what it changed:
   warm-up exceeds its jobs still fails, as it would at full size);
 * `--replications N` and `--seeds A-B` keep at most `MAX_REPLICATIONS` / `MAX_SEEDS`;
 * `learn` runs at most `MAX_ITERATIONS` epochs;
+* `tune` tunes at most `MAX_EXPERIMENTS` experiments (with `--scenario FILE`, the run length
+  is cut as above); `train-rl` trains `MAX_RL_STEPS` steps of small networks on the
+  ``tiny`` domain;
 * `--realtime X` paces `REALTIME_SPEEDUP` times faster.
 
 Without the variable it is the real `clusteremu`, unchanged.
@@ -31,6 +34,8 @@ SMALL_TIME_S = 400.0
 MAX_REPLICATIONS = 2
 MAX_SEEDS = 2
 MAX_ITERATIONS = 5
+MAX_EXPERIMENTS = 2
+MAX_RL_STEPS = 120
 REALTIME_SPEEDUP = 100.0
 SCENARIO_COMMANDS = {"run", "compare", "sweep", "learn", "bound"}
 
@@ -91,11 +96,43 @@ def _positionals(argv: list[str]) -> list[str]:
 def shrink(argv: list[str]) -> tuple[list[str], list[str]]:
     """The small version of a `clusteremu` command line, and what was changed."""
     positionals = _positionals(argv)
+    if positionals and positionals[0] in ("tune", "train-rl"):
+        return _shrink_tuning(argv, positionals[0])
     if len(positionals) < 2 or positionals[0] not in SCENARIO_COMMANDS:
         return argv, []
     command, scenario = positionals[0], positionals[1]
-    out, notes = list(argv), []
+    out, notes = _shrink_stop(argv, scenario)
 
+    return _shrink_options(out, notes, command)
+
+
+def _shrink_tuning(argv: list[str], command: str) -> tuple[list[str], list[str]]:
+    out, notes = list(argv), []
+    if command == "train-rl":
+        for option, value in (
+            ("--steps", str(MAX_RL_STEPS)),
+            ("--net-arch", "32,32"),
+            ("--domain", "tiny"),
+        ):
+            out = _replace_option(out, option, value) if option in out else out + [option, value]
+            notes.append(f"{option} {value}")
+        return out, notes
+    scenarios = _option_values(argv, "--scenario")
+    if scenarios:
+        return _shrink_stop(argv, scenarios[0])
+    experiments = [int(v) for v in _option_values(out, "--experiments") if v.isdigit()]
+    if not experiments or max(experiments) > MAX_EXPERIMENTS:
+        out = (
+            _replace_option(out, "--experiments", str(MAX_EXPERIMENTS))
+            if experiments
+            else out + ["--experiments", str(MAX_EXPERIMENTS)]
+        )
+        notes.append(f"--experiments {MAX_EXPERIMENTS}")
+    return out, notes
+
+
+def _shrink_stop(argv: list[str], scenario: str) -> tuple[list[str], list[str]]:
+    out, notes = list(argv), []
     stop = {k: v for k, v in _scenario_stop(scenario).items()}
     for override in _option_values(argv, "--set"):
         key, _, value = override.partition("=")
@@ -115,7 +152,10 @@ def shrink(argv: list[str]) -> tuple[list[str], list[str]]:
                 text = str(int(value)) if length == "jobs" else f"{value:g}"
                 out += ["--set", f"stop.{key}={text}"]
                 notes.append(f"stop.{key}={text}")
+    return out, notes
 
+
+def _shrink_options(out: list[str], notes: list[str], command: str) -> tuple[list[str], list[str]]:
     for option, limit in (("--replications", MAX_REPLICATIONS),):
         for value in _option_values(out, option):
             if value.isdigit() and int(value) > limit:

@@ -212,7 +212,7 @@ def sample_configs(domain_name: str, count: int, seed: int) -> list[ExperimentCo
 # --- weights -------------------------------------------------------------------------------------
 
 
-def check_weights(values: Sequence[float], source: str = "weights") -> tuple[float, ...]:
+def check_weights(values: Sequence[Any], source: str = "weights") -> tuple[float, ...]:
     """A weight vector checked: one finite value in [0, 1] per scorer of `WEIGHT_NAMES`."""
     try:
         vector = tuple(float(v) for v in values)

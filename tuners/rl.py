@@ -114,7 +114,7 @@ class TuningEnv(_BaseEnv):
     Experiment})`` runs a given one instead. `repeats`: replications per evaluation.
     """
 
-    metadata = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, domain_name: str = "train", budget: int = 5, repeats: int = 1) -> None:
         require_rl()
@@ -232,7 +232,7 @@ def train_agent(
         def _on_step(self) -> bool:
             for done, r in zip(
                 self.locals["dones"],
-                self.training_env.get_original_reward(),
+                learner_env.get_original_reward(),
                 strict=True,
             ):
                 if done:

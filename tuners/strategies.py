@@ -118,7 +118,7 @@ class OptunaStrategy(Strategy):
 
         super().__init__(budget, seed, static, **options)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.space = {n: FloatDistribution(0.0, 1.0) for n in WEIGHT_NAMES}
+        self.space: dict[str, Any] = {n: FloatDistribution(0.0, 1.0) for n in WEIGHT_NAMES}
         self.study = optuna.create_study(direction="maximize", sampler=self.sampler())
         self.study.enqueue_trial(dict(zip(WEIGHT_NAMES, FIXED, strict=True)))
         self._open: dict[tuple[float, ...], Any] = {}

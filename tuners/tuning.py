@@ -139,7 +139,7 @@ class ExperimentSearcher(_searcher_base()):  # type: ignore[misc]
                     "weights": [float(w) for w in weights],
                 }
         if not any(self.in_flight) and not any(self.remaining):
-            return self.FINISHED  # type: ignore[no-any-return]
+            return self.FINISHED
         return None
 
     def on_trial_complete(
