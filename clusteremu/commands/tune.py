@@ -39,7 +39,9 @@ from cluster.io import to_json, write_json, write_parquet
 def add_parser(sub: Any) -> None:
     from tuners.domains import DOMAINS
 
-    p = sub.add_parser("tune", help="tune the scoring placer's weights on Ray Tune (seed 003)")
+    p = sub.add_parser(
+        "tune", help="tune the scoring placer's weights on Ray Tune (Learning to Score)"
+    )
     p.add_argument(
         "--tuner",
         required=True,
@@ -392,7 +394,11 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
     if out.is_dir():
         raise UsageError(f"--out {out}: is a folder; expected a file name")
     parent = out.absolute().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot create {parent} ({err.strerror})") from None
+    if not os.access(parent, os.W_OK):
         raise UsageError(f"--out {out}: cannot write into {parent}")
     from tuners.rl import require_rl, train_agent
 

@@ -218,7 +218,17 @@ def test_help_lists_every_command_and_shows_defaults(capsys: pytest.CaptureFixtu
     for command in ("run", "compare", "validate", "list", "bound", "dashboard", "learn", "sweep"):
         assert f"\n  {command} " in top, command
     texts = [top]
-    for command in ("run", "compare", "validate", "bound", "dashboard", "learn", "sweep"):
+    for command in (
+        "run",
+        "compare",
+        "validate",
+        "bound",
+        "dashboard",
+        "learn",
+        "sweep",
+        "tune",
+        "train-rl",
+    ):
         texts.append(_help([command, "--help"], capsys))
     for text in texts:
         assert "seed 00" not in text  # internal names of the research seeds

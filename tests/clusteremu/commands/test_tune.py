@@ -63,3 +63,13 @@ def test_tuning_a_scenario_file_writes_results_and_a_placer_block(
     assert main(["run", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(summary["mean_best_score"])
     assert faas.FUNCTIONS  # the scenario came from the faas family
+
+
+def test_train_rl_refuses_a_model_folder_under_a_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    argv = ["train-rl", "--steps", "10", "--out", str(blocker / "m.zip")]
+    assert main(argv) == 2
+    assert f"--out {blocker / 'm.zip'}: cannot create" in capsys.readouterr().err
