@@ -412,11 +412,22 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
 
         bar = tqdm(total=args.steps, desc="train-rl", file=sys.stderr, leave=False)
 
+    reported = [0]
+
     def progress(step: int, episodes: int, mean_reward: float) -> None:
         if bar is not None:
             bar.n = min(step, args.steps)
             bar.set_postfix(episodes=episodes, reward=f"{mean_reward:.4f}", refresh=False)
             bar.refresh()
+        elif step - reported[0] >= max(args.steps // 10, 1):
+            # Off a terminal (a log file, CI): one line per tenth of the steps.
+            reported[0] = step
+            print(
+                f"train-rl: step {min(step, args.steps)}/{args.steps}, {episodes} episodes, "
+                f"mean reward (last 100) {mean_reward:.4f}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     with tempfile.TemporaryDirectory(prefix=".train-rl-", dir=parent) as tmp:
         staged = Path(tmp) / out.name

@@ -9,7 +9,7 @@ its price x the run times of its jobs, plus the SLO loss of the jobs' response t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,10 @@ class Problem:
     counts: tuple[int, ...]
     job_ids: tuple[tuple[int, ...], ...]
     slo: Slo
+    #: Each task's execution-time quantiles per type name (seconds, at
+    #: `tree.PROFILE_LEVELS`), when its distributions are known: the RAD-tree maps a task
+    #: it never saw to the nearest known one by them.
+    profiles: dict[str, dict[str, list[float]]] | None = field(default=None, compare=False)
 
     @property
     def jobs(self) -> int:
@@ -69,6 +73,15 @@ def problem_from_spec(
         n = int(counts.get(c.name, 0))
         ids.append(tuple(range(start, start + n)))
         start += n
+    levels = np.linspace(0.025, 0.975, 20)
+    profiles = {
+        c.name: {
+            t.name: [float(q) for q in c.runtime_by_node_type[t.name].quantile(levels)]
+            for t in types
+            if t.name in c.runtime_by_node_type
+        }
+        for c in spec.classes
+    }
     problem = Problem(
         tuple(c.name for c in spec.classes),
         tuple(t.name for t in types),
@@ -79,6 +92,7 @@ def problem_from_spec(
         tuple(int(counts.get(c.name, 0)) for c in spec.classes),
         tuple(ids),
         slo,
+        profiles,
     )
     problem.check()
     return problem

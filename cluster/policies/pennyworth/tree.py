@@ -1,0 +1,423 @@
+"""The RAD-tree: a decision tree that builds a plan one decision at a time (seed 000).
+
+A `RadTree` is a fitted scikit-learn `DecisionTreeClassifier` (entropy, cost-complexity
+pruning: the equivalent of the paper's J48) reduced to plain arrays, so it exports to JSON
+(no pickle: a tree is an artefact users share) and applies without scikit-learn. At every
+vertex of the allocation graph (`features.Walker`) it ranks the decisions by the class
+frequencies of the leaf the features reach and takes the most probable legal one; when
+the leaf ranks no legal decision, `features.fallback` decides.
+
+Tasks and VM types are matched by name. A task the tree never saw is mapped to the known
+task whose execution-time distributions are nearest (Wasserstein-1 distance between their
+quantiles, averaged over the VM types both run on); several batch tasks may share one
+tree task, and an *add* of that tree task adds the cheapest of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster.policies.pennyworth.features import (
+    SENTINEL,
+    Vertex,
+    Walker,
+    action_names,
+    fallback,
+    feature_names,
+)
+from cluster.policies.pennyworth.plan import Plan
+from cluster.policies.pennyworth.problem import Problem
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+FORMAT = "clusteremu.rad-tree"
+VERSION = 1
+#: Quantile levels of a task's execution-time profile (for the Wasserstein mapping).
+PROFILE_LEVELS = np.linspace(0.025, 0.975, 20)  # as problem.problem_from_spec
+#: Most nodes a tree file may hold (a bound on what a loaded file may allocate).
+MAX_NODES = 1_000_000
+
+
+class TreeFileError(ValueError):
+    """A tree file that cannot be used: names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class RadTree:
+    """Nodes in scikit-learn's order: `feature[i]` < 0 marks a leaf; an inner node sends
+    x[feature] <= threshold left. `counts[i]`: training decisions per class at node i;
+    `classes[c]`: the decision label of class c (see `features`). `profiles[task][type]`:
+    the task's execution-time quantiles on that VM type (seconds, `PROFILE_LEVELS`)."""
+
+    task_names: tuple[str, ...]
+    type_names: tuple[str, ...]
+    feature: IntArray
+    threshold: FloatArray
+    left: IntArray
+    right: IntArray
+    counts: FloatArray
+    classes: IntArray
+    profiles: dict[str, dict[str, list[float]]]
+    info: dict[str, Any]
+
+    # -- building ----------------------------------------------------------------------
+
+    @classmethod
+    def fit(
+        cls,
+        x: FloatArray,
+        y: IntArray,
+        task_names: Sequence[str],
+        type_names: Sequence[str],
+        profiles: Mapping[str, Mapping[str, Sequence[float]]],
+        max_depth: int | None = None,
+        min_samples_leaf: int = 1,
+        ccp_alpha: float = 0.0,
+        seed: int = 0,
+    ) -> RadTree:
+        """Fit a tree on examples (features, decisions) of one task and type set."""
+        from sklearn.tree import DecisionTreeClassifier
+
+        model = DecisionTreeClassifier(
+            criterion="entropy",
+            max_depth=max_depth,
+            min_samples_leaf=min_samples_leaf,
+            ccp_alpha=ccp_alpha,
+            random_state=seed,
+        )
+        model.fit(x, y)
+        t = model.tree_
+        # value holds class fractions (scikit-learn >= 1.4) or counts: make them counts.
+        value = np.asarray(t.value[:, 0, :], dtype=np.float64)
+        sums = value.sum(axis=1, keepdims=True)
+        weight = np.asarray(t.weighted_n_node_samples, dtype=np.float64)[:, None]
+        counts = np.rint(value / np.where(sums > 0, sums, 1.0) * weight)
+        return cls(
+            tuple(task_names),
+            tuple(type_names),
+            np.asarray(t.feature, dtype=np.int64),
+            np.asarray(t.threshold, dtype=np.float64),
+            np.asarray(t.children_left, dtype=np.int64),
+            np.asarray(t.children_right, dtype=np.int64),
+            counts,
+            np.asarray(model.classes_, dtype=np.int64),
+            {k: {kk: [float(q) for q in vv] for kk, vv in v.items()} for k, v in profiles.items()},
+            {
+                "max_depth": max_depth,
+                "min_samples_leaf": min_samples_leaf,
+                "ccp_alpha": ccp_alpha,
+                "examples": int(len(y)),
+            },
+        )
+
+    @property
+    def depth(self) -> int:
+        depth = [0] * len(self.feature)
+        for i in range(len(self.feature)):
+            if self.feature[i] >= 0:
+                depth[self.left[i]] = depth[self.right[i]] = depth[i] + 1
+        return max(depth) if depth else 0
+
+    @property
+    def leaves(self) -> int:
+        return int((self.feature < 0).sum())
+
+    # -- deciding ----------------------------------------------------------------------
+
+    def leaf(self, x: Sequence[float] | FloatArray) -> int:
+        i = 0
+        feature, threshold, left, right = self._lists
+        while feature[i] >= 0:
+            i = left[i] if x[feature[i]] <= threshold[i] else right[i]
+        return i
+
+    def ranked(self, x: Sequence[float] | FloatArray) -> list[int]:
+        """Decision labels of the leaf `x` reaches, most frequent first (ties: label)."""
+        return self._ranked[self.leaf(x)]
+
+    @property
+    def _lists(self) -> tuple[list[int], list[float], list[int], list[int]]:
+        cached = self.__dict__.get("_lists_cache")
+        if cached is None:
+            cached = (
+                self.feature.tolist(),
+                self.threshold.tolist(),
+                self.left.tolist(),
+                self.right.tolist(),
+            )
+            object.__setattr__(self, "_lists_cache", cached)
+        return cached  # type: ignore[no-any-return]
+
+    @property
+    def _ranked(self) -> list[list[int]]:
+        cached = self.__dict__.get("_ranked_cache")
+        if cached is None:
+            classes = self.classes.tolist()
+            cached = []
+            for row in self.counts:
+                order = sorted(
+                    (c for c in range(len(classes)) if row[c] > 0),
+                    key=lambda c: (-row[c], classes[c]),
+                )
+                cached.append([classes[c] for c in order])
+            object.__setattr__(self, "_ranked_cache", cached)
+        return cached  # type: ignore[no-any-return]
+
+    def plan(self, problem: Problem) -> Plan:
+        """The plan this tree builds for `problem` (tasks and types matched by name, an
+        unknown task mapped to its nearest known one)."""
+        mapping = TaskMapping(self, problem)
+        walker = Walker(problem)
+        v = Vertex.start(problem)
+        while not v.done:
+            legal = walker.legal(v)
+            if not legal:
+                raise ValueError("no legal decision: a job left cannot run on any VM type")
+            x = mapping.features(walker, v)
+            action = None
+            for label in self.ranked(x):
+                action = mapping.to_problem(walker, v, label, legal)
+                if action is not None:
+                    break
+            if action is None:
+                action = fallback(walker, v, legal)
+            walker.step(v, action)
+        return v.plan()
+
+    # -- reading -----------------------------------------------------------------------
+
+    def explain(self, decimals: int = 4) -> str:
+        """The tree as nested if/else rules on named features."""
+        names = feature_names(self.task_names, self.type_names)
+        actions = action_names(self.task_names, self.type_names)
+        lines: list[str] = []
+
+        def walk(i: int, indent: str) -> None:
+            if self.feature[i] < 0:
+                ranked = self._ranked[i]
+                total = float(self.counts[i].sum())
+                best = ranked[0] if ranked else -1
+                share = self.counts[i][list(self.classes).index(best)] / total if total else 0.0
+                label = actions[best] if best >= 0 else "(fallback)"
+                lines.append(f"{indent}-> {label}  ({share:.0%} of {int(total)} examples)")
+                return
+            name, thr = names[self.feature[i]], round(float(self.threshold[i]), decimals)
+            lines.append(f"{indent}if {name} <= {thr}:")
+            walk(int(self.left[i]), indent + "    ")
+            lines.append(f"{indent}else:  # {name} > {thr}")
+            walk(int(self.right[i]), indent + "    ")
+
+        walk(0, "")
+        return "\n".join(lines)
+
+    # -- files -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        body = {
+            "tasks": list(self.task_names),
+            "types": list(self.type_names),
+            "features": feature_names(self.task_names, self.type_names),
+            "actions": action_names(self.task_names, self.type_names),
+            "classes": self.classes.tolist(),
+            "nodes": {
+                "feature": self.feature.tolist(),
+                "threshold": [float(v) for v in self.threshold],
+                "left": self.left.tolist(),
+                "right": self.right.tolist(),
+                "counts": self.counts.tolist(),
+            },
+            "profiles": self.profiles,
+            "info": self.info,
+        }
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "sha256": _digest(body),
+            "tree": body,
+        }
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> RadTree:
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TreeFileError(f"{p}: cannot read the tree file ({exc})") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TreeFileError(f"{p}: not a JSON tree file (truncated?): {exc}") from None
+        return cls.from_dict(data, str(p))
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "tree") -> RadTree:
+        def bad(field: str, expected: str) -> TreeFileError:
+            return TreeFileError(f"{where}: {field}: expected {expected}")
+
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise bad("format", f"{FORMAT!r} (a file written by clusteremu synthesize)")
+        if data.get("version") != VERSION:
+            raise bad("version", str(VERSION))
+        body = data.get("tree")
+        if not isinstance(body, dict):
+            raise bad("tree", "a mapping")
+        if data.get("sha256") != _digest(body):
+            raise bad("sha256", "the digest of the tree (the file was changed or truncated)")
+        try:
+            tasks = tuple(str(t) for t in body["tasks"])
+            types = tuple(str(t) for t in body["types"])
+            nodes = body["nodes"]
+            feature = np.asarray(nodes["feature"], dtype=np.int64)
+            threshold = np.asarray(nodes["threshold"], dtype=np.float64)
+            left = np.asarray(nodes["left"], dtype=np.int64)
+            right = np.asarray(nodes["right"], dtype=np.int64)
+            classes = np.asarray(body["classes"], dtype=np.int64)
+            counts = np.asarray(nodes["counts"], dtype=np.float64)
+            profiles = {
+                str(t): {str(k): [float(q) for q in qs] for k, qs in v.items()}
+                for t, v in body["profiles"].items()
+            }
+            info = dict(body.get("info", {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise bad("tree", f"the fields of a RAD-tree ({exc})") from None
+        n = feature.size
+        if not 0 < n <= MAX_NODES:
+            raise bad("tree.nodes", f"1 to {MAX_NODES} nodes, got {n}")
+        width = 1 + len(types) + 4 * len(tasks)
+        n_actions = len(types) + len(tasks)
+        for name, arr in (("threshold", threshold), ("left", left), ("right", right)):
+            if arr.shape != (n,):
+                raise bad(f"tree.nodes.{name}", f"{n} entries")
+        if counts.shape != (n, classes.size):
+            raise bad("tree.nodes.counts", f"{n} rows of {classes.size} counts")
+        if classes.size and (classes.min() < 0 or classes.max() >= n_actions):
+            raise bad("tree.classes", f"decision labels 0..{n_actions - 1}")
+        inner = feature >= 0
+        idx = np.arange(n)
+        if (feature[inner] >= width).any():
+            raise bad("tree.nodes.feature", f"feature indices below {width}")
+        if ((left[inner] <= idx[inner]) | (left[inner] >= n)).any() or (
+            (right[inner] <= idx[inner]) | (right[inner] >= n)
+        ).any():
+            raise bad("tree.nodes.left/right", "children after their parent, inside the tree")
+        if not np.isfinite(threshold[inner]).all() or not np.isfinite(counts).all():
+            raise bad("tree.nodes", "finite thresholds and counts")
+        return cls(tasks, types, feature, threshold, left, right, counts, classes, profiles, info)
+
+
+def _digest(body: Mapping[str, Any]) -> str:
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def task_profiles(
+    task_names: Sequence[str],
+    type_names: Sequence[str],
+    quantile: Any,
+) -> dict[str, dict[str, list[float]]]:
+    """Each task's execution-time quantiles per VM type: `quantile(task, type, levels)`
+    returns them (seconds) or None where the task has no run time on the type."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for t in task_names:
+        out[t] = {}
+        for k in type_names:
+            q = quantile(t, k, PROFILE_LEVELS)
+            if q is not None:
+                out[t][k] = [float(v) for v in q]
+    return out
+
+
+def wasserstein(a: Mapping[str, Sequence[float]], b: Mapping[str, Sequence[float]]) -> float:
+    """Mean Wasserstein-1 distance (s) between two tasks' execution-time quantiles over the
+    VM types both run on (inf when they share none)."""
+    shared = [k for k in a if k in b]
+    if not shared:
+        return math.inf
+    return float(np.mean([np.mean(np.abs(np.sort(a[k]) - np.sort(b[k]))) for k in shared]))
+
+
+class TaskMapping:
+    """Problem tasks and types onto the tree's, by name; unknown tasks by distance."""
+
+    def __init__(self, tree: RadTree, problem: Problem) -> None:
+        self.tree = tree
+        known = {t: i for i, t in enumerate(tree.task_names)}
+        self.task_to_tree: list[int] = []
+        for t, name in enumerate(problem.task_names):
+            if name in known:
+                self.task_to_tree.append(known[name])
+                continue
+            profile = {
+                problem.type_names[k]: list(problem.runtime_s[t, k] * np.ones(PROFILE_LEVELS.size))
+                for k in range(len(problem.type_names))
+                if np.isfinite(problem.runtime_s[t, k])
+            }
+            if problem.profiles is not None and name in problem.profiles:
+                profile = dict(problem.profiles[name])
+            dist = [wasserstein(profile, tree.profiles.get(tn, {})) for tn in tree.task_names]
+            self.task_to_tree.append(int(np.argmin(dist)))
+        tree_types = {k: i for i, k in enumerate(tree.type_names)}
+        self.type_to_tree = [tree_types.get(k, -1) for k in problem.type_names]
+        self.tree_type_to_problem = {
+            self.type_to_tree[k]: k
+            for k in range(len(problem.type_names))
+            if self.type_to_tree[k] >= 0
+        }
+        self.identity = self.task_to_tree == list(range(len(tree.task_names))) and (
+            self.type_to_tree == list(range(len(tree.type_names)))
+        )
+
+    def features(self, walker: Walker, v: Vertex) -> FloatArray:
+        x = walker.features(v)
+        if self.identity:
+            return x
+        tree = self.tree
+        T, K = len(tree.task_names), len(tree.type_names)
+        pt, pk = walker.n_tasks, walker.n_types
+        out = np.zeros(1 + K + 4 * T)
+        out[0] = x[0]
+        for k in range(pk):
+            if self.type_to_tree[k] >= 0:
+                out[1 + self.type_to_tree[k]] = x[1 + k]
+        add = np.full(T, math.inf)
+        for t in range(pt):
+            j = self.task_to_tree[t]
+            out[1 + K + j] += x[1 + pk + t]
+            cost = x[1 + pk + pt + t]
+            if cost != SENTINEL:
+                add[j] = min(add[j], cost)
+            out[1 + K + 2 * T + j] = max(out[1 + K + 2 * T + j], x[1 + pk + 2 * pt + t])
+            out[1 + K + 3 * T + j] += x[1 + pk + 3 * pt + t]
+        out[1 + K + T : 1 + K + 2 * T] = np.where(np.isfinite(add), add, SENTINEL)
+        return out
+
+    def to_problem(self, walker: Walker, v: Vertex, label: int, legal: list[int]) -> int | None:
+        """The problem's decision for a tree decision label, if legal."""
+        K = len(self.tree.type_names)
+        if self.identity:
+            return label if label in legal else None
+        if label < K:
+            k = self.tree_type_to_problem.get(label)
+            return k if k is not None and k in legal else None
+        j = label - K
+        options = [
+            walker.n_types + t
+            for t in range(walker.n_tasks)
+            if self.task_to_tree[t] == j and walker.n_types + t in legal
+        ]
+        if not options:
+            return None
+        return min(options, key=lambda a: walker.add_cost(v, a - walker.n_types))
