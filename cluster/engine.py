@@ -229,12 +229,20 @@ class Engine:
         self.placer: Placer = _policy(spec, "placer", placer, Placer)
         self.allocator: Allocator = _policy(spec, "allocator", allocator, Allocator)
         self.provisioner: Provisioner = _policy(spec, "provisioner", provisioner, Provisioner)
+        if (
+            scaler is None
+            and spec.scheduler.scaler.name == "static"
+            and isinstance(self.placer, Scaler)
+        ):
+            # A placer that rents its own nodes (Pennyworth's plans) is the scaler too.
+            scaler = self.placer
         self.scaler: Scaler = _policy(spec, "scaler", scaler, Scaler)
         placer_rng = stream(seq, Purpose.PLACER)
         self.placer.setup(spec, stream(seq, Purpose.PLACER))
         self.allocator.setup(spec, stream(seq, Purpose.ALLOCATOR))
         self.provisioner.setup(spec, stream(seq, Purpose.PROVISIONER))
-        self.scaler.setup(spec, stream(seq, Purpose.SCALER))
+        if self.scaler is not self.placer:
+            self.scaler.setup(spec, stream(seq, Purpose.SCALER))
         for c in spec.classes:
             check_gpu_request(f"workload class {c.name!r}: request.gpu", c.request.gpu)
         self.jobs = jobs if jobs is not None else generate_jobs(spec, seq)
@@ -887,7 +895,14 @@ class Engine:
             running_jobs=s.nodes_f[NF.RUNNING_JOBS, :used].astype(np.int64),
             free_cpu=s.nodes_f[NF.FREE_CPU, :used].copy(),
             node_type_names=tuple(t.name for t in self.spec.node_types),
+            batch_pending=self._batch_pending(),
         )
+
+    def _batch_pending(self) -> bool:
+        """Whether more jobs arrive at this very instant (a batch still being submitted)."""
+        s = self._s
+        a = int(s.istate[IS.NEXT_ARRIVAL])
+        return a < s.jobs_f.shape[1] and float(s.jobs_f[JF.ARRIVAL, a]) <= self.now
 
     def _python_scale(self) -> None:
         s = self._s

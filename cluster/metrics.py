@@ -169,6 +169,8 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
         for name, values in usage_columns(jf, ji).items():
             table = table.append_column(name, values)
     summary = summarize(run, measured, response, failed)
+    if spec.slo is not None:
+        table, summary = _with_slo(run, table, summary, node, start, end, measured)
     if has_usage:
         summary.update(usage_summary(run))
     # The world model's metrics and those the scenario selects (`score`), for every policy.
@@ -178,6 +180,42 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
     for policy in policies:
         summary.update(policy.extra_summary(table, summary))
     return RunResult(table, summary)
+
+
+def _with_slo(
+    run: RunState,
+    table: pa.Table,
+    summary: dict[str, Any],
+    node: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    measured: np.ndarray,
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Per-job money and SLO loss columns and the summary's `slo_loss_usd` and `total_usd`
+    (money plus SLO loss: seed 000's eq. 1), for a scenario with `slo:` (`cluster.money`)."""
+    from cluster.money import job_money, slo_losses
+
+    s = run.state
+    used = run.nodes_used
+    nodes_f, nodes_i = s.nodes_f[:, :used], s.nodes_i[:, :used]
+    startup, operating = job_money(nodes_f, nodes_i, run.now_s, node, start, end)
+    loss = slo_losses(
+        run.spec,
+        nodes_f,
+        nodes_i,
+        s.jobs_i[JI.CLS],
+        node,
+        s.jobs_f[JF.ARRIVAL],
+        start,
+        end,
+        measured,
+    )
+    table = table.append_column("startup_usd", pa.array(startup))
+    table = table.append_column("operating_usd", pa.array(operating))
+    table = table.append_column("slo_loss_usd", pa.array(loss))
+    total_loss = float(loss.sum())
+    summary = {**summary, "slo_loss_usd": total_loss, "total_usd": summary["cost_usd"] + total_loss}
+    return table, summary
 
 
 def usage_columns(jf: np.ndarray, ji: np.ndarray) -> dict[str, pa.Array]:

@@ -103,6 +103,26 @@ class Slo:
         return float(self.penalty_per_s * max(0.0, q - self.target_s))
 
 
+def job_losses(
+    slo: Slo,
+    response_s: Sequence[float] | FloatArray,
+    task_mean_s: Sequence[float] | FloatArray | None = None,
+) -> FloatArray:
+    """Each job's share of the loss, dollars, summing to `slo.loss(...)`: its own term for
+    `max` and `rtpt`; the batch-wide loss of `avg` and `percentile` spread evenly."""
+    r = np.asarray(response_s, dtype=np.float64)
+    if r.size == 0:
+        return np.zeros(0)
+    if slo.kind == "max":
+        return slo.penalty_per_s * np.maximum(r - slo.deadline_s, 0.0)
+    if slo.kind == "rtpt":
+        if task_mean_s is None:
+            raise ValueError("rtpt needs each job's task mean run time")
+        m = np.asarray(task_mean_s, dtype=np.float64)
+        return slo.penalty_per_s * np.maximum(r - slo.factor * m, 0.0)
+    return np.full(r.size, slo.loss(r) / r.size)
+
+
 def percentile_time(response_s: Sequence[float] | FloatArray, p: float) -> float:
     """The ceil(p / 100 x N)-th smallest response time (at least the smallest)."""
     r = np.sort(np.asarray(response_s, dtype=np.float64))

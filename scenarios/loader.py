@@ -646,7 +646,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         classes=tuple(classes),
         scheduler=SchedulerSpec(
             *(
-                PolicyRef(ref.name, dict(ref.params))
+                PolicyRef(ref.name, _resolve_files(dict(ref.params), base_dir))
                 for ref in (sched.placer, sched.allocator, sched.provisioner, sched.scaler)
             )
         ),
@@ -662,6 +662,19 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
     _check_policy_params(spec, source)
     _check_usage(spec, source)
     return spec
+
+
+#: Policy parameters that name a file: a relative path is relative to the scenario's folder
+#: (as trace paths are).
+FILE_PARAMS = ("tree",)
+
+
+def _resolve_files(params: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    for key in FILE_PARAMS:
+        value = params.get(key)
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            params[key] = str(base_dir / value)
+    return params
 
 
 def _class_usage(m: schema.ClassUsageModel | None) -> ClassUsage | None:

@@ -365,8 +365,27 @@ class StopModel(Strict):
 
 
 class PolicyModel(Strict):
+    """A policy by registered name and its parameters: under `params:`, or written beside
+    the name (`{name: pennyworth, tree: trees/max.json}`)."""
+
     name: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_params(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        extra = {k: v for k, v in data.items() if k not in ("name", "params")}
+        if not extra:
+            return data
+        params = data.get("params", {})
+        if not isinstance(params, dict):
+            return data  # the params field's own error
+        both = sorted(set(extra) & set(params))
+        if both:
+            raise ValueError(f"parameter {both[0]!r} is given both beside the name and in params")
+        return {"name": data.get("name"), "params": {**params, **extra}}
 
 
 class SchedulerModel(Strict):

@@ -139,6 +139,9 @@ class ScaleView:
     running_jobs: IntArray
     free_cpu: FloatArray
     node_type_names: tuple[str, ...]
+    #: More jobs arrive at this very instant: a batch is still being submitted (a scaler
+    #: that plans per batch waits for its last job).
+    batch_pending: bool = False
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ BUILTIN_MODULES = (
     "cluster.policies.wham",
     "cluster.policies.mdp.allocator",
     "cluster.policies.scoring.placer",
+    "cluster.policies.pennyworth.placers",
     "cluster.policies.provisioner",
     "scenarios.workflow",  # the ml-workflow usage model
 )

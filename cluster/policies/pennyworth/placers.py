@@ -1,0 +1,322 @@
+"""Pennyworth's policies on the engine: plan a batch, rent its VMs, run each VM's jobs in
+order, release it (seed 000).
+
+A `PlanPlacer` is both the placer and the scaler of a run (the engine makes a placer that
+is a `Scaler` its scaler when the scenario keeps the default `static` one). When jobs
+arrive — a batch at once, or one by one online — it waits for the batch's last job
+(`ScaleView.batch_pending`), builds the batch's `Problem` (task means per rentable VM type,
+the scenario's `slo:`), asks its planner for a `Plan`, and rents one VM per planned VM
+through the engine (ready after the type's start-up delay; start-up cost plus price from
+ready to release). Each VM runs its ordered job list one job at a time, without
+preemption: the placer starts a VM's next job when the VM is up and idle. A VM whose list
+is done is released. Execution times are the engine's (drawn from the classes'
+`runtime_by_node_type`); plans use their means.
+
+Planners, registered as placers:
+
+- `pennyworth`: a RAD-tree (`tree: FILE`, written by `clusteremu synthesize`), or, without
+  a tree, the A* optimum (`time_limit_s`, then the best greedy plan);
+- `ffd-cheapest`: first-fit decreasing onto VMs of one type, a VM's capacity being what the
+  SLO allows; the cheapest type whose plan meets the SLO, else the cheapest plan;
+- `vm-per-job`: every job on its own VM, of the type cheapest for it alone;
+- `fixed-pool`: `vms` VMs of one type (`type`, default the cheapest that runs every task),
+  jobs dealt round robin in id order.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from cluster.layout import NodeStatus
+from cluster.model import SimulationSpec
+from cluster.policies.base import (
+    Placement,
+    PlacementView,
+    Placer,
+    Release,
+    Rent,
+    Scaler,
+    ScaleView,
+)
+from cluster.policies.pennyworth.astar import SearchLimit, greedy_plans, solve
+from cluster.policies.pennyworth.plan import Plan, plan_cost
+from cluster.policies.pennyworth.problem import Problem, problem_from_spec
+from cluster.policies.registry import register
+from cluster.slo import Slo
+
+#: Cores and GB a VM must have free to count as idle (it runs one job at a time).
+IDLE_EPS = 1e-9
+
+
+class PlanPlacer(Placer, Scaler):
+    """Plans batches and executes the plans on rented VMs (see the module doc)."""
+
+    name: ClassVar[str] = "plan"
+
+    def __init__(self) -> None:
+        self.spec: SimulationSpec | None = None
+        self.slo: Slo | None = None
+        self.planned: set[int] = set()
+        #: Rents owed to the engine: (type name, job ids in run order).
+        self.to_rent: list[tuple[str, list[int]]] = []
+        #: Node index -> the job ids it still has to run, in order.
+        self.lists: dict[int, list[int]] = {}
+        self.plans = 0
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
+        if not any(t.rentable for t in spec.node_types):
+            raise ValueError(
+                f"placer {self.name!r} rents VMs: the scenario needs node types with rentable: true"
+            )
+        self.spec = spec
+        self.slo = spec.slo if spec.slo is not None else Slo("max", 0.0, deadline_s=math.inf)
+        self.planned = set()
+        self.to_rent = []
+        self.lists = {}
+        self.plans = 0
+        problem_from_spec(spec, self.slo, {c.name: 0 for c in spec.classes})
+
+    def make_plan(self, problem: Problem) -> Plan:
+        """The plan of one batch (VM types and task indices of `problem`)."""
+        raise NotImplementedError
+
+    # -- scaling: plan new batches, rent, release -----------------------------------------
+
+    def scale(self, view: ScaleView) -> list[Rent | Release]:
+        assert self.spec is not None and self.slo is not None
+        out: list[Rent | Release] = []
+        new = [int(j) for j in view.queue if int(j) not in self.planned]
+        if new and not view.batch_pending:
+            classes = {int(j): int(c) for j, c in zip(view.queue, view.class_index, strict=True)}
+            self._plan_batch(new, classes)
+        # Nodes rented now get the next rows, in order.
+        row = len(view.node_type)
+        for type_name, jobs in self.to_rent:
+            out.append(Rent(type_name))
+            self.lists[row] = jobs
+            row += 1
+        self.to_rent = []
+        for k, jobs in list(self.lists.items()):
+            if (
+                not jobs
+                and k < len(view.node_status)
+                and view.node_status[k] != NodeStatus.RELEASED
+                and view.running_jobs[k] == 0
+            ):
+                out.append(Release(k))
+                del self.lists[k]
+        return out
+
+    def _plan_batch(self, jobs: list[int], classes: dict[int, int]) -> None:
+        assert self.spec is not None and self.slo is not None
+        spec = self.spec
+        by_class: dict[int, list[int]] = {}
+        for j in sorted(jobs):
+            by_class.setdefault(classes[j], []).append(j)
+        counts = {c.name: len(by_class.get(i, [])) for i, c in enumerate(spec.classes)}
+        problem = problem_from_spec(spec, self.slo, counts)
+        plan = self.make_plan(problem)
+        next_of = dict.fromkeys(range(len(spec.classes)), 0)
+        for k, tasks in plan.vms:
+            ids = []
+            for t in tasks:
+                ids.append(by_class[t][next_of[t]])
+                next_of[t] += 1
+            self.to_rent.append((problem.type_names[k], ids))
+        if sum(next_of.values()) != len(jobs):
+            raise ValueError(f"placer {self.name!r}: the plan does not run every job once")
+        self.planned.update(jobs)
+        self.plans += 1
+
+    # -- placing: each idle VM takes its next job ----------------------------------------
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        waiting = set(view.queue.tolist())
+        out: list[Placement] = []
+        for k, jobs in self.lists.items():
+            if (
+                jobs
+                and k < view.active.size
+                and view.active[k]
+                and view.free_cpu[k] >= view.capacity_cpu[k] - IDLE_EPS
+                and view.free_memory_gb[k] >= view.capacity_memory_gb[k] - IDLE_EPS
+                and jobs[0] in waiting
+            ):
+                out.append(Placement(jobs.pop(0), k))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "plans": self.plans}
+
+
+@register("placer", "pennyworth")
+class PennyworthPlacer(PlanPlacer):
+    """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`); without a
+    tree, the A* optimum within `time_limit_s` seconds (then the best greedy plan)."""
+
+    name: ClassVar[str] = "pennyworth"
+
+    def __init__(self, tree: str | None = None, time_limit_s: float = 60.0) -> None:
+        super().__init__()
+        from cluster.policies.pennyworth.tree import RadTree
+
+        if not (isinstance(time_limit_s, int | float) and time_limit_s > 0):
+            raise ValueError(f"time_limit_s must be a number > 0, got {time_limit_s!r}")
+        self.time_limit_s = float(time_limit_s)
+        self.tree_path = tree
+        self.tree = None if tree is None else RadTree.load(Path(tree))
+
+    def make_plan(self, problem: Problem) -> Plan:
+        if self.tree is not None:
+            return self.tree.plan(problem)
+        try:
+            return solve(problem, time_limit_s=self.time_limit_s).plan
+        except SearchLimit:
+            return min(greedy_plans(problem), key=lambda plan: plan_cost(problem, plan)[0])
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "tree": self.tree_path}
+
+
+def _alone_cost(problem: Problem, t: int, k: int) -> float:
+    """Dollars of running one job of task t alone on a fresh VM of type k."""
+    if not math.isfinite(problem.runtime_s[t, k]):
+        return math.inf
+    return plan_cost(_single(problem, t), Plan(((k, (0,)),)))[0]
+
+
+def _single(problem: Problem, t: int) -> Problem:
+    """`problem` reduced to one job of task t (as task 0)."""
+    return Problem(
+        (problem.task_names[t],),
+        problem.type_names,
+        problem.runtime_s[t : t + 1],
+        problem.price_per_s,
+        problem.startup_usd,
+        problem.startup_delay_s,
+        (1,),
+        ((0,),),
+        problem.slo,
+    )
+
+
+@register("placer", "vm-per-job")
+class VmPerJobPlacer(PlanPlacer):
+    """Every job on its own VM, of the type cheapest for it alone (SLO loss included)."""
+
+    name: ClassVar[str] = "vm-per-job"
+
+    def make_plan(self, problem: Problem) -> Plan:
+        vms: list[tuple[int, tuple[int, ...]]] = []
+        for t, n in enumerate(problem.counts):
+            if n:
+                costs = [_alone_cost(problem, t, k) for k in range(len(problem.type_names))]
+                vms += [(int(np.argmin(costs)), (t,))] * n
+        return Plan(tuple(vms))
+
+
+def _cheapest_full_type(problem: Problem) -> int:
+    """The type that runs every task of the batch at the least price x run time."""
+    runs = [t for t, n in enumerate(problem.counts) if n]
+    best, best_cost = -1, math.inf
+    for k in range(len(problem.type_names)):
+        cost = sum(
+            problem.counts[t] * problem.price_per_s[k] * problem.runtime_s[t, k] for t in runs
+        )
+        if cost < best_cost:
+            best, best_cost = k, float(cost)
+    if best < 0:
+        raise ValueError("no VM type runs every task of the batch")
+    return best
+
+
+@register("placer", "fixed-pool")
+class FixedPoolPlacer(PlanPlacer):
+    """`vms` VMs of type `type` (default: the cheapest that runs every task), jobs dealt
+    round robin in id order."""
+
+    name: ClassVar[str] = "fixed-pool"
+
+    def __init__(self, vms: int = 2, type: str | None = None) -> None:  # noqa: A002
+        super().__init__()
+        if isinstance(vms, bool) or not isinstance(vms, int) or vms < 1:
+            raise ValueError(f"vms must be an integer >= 1, got {vms!r}")
+        self.vms = vms
+        self.type_name = type
+
+    def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
+        super().setup(spec, rng)
+        names = [t.name for t in spec.node_types if t.rentable]
+        if self.type_name is not None and self.type_name not in names:
+            raise ValueError(
+                f"type {self.type_name!r} is not a rentable node type ({', '.join(names)})"
+            )
+
+    def make_plan(self, problem: Problem) -> Plan:
+        if self.type_name is None:
+            k = _cheapest_full_type(problem)
+        else:
+            k = problem.type_names.index(self.type_name)
+        jobs = [t for t, n in enumerate(problem.counts) for _ in range(n)]
+        if any(not math.isfinite(problem.runtime_s[t, k]) for t in jobs):
+            raise ValueError(f"type {problem.type_names[k]!r} cannot run every task")
+        lists: list[list[int]] = [[] for _ in range(min(self.vms, len(jobs)))]
+        for i, t in enumerate(jobs):
+            lists[i % len(lists)].append(t)
+        return Plan(tuple((k, tuple(ts)) for ts in lists))
+
+
+@register("placer", "ffd-cheapest")
+class FfdCheapestPlacer(PlanPlacer):
+    """First-fit decreasing onto VMs of one type; a VM's capacity is what the SLO allows
+    (max: the deadline; rtpt: each job's factor x its mean; avg, percentile: the target).
+    Of the types that run every task, the cheapest plan meeting the SLO, else the cheapest
+    plan."""
+
+    name: ClassVar[str] = "ffd-cheapest"
+
+    def make_plan(self, problem: Problem) -> Plan:
+        best: tuple[bool, float, Plan] | None = None
+        jobs = [t for t, n in enumerate(problem.counts) for _ in range(n)]
+        for k in range(len(problem.type_names)):
+            if any(not math.isfinite(problem.runtime_s[t, k]) for t in jobs):
+                continue
+            plan = self._ffd(problem, k, jobs)
+            cost, loss = plan_cost(problem, plan)
+            key = (loss > 1e-12, cost, plan)
+            if best is None or key[:2] < best[:2]:
+                best = key
+        if best is None:
+            raise ValueError("no VM type runs every task of the batch")
+        return best[2]
+
+    @staticmethod
+    def _ffd(problem: Problem, k: int, jobs: list[int]) -> Plan:
+        slo = problem.slo
+        delay = float(problem.startup_delay_s[k]) if slo.count_startup_delay else 0.0
+        order = sorted(jobs, key=lambda t: -problem.runtime_s[t, k])
+        vms: list[list[int]] = []
+        used: list[float] = []
+        for t in order:
+            e = float(problem.runtime_s[t, k])
+            if slo.kind == "max":
+                limit = slo.deadline_s
+            elif slo.kind == "rtpt":
+                limit = slo.factor * e
+            else:
+                limit = slo.target_s
+            for i in range(len(vms)):
+                if used[i] + e <= limit:
+                    vms[i].append(t)
+                    used[i] += e
+                    break
+            else:
+                vms.append([t])
+                used.append(delay + e)
+        return Plan(tuple((k, tuple(ts)) for ts in vms))
