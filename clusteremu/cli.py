@@ -84,6 +84,9 @@ POLICY_METRICS = (
     "used_cpu_core_h",
     "oom_kills",
     "failed_jobs",
+    # a scenario with `slo:` (`cluster.money`): its loss and money plus loss (eq. 1 of seed 000)
+    "slo_loss_usd",
+    "total_usd",
 )
 
 log = logging.getLogger("clusteremu")
@@ -172,6 +175,8 @@ def _headline(summary: dict[str, Any]) -> str:
         "utilization",
         "cost_usd",
     ]
+    if "slo_loss_usd" in summary:  # a scenario with an SLO: its loss and eq. 1's total
+        keys += ["startup_usd", "operating_usd", "slo_loss_usd", "total_usd", "nodes_rented"]
     return "\n".join(f"  {k:<24} {fmt(k)}" for k in keys)
 
 
