@@ -61,10 +61,77 @@ def greedy_plans(problem: Problem) -> list[Plan]:
     return plans
 
 
+@dataclass(frozen=True)
+class PartialPlan:
+    """A vertex to search from: the VMs rented so far (type, task of each job in order; the
+    last one is open) and the jobs left per task. The search's plans extend it."""
+
+    vms: tuple[tuple[int, tuple[int, ...]], ...]
+    left: tuple[int, ...]
+
+
+def _start_state(
+    problem: Problem, partial: PartialPlan
+) -> tuple[tuple[int, ...], int, float, bool, tuple[float, ...], float]:
+    """(counts left, open type, open VM's elapsed time, has a job, response times, g)."""
+    p = problem
+    delay = p.startup_delay_s if p.slo.count_startup_delay else np.zeros(len(p.type_names))
+    resp: list[float] = []
+    money = 0.0
+    job_loss = 0.0
+    elapsed = 0.0
+    for k, tasks in partial.vms:
+        money += float(p.startup_usd[k])
+        elapsed = float(delay[k])
+        for t in tasks:
+            e = float(p.runtime_s[t, k])
+            elapsed += e
+            money += float(p.price_per_s[k]) * e
+            resp.append(elapsed)
+            if p.slo.per_job:
+                job_loss += p.slo.job_loss(elapsed, e)
+    k_open = partial.vms[-1][0] if partial.vms else -1
+    has_job = bool(partial.vms and partial.vms[-1][1])
+    track = p.slo.kind in ("avg", "percentile")
+    return (
+        tuple(partial.left),
+        k_open,
+        elapsed if partial.vms else 0.0,
+        has_job,
+        tuple(resp) if track else (),
+        money + job_loss,
+    )
+
+
+def _completion(problem: Problem, partial: PartialPlan) -> Plan:
+    """A simple completion of `partial` (an incumbent): an empty open VM takes one job it
+    can run, then every job left gets its own VM of its cheapest type."""
+    p = problem
+    cheap = np.where(np.isfinite(p.runtime_s), p.price_per_s[None, :] * p.runtime_s, np.inf)
+    vms = [(k, list(ts)) for k, ts in partial.vms]
+    left = list(partial.left)
+    if vms and not vms[-1][1]:
+        k = vms[-1][0]
+        runnable = [t for t in range(len(left)) if left[t] and math.isfinite(p.runtime_s[t, k])]
+        if runnable:
+            t = min(runnable, key=lambda t: p.runtime_s[t, k])
+            vms[-1][1].append(t)
+            left[t] -= 1
+        else:
+            vms.pop()
+    for t, n in enumerate(left):
+        vms += [(int(np.argmin(cheap[t])), [t]) for _ in range(n)]
+    return Plan(tuple((k, tuple(ts)) for k, ts in vms))
+
+
 def solve(
-    problem: Problem, max_expanded: int = 5_000_000, time_limit_s: float = math.inf
+    problem: Problem,
+    max_expanded: int = 5_000_000,
+    time_limit_s: float = math.inf,
+    partial: PartialPlan | None = None,
 ) -> Solution:
-    """The cheapest plan of `problem` (cost includes the SLO loss)."""
+    """The cheapest plan of `problem` (cost includes the SLO loss); with `partial`, the
+    cheapest plan that extends it (the plan returned includes its VMs)."""
     start = time.perf_counter()
     p = problem
     slo = p.slo
@@ -114,7 +181,15 @@ def solve(
     best_plan: Plan | None = None
     best_cost = math.inf
     best_loss = 0.0
-    for plan in greedy_plans(p):
+    prefix: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    if partial is None:
+        start_counts, k0, elapsed0, has_job0, resp0, g0 = tuple(p.counts), -1, 0.0, False, (), 0.0
+        incumbents = greedy_plans(p)
+    else:
+        start_counts, k0, elapsed0, has_job0, resp0, g0 = _start_state(p, partial)
+        prefix = partial.vms
+        incumbents = [_completion(p, partial)]
+    for plan in incumbents:
         cost, loss = plan_cost(p, plan)
         if cost < best_cost:
             best_plan, best_cost, best_loss = plan, cost, loss
@@ -122,13 +197,16 @@ def solve(
 
     counter = itertools.count()
     # Vertex: (counts, open type, elapsed, has_job, extra); payload: g, parent id, action.
-    start_counts = tuple(p.counts)
     h0 = sum(c * u for c, u in zip(start_counts, unit, strict=True))
+    if track:
+        h0 += end_bound(start_counts, resp0)
     nodes: list[tuple[int, tuple[str, int]]] = [(-1, ("root", -1))]  # parent, action
     heap: list[
         tuple[float, int, float, tuple[int, ...], int, float, bool, tuple[float, ...], int]
     ] = []
-    heapq.heappush(heap, (h0, next(counter), 0.0, start_counts, -1, 0.0, False, (), 0))
+    heapq.heappush(
+        heap, (g0 + h0, next(counter), g0, start_counts, k0, elapsed0, has_job0, resp0, 0)
+    )
     seen: dict[tuple[object, ...], float] = {}
     expanded = 0
     while heap:
@@ -137,7 +215,7 @@ def solve(
             break
         if k == -2:  # a final vertex: the optimum (consistent heuristic)
             if g < best_cost - eps or best_plan is None:
-                best_plan, best_cost = _plan(nodes, node), g
+                best_plan, best_cost = _plan(nodes, node, prefix), g
                 best_loss = _loss_of(p, best_plan)
             break
         key = (
@@ -206,13 +284,17 @@ def _loss_of(problem: Problem, plan: Plan) -> float:
     return plan_cost(problem, plan)[1]
 
 
-def _plan(nodes: list[tuple[int, tuple[str, int]]], node: int) -> Plan:
+def _plan(
+    nodes: list[tuple[int, tuple[str, int]]],
+    node: int,
+    prefix: tuple[tuple[int, tuple[int, ...]], ...] = (),
+) -> Plan:
     actions: list[tuple[str, int]] = []
     while node > 0:
         parent, action = nodes[node]
         actions.append(action)
         node = parent
-    vms: list[tuple[int, list[int]]] = []
+    vms: list[tuple[int, list[int]]] = [(k, list(ts)) for k, ts in prefix]
     for kind, value in reversed(actions):
         if kind == "new":
             vms.append((value, []))

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from cluster.policies.pennyworth.astar import solve
+from cluster.policies.pennyworth.astar import PartialPlan, solve
 from cluster.policies.pennyworth.plan import Plan, plan_cost
 from cluster.policies.pennyworth.problem import Problem
 from cluster.slo import Slo
@@ -99,3 +99,32 @@ def test_astar_equals_brute_force_on_75_batches_per_slo(kind: str) -> None:
         assert found.cost == pytest.approx(plan_cost(problem, found.plan)[0], rel=1e-9, abs=1e-12)
         assert sum(len(ts) for _, ts in found.plan.vms) == problem.jobs
         assert found.cost == pytest.approx(brute_force(problem), rel=1e-9, abs=1e-12), (i, problem)
+
+
+@pytest.mark.parametrize("kind", ["max", "rtpt", "avg", "percentile"])
+def test_astar_from_a_partial_plan_finds_its_cheapest_completion(kind: str) -> None:
+    """From any vertex on an optimal plan's path (a prefix of its decisions), the search
+    returns a plan that extends the prefix and costs the optimum again."""
+    rng = np.random.default_rng({"max": 11, "rtpt": 12, "avg": 13, "percentile": 14}[kind])
+    for i in range(40):
+        problem = random_problem(rng, kind, types=1 + i % 3)
+        best = solve(problem)
+        # Every vertex of the path: VMs before the open one, the open one's first j jobs.
+        vertices = [
+            (tuple(best.plan.vms[:n]) + ((k, ts[:j]),))
+            for n, (k, ts) in enumerate(best.plan.vms)
+            for j in range(len(ts) + 1)
+        ]
+        prefix = vertices[int(rng.integers(len(vertices)))]
+        used = np.zeros(len(problem.counts), dtype=int)
+        for _, tasks in prefix:
+            for t in tasks:
+                used[t] += 1
+        left = tuple(int(c - u) for c, u in zip(problem.counts, used, strict=True))
+        again = solve(problem, partial=PartialPlan(prefix, left))
+        assert again.plan.vms[: len(prefix) - 1] == prefix[:-1]
+        k_open, open_jobs = prefix[-1]
+        assert again.plan.vms[len(prefix) - 1][0] == k_open
+        assert again.plan.vms[len(prefix) - 1][1][: len(open_jobs)] == open_jobs
+        assert again.cost == pytest.approx(plan_cost(problem, again.plan)[0], rel=1e-9, abs=1e-12)
+        assert again.cost == pytest.approx(best.cost, rel=1e-9, abs=1e-12), (i, prefix)
