@@ -54,6 +54,7 @@ COMMAND_FILES: dict[str, tuple[str, ...]] = {
     "provision train": ("sizing.json", "profile.parquet"),
     "gpu-frag": ("gpu-frag.parquet", "gpu-frag.json", "gpu-frag.png"),
     "tune": ("tune.json", "experiments.parquet", "tune.png", "placer.yaml", "trials"),
+    "synthesize": ("tree.json", "report.json", "examples"),
     "provision compare": (
         "provision-compare.json",
         "provision-compare.parquet",
@@ -62,7 +63,11 @@ COMMAND_FILES: dict[str, tuple[str, ...]] = {
 }
 #: The files that identify a command's folder when it has no manifest (default: its files
 #: that no other command writes); a `runs` folder alone is too common a name to claim.
-_MARKERS: dict[str, tuple[str, ...]] = {"sweep": ("sweep.json",), "tune": ("tune.json",)}
+_MARKERS: dict[str, tuple[str, ...]] = {
+    "sweep": ("sweep.json",),
+    "tune": ("tune.json",),
+    "synthesize": ("tree.json", "report.json"),
+}
 #: Temporary files of `_atomic`: `.<name>.<pid>.<random>.tmp`.
 _TMP_FILE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
 _STAGE_DIR = re.compile(rf"^{re.escape(STAGE_PREFIX)}(\d+)-[A-Za-z0-9_]+$")

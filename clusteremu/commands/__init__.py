@@ -17,5 +17,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clusteremu.commands.provision",
     "clusteremu.commands.solve",
     "clusteremu.commands.sweep",
+    "clusteremu.commands.synthesize",
     "clusteremu.commands.tune",
 )

@@ -1,0 +1,229 @@
+"""`clusteremu synthesize`: learn a RAD-tree policy from A*-optimal plans (Pennyworth, seed 000).
+
+    clusteremu synthesize SCENARIO --out DIR [--batches 2000] [--jobs 6] [--trials 8]
+                          [--workers W] [--seed 0] [--explain] [--json]
+
+Draws `--batches` sample batches of `--jobs` jobs over the scenario's tasks, solves each by
+A* on Ray (`tuners.pennyworth`), writes their decisions as Parquet under DIR/examples/
+(resumable: a re-run solves only the missing chunks), then searches the tree's
+hyper-parameters with Ray Tune and Optuna's TPE sampler (`--trials` trials, `--workers` at
+once), minimising the mean cost of the tree's plans relative to the A* optimum on held-out
+batches. Writes DIR/tree.json (the `pennyworth` placer's `tree:` file) and DIR/report.json
+(the best parameters, the held-out ratio, counts, wall seconds); prints a summary, or the
+report with `--json`; `--explain` prints the tree's rules (with `--json`: under "rules").
+Exit status 0, 2 on bad input (checked before any work), 130 / 143 when interrupted
+(finished example chunks are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: The files `synthesize` writes into --out together (the examples folder is resumable).
+FILES = ("tree.json", "report.json")
+EXAMPLES = "examples"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "synthesize", help="learn a RAD-tree policy from A*-optimal plans on Ray (Pennyworth)"
+    )
+    p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        required=True,
+        help="folder for tree.json, report.json and examples/ (Parquet)",
+    )
+    p.add_argument("--batches", type=int, default=2000, help="sample batches solved by A*")
+    p.add_argument("--jobs", type=int, default=6, help="jobs per sample batch")
+    p.add_argument("--trials", type=int, default=8, help="hyper-parameter settings tried")
+    p.add_argument(
+        "--workers", type=int, default=None, help="Ray tasks and trials at once (default: CPUs)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the batches and of the search (default 0)"
+    )
+    p.add_argument("--explain", action="store_true", help="print the tree's rules")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=cmd_synthesize)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    from clusteremu.cli import UsageError
+
+    for name in ("batches", "jobs", "trials", "workers"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name}: expected at least 1, got {value}")
+    if args.seed < 0:
+        raise UsageError(f"--seed: expected a non-negative integer, got {args.seed}")
+
+
+def cmd_synthesize(args: argparse.Namespace) -> int:
+    from clusteremu.cli import UsageError, check_out, require_extra
+
+    _check_numbers(args)
+    require_extra("ray", "ray", "synthesize")
+    for module in ("sklearn", "optuna"):
+        require_extra(module, "learn", "synthesize")
+    out = Path(args.out)
+    check_out(args, "synthesize", FILES)
+    from tuners.pennyworth import (
+        ExamplesError,
+        check_folder,
+        plan_examples,
+        scenario_problem,
+        synthesize,
+    )
+
+    base = scenario_problem(args.scenario)  # ScenarioError: exit 2
+    try:
+        plan = plan_examples(args.scenario, base, args.batches, args.jobs, args.seed)
+        check_folder(out / EXAMPLES, plan)
+    except ExamplesError as exc:
+        raise UsageError(str(exc)) from None
+    # Everything is checked: now start Ray.
+    import ray
+
+    from actors.launch import ensure_ray
+    from cluster.io import output_folder, to_json, write_json
+
+    args.interrupt_note = (
+        f"finished example chunks are kept in {out / EXAMPLES}; re-run the same command to resume"
+    )
+    start = time.perf_counter()
+    started = ensure_ray(None, num_cpus=args.workers or os.cpu_count() or 1)
+    progress = _Progress(sys.stderr.isatty())
+    try:
+        workers = args.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        try:
+            result = synthesize(base, plan, out / EXAMPLES, args.trials, workers, None, progress)
+        except ExamplesError as exc:
+            raise UsageError(str(exc)) from None
+    finally:
+        progress.close()
+        if started:
+            ray.shutdown()
+    report = _report(args, plan, base, result, out, time.perf_counter() - start)
+    with output_folder(out, "synthesize", FILES, label=plan.scenario) as stage:
+        result.tree.save(stage / "tree.json")
+        write_json(report, stage / "report.json")
+    if args.json:
+        print(to_json({**report, "rules": result.tree.explain()} if args.explain else report))
+        return 0
+    _print_summary(report, out)
+    if args.explain:
+        print(result.tree.explain())
+    return 0
+
+
+def _report(
+    args: argparse.Namespace, plan: Any, base: Any, result: Any, out: Path, wall_s: float
+) -> dict[str, Any]:
+    """report.json: what was synthesised, the best parameters, the held-out score."""
+    tree = result.tree
+    return {
+        "scenario": plan.scenario,
+        "slo": base.slo.kind,
+        "tasks": list(base.task_names),
+        "types": list(base.type_names),
+        "batches": plan.batches,
+        "jobs_per_batch": plan.jobs,
+        "seed": plan.seed,
+        "examples": result.examples.rows,
+        "chunks": {
+            "total": result.examples.chunks,
+            "already_done": result.examples.skipped,
+            "solved": result.examples.ran,
+        },
+        "validation_batches": result.validation_batches,
+        "trials": len(result.search.trials) + result.search.failures,
+        "failed_trials": result.search.failures,
+        "best": {
+            "max_depth": result.params.max_depth,
+            "min_samples_leaf": result.params.min_samples_leaf,
+            "ccp_alpha": result.params.ccp_alpha,
+            "batches_used": result.params.batches_used,
+            "examples_used": int(tree.info["examples"]),
+        },
+        "tree": {"nodes": int(tree.feature.size), "leaves": tree.leaves, "depth": tree.depth},
+        "validation": {
+            "mean_ratio": result.score.mean_ratio,
+            "max_ratio": result.score.max_ratio,
+            "mean_cost_usd": result.score.mean_cost_usd,
+            "mean_optimal_usd": result.score.mean_optimal_usd,
+        },
+        "search": result.search.trials,
+        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+        "wall_s": round(wall_s, 3),
+        "tree_file": str(out / "tree.json"),
+        "examples_folder": str(out / EXAMPLES),
+    }
+
+
+def _print_summary(report: dict[str, Any], out: Path) -> None:
+    chunks, best, tree, val = report["chunks"], report["best"], report["tree"], report["validation"]
+    print(
+        f"{report['scenario']} ({report['slo']} SLO): {report['batches']} batches of "
+        f"{report['jobs_per_batch']} jobs, {report['examples']} examples ({chunks['total']} "
+        f"chunks: {chunks['already_done']} already done, {chunks['solved']} solved now) in "
+        f"{report['seconds']['examples_s']:.1f} s"
+    )
+    print(
+        f"search: {report['trials']} trials in {report['seconds']['search_s']:.1f} s; best "
+        f"max_depth {best['max_depth']}, min_samples_leaf {best['min_samples_leaf']}, "
+        f"ccp_alpha {best['ccp_alpha']:.3g}, {best['batches_used']} batches "
+        f"({best['examples_used']} examples)"
+    )
+    print(
+        f"tree: {tree['nodes']} nodes, {tree['leaves']} leaves, depth {tree['depth']}; "
+        f"held-out plan cost / A* optimum: mean {val['mean_ratio']:.4f}, worst "
+        f"{val['max_ratio']:.4f} over {report['validation_batches']} batches"
+    )
+    print(
+        f"wrote {out / 'tree.json'}, {out / 'report.json'} and {out / EXAMPLES}/ "
+        f"in {report['wall_s']:.1f} s"
+    )
+
+
+class _Progress:
+    """Progress of the phases on stderr: a tqdm bar per phase on a terminal, else a line at
+    every tenth of a phase."""
+
+    def __init__(self, terminal: bool) -> None:
+        self.terminal = terminal
+        self.phase = ""
+        self.bar: Any = None
+        self.shown = -1
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if phase != self.phase:
+            self.close()
+            self.phase = phase
+            self.shown = -1
+            if self.terminal:
+                from tqdm import tqdm
+
+                unit = "batch" if phase == "examples" else "trial"
+                self.bar = tqdm(
+                    total=total, desc=f"synthesize {phase}", unit=unit, file=sys.stderr, leave=False
+                )
+        if self.bar is not None:
+            self.bar.n = done
+            self.bar.refresh()
+            return
+        tenth = 10 * done // max(total, 1)
+        if tenth > self.shown:
+            self.shown = tenth
+            print(f"synthesize: {phase} {done}/{total}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -1,0 +1,797 @@
+"""Synthesising a RAD-tree on Ray (seed 000, Pennyworth): examples from A*-optimal plans,
+a held-out score, and a Ray Tune search of the tree's hyper-parameters.
+
+Examples. `M` sample batches of `n` jobs are drawn over a scenario's tasks (each job's task
+uniform; batch i from a numpy Generator seeded by (seed, stream 0, i), so a batch depends
+on nothing else and the examples are identical whatever the number of workers). Each batch
+is solved by A* (`astar.solve`) and its optimal path turned into decision rows
+(`features.examples_of_plan`). Batches go to Ray tasks `CHUNK_BATCHES` at a time; the
+driver writes each finished chunk atomically as one Parquet file::
+
+    DIR/_examples.json                 what the examples are (scenario hash, jobs, seed, ...)
+    DIR/chunk-000003-<key>.parquet     batches 150..199: columns batch, step, the features, label
+
+so the folder is always a valid Parquet dataset of finished chunks (readers skip names
+starting with `_` or `.`). A re-run with the same scenario (by content), `--jobs` and
+`--seed` solves only the chunks without a readable file; another `--batches` keeps the
+chunks that still match and removes the others; another scenario, `--jobs`, `--seed` or
+feature layout is refused (`ExamplesError`, naming what differs) before any work.
+
+Validation. Held-out batches come from stream 1 of the same seed; `score_tree` plans them
+with the tree and reports its cost relative to the A* optimum (eq. 1 with the task means).
+
+Search. `search_tree` runs one Ray Tune trial per hyper-parameter setting (max_depth,
+min_samples_leaf, ccp_alpha, the share of the batches whose examples are used), proposed by
+Optuna's TPE sampler (seeded; the first proposal is the full tree) and minimising the
+validation ratio; ties go to the smaller tree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+
+from cluster.io import write_json, write_parquet
+from cluster.policies.pennyworth.astar import SearchLimit, solve
+from cluster.policies.pennyworth.features import action_names, examples_of_plan, feature_names
+from cluster.policies.pennyworth.plan import plan_cost
+from cluster.policies.pennyworth.problem import Problem, problem_from_spec
+from cluster.policies.pennyworth.tree import RadTree
+from scenarios import limits
+from scenarios.errors import ScenarioError
+from scenarios.loader import canonical_name, load_scenario, resolve_path
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+FORMAT = "clusteremu.pennyworth-examples"
+VERSION = 1
+MANIFEST = "_examples.json"
+#: Batches per Ray task (and per Parquet file); fixed, so the files do not depend on workers.
+CHUNK_BATCHES = 50
+#: The most seconds A* may spend on one batch before the generation stops (bad input).
+BATCH_TIME_LIMIT_S = 60.0
+#: Random streams of one seed: training batches, validation batches.
+TRAIN, VALIDATION = 0, 1
+_CHUNK_FILE = re.compile(r"^chunk-(\d{6})-([0-9a-f]{12})\.parquet$")
+
+
+class ExamplesError(ValueError):
+    """An examples folder holds other examples, or a batch cannot be solved; the message
+    names the folder (or option) and what was expected."""
+
+
+# --- the scenario and its batches ------------------------------------------------------------
+
+
+def scenario_problem(scenario: str) -> Problem:
+    """The tasks, VM types and SLO of a scenario, with no jobs (ScenarioError if it has no
+    `slo:` or a task without a run time on a rentable node type)."""
+    spec = load_scenario(scenario)
+    source = str(resolve_path(scenario))
+    if spec.slo is None:
+        raise ScenarioError(
+            source, [("slo", "synthesize needs an slo: {kind: max|rtpt|avg|percentile, ...}")]
+        )
+    for i, c in enumerate(spec.classes):
+        if not c.runtime_by_node_type:
+            raise ScenarioError(
+                source,
+                [
+                    (
+                        f"workload.classes.{i}.runtime_by_node_type",
+                        "synthesize needs each task's run time per node type",
+                    )
+                ],
+            )
+    base = problem_from_spec(spec, spec.slo, counts={})
+    for t, name in enumerate(base.task_names):
+        if not np.isfinite(base.runtime_s[t]).any():
+            raise ScenarioError(
+                source,
+                [
+                    (
+                        f"workload.classes.{t}.runtime_by_node_type",
+                        f"task {name!r} has no run time on any rentable node type "
+                        f"({', '.join(base.type_names)})",
+                    )
+                ],
+            )
+    return base
+
+
+def batch_counts(n_tasks: int, jobs: int, seed: int, stream: int, index: int) -> tuple[int, ...]:
+    """Jobs per task of batch `index` of `stream`: `jobs` tasks drawn uniformly, from a
+    Generator seeded by (seed, stream, index) only."""
+    rng = np.random.default_rng([seed, stream, index])
+    counts = np.bincount(rng.integers(0, n_tasks, jobs), minlength=n_tasks)
+    return tuple(int(c) for c in counts)
+
+
+def with_counts(base: Problem, counts: Sequence[int]) -> Problem:
+    """`base` with `counts[t]` jobs of task t, numbered task by task."""
+    ids: list[tuple[int, ...]] = []
+    start = 0
+    for c in counts:
+        ids.append(tuple(range(start, start + int(c))))
+        start += int(c)
+    return dataclasses.replace(base, counts=tuple(int(c) for c in counts), job_ids=tuple(ids))
+
+
+def batch_problem(base: Problem, jobs: int, seed: int, stream: int, index: int) -> Problem:
+    """Batch `index` of `stream` as a problem (see `batch_counts`)."""
+    return with_counts(base, batch_counts(len(base.task_names), jobs, seed, stream, index))
+
+
+@dataclass
+class ChunkResult:
+    """Solved batches `first`..`last - 1`: decision rows (features `x`, labels `y`, their
+    batch and step) and each batch's optimal cost (dollars); `seconds`: A* wall time."""
+
+    x: FloatArray
+    y: IntArray
+    batch: IntArray
+    step: IntArray
+    optimal_usd: FloatArray
+    seconds: float
+
+
+def solve_chunk(
+    base: Problem,
+    jobs: int,
+    seed: int,
+    stream: int,
+    first: int,
+    last: int,
+    time_limit_s: float = BATCH_TIME_LIMIT_S,
+) -> ChunkResult:
+    """Solve batches first..last-1 of `stream` by A*; their examples and optimal costs."""
+    start = time.perf_counter()
+    xs: list[FloatArray] = []
+    ys: list[IntArray] = []
+    batches: list[IntArray] = []
+    steps: list[IntArray] = []
+    costs: list[float] = []
+    for i in range(first, last):
+        problem = batch_problem(base, jobs, seed, stream, i)
+        try:
+            found = solve(problem, time_limit_s=time_limit_s)
+        except SearchLimit as exc:
+            raise SearchLimit(f"batch {i} of {jobs} jobs: {exc}") from None
+        x, y = examples_of_plan(problem, found.plan)
+        xs.append(x)
+        ys.append(y)
+        batches.append(np.full(len(y), i, dtype=np.int64))
+        steps.append(np.arange(len(y), dtype=np.int64))
+        costs.append(found.cost)
+    width = 1 + len(base.type_names) + 4 * len(base.task_names)
+    return ChunkResult(
+        np.vstack(xs) if xs else np.zeros((0, width)),
+        np.concatenate(ys) if ys else np.zeros(0, dtype=np.int64),
+        np.concatenate(batches) if batches else np.zeros(0, dtype=np.int64),
+        np.concatenate(steps) if steps else np.zeros(0, dtype=np.int64),
+        np.asarray(costs, dtype=np.float64),
+        time.perf_counter() - start,
+    )
+
+
+_remote_solve_chunk: Any = None
+
+
+def _remote() -> Any:
+    global _remote_solve_chunk
+    if _remote_solve_chunk is None:
+        _remote_solve_chunk = ray.remote(num_cpus=1, max_retries=0)(solve_chunk)
+    return _remote_solve_chunk
+
+
+def run_chunks(
+    base: Problem,
+    jobs: int,
+    seed: int,
+    stream: int,
+    chunks: Sequence[tuple[int, int, int]],
+    workers: int,
+    on_result: Callable[[int, ChunkResult], None],
+    time_limit_s: float = BATCH_TIME_LIMIT_S,
+) -> None:
+    """Solve `chunks` ((index, first, last) each) as Ray tasks, at most `workers` at once,
+    calling `on_result(index, result)` in the driver as each finishes. Ray must be
+    initialised. A batch A* gives up on is an ExamplesError; interrupted, the running
+    tasks are cancelled (the finished ones were already handed to `on_result`)."""
+    remote = _remote()
+    base_ref = ray.put(base)
+    queue = list(reversed(chunks))
+    running: dict[Any, int] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < max(1, workers):
+                index, first, last = queue.pop()
+                ref = remote.remote(base_ref, jobs, seed, stream, first, last, time_limit_s)
+                running[ref] = index
+            ready, _ = ray.wait(list(running), num_returns=1)
+            index = running.pop(ready[0])
+            try:
+                result = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as exc:
+                if isinstance(exc.cause, SearchLimit):
+                    raise ExamplesError(
+                        f"--jobs {jobs}: A* could not solve {exc.cause} (limit "
+                        f"{time_limit_s:g} s a batch); use fewer jobs per batch"
+                    ) from None
+                raise
+            on_result(index, result)
+    finally:
+        for ref in running:
+            with suppress(Exception):
+                ray.cancel(ref, force=True)
+
+
+# --- the examples folder ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Batches `first`..`last - 1`, stored as `filename` (its key hashes what it holds)."""
+
+    index: int
+    first: int
+    last: int
+    key: str
+
+    @property
+    def filename(self) -> str:
+        return f"chunk-{self.index:06d}-{self.key}.parquet"
+
+
+@dataclass(frozen=True)
+class ExamplePlan:
+    """What an example set is: the scenario (by name and content), its tasks and VM types,
+    the batches (`batches` of `jobs` jobs, drawn from `seed`) and the chunk size."""
+
+    scenario: str
+    scenario_sha256: str
+    task_names: tuple[str, ...]
+    type_names: tuple[str, ...]
+    batches: int
+    jobs: int
+    seed: int
+    chunk_batches: int = CHUNK_BATCHES
+
+    def identity(self) -> dict[str, Any]:
+        """The manifest entries a folder must share to be resumed (not the batch count)."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "scenario_sha256": self.scenario_sha256,
+            "jobs": self.jobs,
+            "seed": self.seed,
+            "chunk_batches": self.chunk_batches,
+            "features": feature_names(self.task_names, self.type_names),
+            "labels": action_names(self.task_names, self.type_names),
+        }
+
+    def manifest(self) -> dict[str, Any]:
+        return {**self.identity(), "scenario": self.scenario, "batches": self.batches}
+
+    @property
+    def chunks(self) -> tuple[Chunk, ...]:
+        out = []
+        for index, first in enumerate(range(0, self.batches, self.chunk_batches)):
+            last = min(first + self.chunk_batches, self.batches)
+            text = json.dumps(
+                [self.scenario_sha256, self.jobs, self.seed, first, last, FORMAT, VERSION],
+                separators=(",", ":"),
+            )
+            out.append(Chunk(index, first, last, hashlib.sha256(text.encode()).hexdigest()[:12]))
+        return tuple(out)
+
+
+def plan_examples(
+    scenario: str,
+    base: Problem,
+    batches: int,
+    jobs: int,
+    seed: int,
+    chunk_batches: int = CHUNK_BATCHES,
+) -> ExamplePlan:
+    """The example set of `scenario` (whose problem is `base`); ExamplesError when it
+    would not fit in memory."""
+    width = 1 + len(base.type_names) + 4 * len(base.task_names)
+    per_batch = 2 * jobs * (width + 3) * 8  # at most 2 decisions a job, float64 rows
+    refusal = limits.count_refusal(batches, per_batch, "batches")
+    if refusal is not None:
+        raise ExamplesError(f"--batches {batches} of --jobs {jobs}: {refusal}")
+    sha = hashlib.sha256(resolve_path(scenario).read_bytes()).hexdigest()
+    return ExamplePlan(
+        canonical_name(scenario),
+        sha,
+        base.task_names,
+        base.type_names,
+        batches,
+        jobs,
+        seed,
+        chunk_batches,
+    )
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The examples manifest in `folder`, None when there is none (ExamplesError when it
+    cannot be read)."""
+    path = folder / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise ExamplesError(
+            f"{path} cannot be read (cut short?): it says which examples {folder} holds; "
+            f"delete {folder} to start clean, or use another --out"
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ExamplesError(f"{path} is not an examples manifest ({FORMAT}); use another --out")
+    return data
+
+
+def check_folder(folder: Path, plan: ExamplePlan) -> None:
+    """Refuse, writing nothing, a folder that is not one (or holds other files), or holds
+    examples of another scenario, --jobs, --seed or feature layout."""
+    if folder.exists() and not folder.is_dir():
+        raise ExamplesError(f"{folder} is a file; expected the examples folder")
+    old = read_manifest(folder)
+    if old is None:
+        if folder.is_dir() and any(not p.name.startswith(".") for p in folder.iterdir()):
+            raise ExamplesError(
+                f"{folder} holds files but no {MANIFEST}, so they are not examples of "
+                "clusteremu synthesize; use another --out or empty the folder"
+            )
+        return
+    new = plan.identity()
+    differ = [k for k in new if old.get(k) != new[k]]
+    if differ:
+        shown = ", ".join(
+            f"{k} {old.get(k)!r} (now {new[k]!r})"
+            if k not in ("features", "labels")
+            else f"{k} (the tasks or VM types changed)"
+            for k in differ
+        )
+        raise ExamplesError(
+            f"{folder} holds examples of another configuration: {shown}; use another --out, "
+            f"the same scenario, --jobs and --seed to resume, or delete {folder} to start clean"
+        )
+
+
+def _readable(path: Path) -> bool:
+    """Whether a chunk file is whole (its footer reads and it has rows)."""
+    try:
+        return bool(pq.read_metadata(path).num_rows > 0)
+    except (OSError, pa.ArrowException):
+        return False
+
+
+def done_chunks(folder: Path, plan: ExamplePlan) -> set[int]:
+    """Indices of the plan's chunks with a readable file. A chunk file of this example set
+    that the plan does not hold (another --batches) or that cannot be read is removed."""
+    done: set[int] = set()
+    if not folder.is_dir():
+        return done
+    chunks = plan.chunks
+    for path in sorted(folder.iterdir()):
+        m = _CHUNK_FILE.match(path.name)
+        if m is None:
+            continue
+        index = int(m.group(1))
+        if index < len(chunks) and chunks[index].key == m.group(2) and _readable(path):
+            done.add(index)
+            continue
+        log.info("%s: not a chunk of this example set (or cut short); removed", path)
+        with suppress(OSError):
+            path.unlink()
+    return done
+
+
+def chunk_table(plan: ExamplePlan, result: ChunkResult) -> pa.Table:
+    """The Parquet table of a chunk: batch, step, one column per feature, label."""
+    columns: dict[str, Any] = {
+        "batch": pa.array(result.batch, pa.int32()),
+        "step": pa.array(result.step, pa.int32()),
+    }
+    for j, name in enumerate(feature_names(plan.task_names, plan.type_names)):
+        columns[name] = pa.array(result.x[:, j], pa.float64())
+    columns["label"] = pa.array(result.y, pa.int32())
+    return pa.table(columns)
+
+
+@dataclass
+class ExamplesOutcome:
+    """One generation: chunks in all, already on disk, solved now; rows; wall seconds."""
+
+    chunks: int
+    skipped: int
+    ran: int
+    rows: int = 0
+    wall_s: float = 0.0
+
+
+def generate_examples(
+    base: Problem,
+    plan: ExamplePlan,
+    folder: str | Path,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> ExamplesOutcome:
+    """Write the plan's chunks that `folder` lacks (Ray must be initialised); the others
+    are kept. `progress(batches done, batches)` is called as chunks finish."""
+    start = time.perf_counter()
+    out = Path(folder)
+    check_folder(out, plan)
+    out.mkdir(parents=True, exist_ok=True)
+    if read_manifest(out) != plan.manifest():
+        write_json(plan.manifest(), out / MANIFEST)
+    chunks = plan.chunks
+    done = done_chunks(out, plan)
+    outcome = ExamplesOutcome(len(chunks), len(done), 0)
+    outcome.rows = sum(pq.read_metadata(out / chunks[i].filename).num_rows for i in done)
+    finished = [sum(chunks[i].last - chunks[i].first for i in done)]
+    if progress is not None:
+        progress(finished[0], plan.batches)
+
+    def on_result(index: int, result: ChunkResult) -> None:
+        chunk = chunks[index]
+        write_parquet(chunk_table(plan, result), out / chunk.filename)
+        outcome.ran += 1
+        outcome.rows += len(result.y)
+        finished[0] += chunk.last - chunk.first
+        if progress is not None:
+            progress(finished[0], plan.batches)
+
+    todo = [(c.index, c.first, c.last) for c in chunks if c.index not in done]
+    if todo:
+        run_chunks(base, plan.jobs, plan.seed, TRAIN, todo, workers, on_result)
+    outcome.wall_s = time.perf_counter() - start
+    return outcome
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Decision rows of an example set: features `x`, labels `y` and each row's batch."""
+
+    x: FloatArray
+    y: IntArray
+    batch: IntArray
+    batches: int
+
+    def first(self, batches: int) -> tuple[FloatArray, IntArray]:
+        """The rows of batches 0..batches-1."""
+        keep = self.batch < batches
+        return self.x[keep], self.y[keep]
+
+
+def read_examples(folder: str | Path, plan: ExamplePlan) -> Examples:
+    """The plan's rows from `folder`, in batch order (every chunk must be there)."""
+    out = Path(folder)
+    tables = [pq.read_table(out / c.filename) for c in plan.chunks]
+    table = pa.concat_tables(tables)
+    names = feature_names(plan.task_names, plan.type_names)
+    x = np.column_stack([table[n].to_numpy() for n in names]).astype(np.float64, copy=False)
+    return Examples(
+        x,
+        table["label"].to_numpy().astype(np.int64),
+        table["batch"].to_numpy().astype(np.int64),
+        plan.batches,
+    )
+
+
+# --- validation --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Held-out batches and their optimal costs (dollars, eq. 1 with the task means)."""
+
+    problems: tuple[Problem, ...]
+    optimal_usd: FloatArray
+
+
+def default_validation_batches(batches: int) -> int:
+    """Held-out batches for `batches` training ones: a quarter, within 20..100."""
+    return max(20, min(100, batches // 4))
+
+
+def validation_set(base: Problem, jobs: int, seed: int, count: int, workers: int = 1) -> Validation:
+    """`count` held-out batches of `jobs` jobs (stream 1 of `seed`), solved by A* on Ray."""
+    costs = np.zeros(count, dtype=np.float64)
+    size = max(5, math.ceil(count / (2 * max(1, workers))))  # costs do not depend on it
+    chunks = [(i, first, min(first + size, count)) for i, first in enumerate(range(0, count, size))]
+
+    def on_result(index: int, result: ChunkResult) -> None:
+        _, first, last = chunks[index]
+        costs[first:last] = result.optimal_usd
+
+    run_chunks(base, jobs, seed, VALIDATION, chunks, workers, on_result)
+    problems = tuple(batch_problem(base, jobs, seed, VALIDATION, i) for i in range(count))
+    return Validation(problems, costs)
+
+
+@dataclass(frozen=True)
+class TreeScore:
+    """A tree's plans on held-out batches: `mean_ratio` = mean over batches of its cost /
+    the optimum (1.0: optimal), the worst such ratio, and the mean costs (dollars)."""
+
+    mean_ratio: float
+    max_ratio: float
+    mean_cost_usd: float
+    mean_optimal_usd: float
+    batches: int
+
+
+def score_tree(tree: RadTree, validation: Validation) -> TreeScore:
+    """Plan every held-out batch with `tree` and price it against the A* optimum."""
+    costs = np.array([plan_cost(p, tree.plan(p))[0] for p in validation.problems])
+    best = validation.optimal_usd
+    ratios = np.where(best > 0, costs / np.where(best > 0, best, 1.0), 1.0)
+    return TreeScore(
+        float(ratios.mean()),
+        float(ratios.max()),
+        float(costs.mean()),
+        float(best.mean()),
+        len(costs),
+    )
+
+
+# --- the hyper-parameter search ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TreeParams:
+    """A tree's hyper-parameters: scikit-learn's max_depth, min_samples_leaf, ccp_alpha
+    (cost-complexity pruning, entropy in bits per example) and the number of batches whose
+    examples it is fitted on (the first ones)."""
+
+    max_depth: int
+    min_samples_leaf: int
+    ccp_alpha: float
+    batches_used: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], batches: int) -> TreeParams:
+        used = max(1, min(batches, math.ceil(float(config["examples_fraction"]) * batches)))
+        return cls(
+            int(config["max_depth"]),
+            int(config["min_samples_leaf"]),
+            float(config["ccp_alpha"]),
+            used,
+        )
+
+
+#: The first proposal: a full tree on every example (the paper's J48 without pruning).
+FULL_TREE = {"max_depth": 24, "min_samples_leaf": 1, "ccp_alpha": 1e-6, "examples_fraction": 1.0}
+
+
+def search_space() -> dict[str, Any]:
+    from ray import tune
+
+    return {
+        "max_depth": tune.randint(2, 25),  # 2..24
+        "min_samples_leaf": tune.lograndint(1, 65),
+        "ccp_alpha": tune.loguniform(1e-6, 1e-2),
+        "examples_fraction": tune.choice([0.25, 0.5, 0.75, 1.0]),
+    }
+
+
+@dataclass(frozen=True)
+class TreeSpace:
+    """What a trial needs besides its proposal: the examples, tasks, types and profiles."""
+
+    examples: Examples
+    task_names: tuple[str, ...]
+    type_names: tuple[str, ...]
+    profiles: dict[str, dict[str, list[float]]]
+    seed: int
+
+    def fit(self, params: TreeParams) -> RadTree:
+        x, y = self.examples.first(params.batches_used)
+        return RadTree.fit(
+            x,
+            y,
+            self.task_names,
+            self.type_names,
+            self.profiles,
+            max_depth=params.max_depth,
+            min_samples_leaf=params.min_samples_leaf,
+            ccp_alpha=params.ccp_alpha,
+            seed=self.seed,
+        )
+
+
+def tree_trial(config: dict[str, Any], space: TreeSpace, validation: Validation) -> dict[str, Any]:
+    """Ray Tune function trainable: fit one tree, score it on the held-out batches."""
+    params = TreeParams.from_config(config, space.examples.batches)
+    tree = space.fit(params)
+    score = score_tree(tree, validation)
+    return {
+        "ratio": score.mean_ratio,
+        "max_ratio": score.max_ratio,
+        "nodes": int(tree.feature.size),
+        "depth": tree.depth,
+        "examples": int(tree.info["examples"]),
+    }
+
+
+@dataclass
+class SearchResult:
+    """Every trial (its parameters and scores, in proposal order), the best one's
+    parameters and the Tune run's wall seconds."""
+
+    trials: list[dict[str, Any]]
+    best: TreeParams
+    wall_s: float
+    failures: int = 0
+
+
+def search_tree(
+    space: TreeSpace,
+    validation: Validation,
+    trials: int,
+    seed: int = 0,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> SearchResult:
+    """Search the tree's hyper-parameters with Ray Tune and Optuna's TPE sampler (seeded;
+    the first proposal is `FULL_TREE`), `workers` trials at once, minimising the mean
+    validation ratio; the best has the least ratio, then the fewest nodes. Ray must be
+    initialised. With more than one worker, TPE's later proposals depend on the order in
+    which trials finish."""
+    import optuna
+    from ray import tune
+    from ray.tune.search.optuna import OptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no console tables over our output
+    for name in ("ray.tune", "ray.train"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, trials // 3)))
+    searcher = OptunaSearch(
+        metric="ratio", mode="min", sampler=sampler, points_to_evaluate=[dict(FULL_TREE)]
+    )
+    done, total = [0], trials
+
+    class Progress(tune.Callback):
+        def on_trial_complete(
+            self, iteration: int, trials: list[Any], trial: Any, **info: Any
+        ) -> None:
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], total)
+
+    trainable = tune.with_resources(
+        tune.with_parameters(tree_trial, space=space, validation=validation), {"cpu": 1}
+    )
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="clusteremu-synthesize-") as tmp:
+        grid = tune.Tuner(
+            trainable,
+            param_space=search_space(),
+            tune_config=tune.TuneConfig(
+                search_alg=searcher,
+                num_samples=trials,
+                max_concurrent_trials=max(1, workers),
+                reuse_actors=True,
+            ),
+            run_config=tune.RunConfig(
+                name="trials",
+                storage_path=tmp,
+                verbose=0,
+                log_to_file=False,
+                callbacks=[Progress()],
+            ),
+        ).fit()
+        results = [grid[i] for i in range(len(grid))]
+    rows: list[dict[str, Any]] = []
+    failures = 0
+    for r in results:
+        metrics, config = r.metrics or {}, r.config or {}
+        if r.error is not None or "ratio" not in metrics:
+            failures += 1
+            continue
+        params = TreeParams.from_config(config, space.examples.batches)
+        rows.append(
+            {
+                **dataclasses.asdict(params),
+                **{k: metrics[k] for k in ("ratio", "max_ratio", "nodes", "depth", "examples")},
+            }
+        )
+    if not rows:
+        raise RuntimeError(f"every one of the {trials} tree trials failed")
+    best = min(rows, key=lambda row: (round(row["ratio"], 9), row["nodes"]))
+    chosen = TreeParams(**{k: best[k] for k in TreeParams.__dataclass_fields__})
+    return SearchResult(rows, chosen, time.perf_counter() - start, failures)
+
+
+# --- all of it ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Synthesis:
+    """A synthesised tree, its parameters and held-out score, the search's trials, the
+    example generation, and wall seconds per phase."""
+
+    tree: RadTree
+    params: TreeParams
+    score: TreeScore
+    search: SearchResult
+    examples: ExamplesOutcome
+    validation_batches: int
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def synthesize(
+    base: Problem,
+    plan: ExamplePlan,
+    folder: str | Path,
+    trials: int,
+    workers: int = 1,
+    validation_batches: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Synthesis:
+    """Examples into `folder` (resumable), held-out batches, the Tune search, and the best
+    tree fitted again on its examples. Ray must be initialised. `progress(phase, done,
+    total)` reports the phases "examples" (batches) and "search" (trials)."""
+
+    def report(phase: str) -> Callable[[int, int], None] | None:
+        if progress is None:
+            return None
+        return lambda done, total: progress(phase, done, total)
+
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    outcome = generate_examples(base, plan, folder, workers, report("examples"))
+    seconds["examples_s"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    count = validation_batches or default_validation_batches(plan.batches)
+    validation = validation_set(base, plan.jobs, plan.seed, count, workers)
+    seconds["validation_s"] = time.perf_counter() - t1
+    space = TreeSpace(
+        read_examples(folder, plan),
+        base.task_names,
+        base.type_names,
+        base.profiles or {},
+        plan.seed,
+    )
+    search = search_tree(space, validation, trials, plan.seed, workers, report("search"))
+    seconds["search_s"] = search.wall_s
+    t2 = time.perf_counter()
+    tree = space.fit(search.best)
+    score = score_tree(tree, validation)
+    seconds["fit_s"] = time.perf_counter() - t2
+    tree.info.update(
+        {
+            "scenario": plan.scenario,
+            "slo": base.slo.kind,
+            "jobs_per_batch": plan.jobs,
+            "batches_used": search.best.batches_used,
+            "seed": plan.seed,
+            "validation_ratio": score.mean_ratio,
+        }
+    )
+    return Synthesis(tree, search.best, score, search, outcome, count, seconds)
