@@ -33,6 +33,7 @@ from cluster.policies.pennyworth.plan import plan_cost
 from cluster.policies.pennyworth.problem import Problem, problem_from_spec
 from cluster.policies.pennyworth.tree import RadTree
 from scenarios.loader import load_scenario
+from tuners.pennyworth import with_counts
 
 SLOS = ("max", "rtpt", "avg", "percentile")
 BASELINES = {
@@ -60,11 +61,7 @@ def batch(base: Problem, seed: int, jobs: int) -> Problem:
     counts = np.bincount(
         rng.integers(0, len(base.task_names), jobs), minlength=len(base.task_names)
     )
-    ids, start = [], 0
-    for c in counts:
-        ids.append(tuple(range(start, start + int(c))))
-        start += int(c)
-    return dataclasses.replace(base, counts=tuple(int(c) for c in counts), job_ids=tuple(ids))
+    return with_counts(base, counts.tolist())
 
 
 def evaluate(

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from cluster.layout import CI, FS, IS, JF, JI, NF, PF, JobState, NodeStatus
+from cluster.layout import CI, FS, IS, JF, JI, NF, PF, JobState
 from cluster.state import RunState
 
 if TYPE_CHECKING:
@@ -265,14 +265,13 @@ def node_money(run: RunState) -> tuple[float, float]:
 
     A node costs its start-up cost once, plus its price from ready to release (or now).
     """
-    nf = run.state.nodes_f[:, : run.nodes_used]
-    status = run.state.nodes_i[1, : run.nodes_used]
-    held = status != NodeStatus.UNUSED
-    until = np.minimum(nf[NF.RELEASED_AT], run.now_s)
-    active = np.maximum(until - nf[NF.READY_AT], 0.0)
-    startup = float(nf[NF.STARTUP_COST][held].sum())
-    operating = float((nf[NF.PRICE_PER_S] * active)[held].sum())
-    return startup, operating
+    from cluster.money import money_by_node
+
+    used = run.nodes_used
+    startup, operating = money_by_node(
+        run.state.nodes_f[:, :used], run.state.nodes_i[:, :used], run.now_s
+    )
+    return float(startup.sum()), float(operating.sum())
 
 
 def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:

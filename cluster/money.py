@@ -30,6 +30,19 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
+def money_by_node(
+    nodes_f: FloatArray, nodes_i: IntArray, now_s: float
+) -> tuple[FloatArray, FloatArray]:
+    """(start-up, operating) dollars of each node row: its start-up cost once, plus its
+    price from ready to release (or `now_s`); 0 for rows never handed out."""
+    held = nodes_i[NI.STATUS] != NodeStatus.UNUSED
+    until = np.minimum(nodes_f[NF.RELEASED_AT], now_s)
+    active = np.maximum(until - nodes_f[NF.READY_AT], 0.0)
+    operating = np.where(held, nodes_f[NF.PRICE_PER_S] * active, 0.0)
+    startup = np.where(held, nodes_f[NF.STARTUP_COST], 0.0)
+    return startup, operating
+
+
 def job_money(
     nodes_f: FloatArray,
     nodes_i: IntArray,
@@ -41,11 +54,7 @@ def job_money(
     """(startup_usd, operating_usd) per job: its shares of its node's money (0 for jobs
     never placed on a node)."""
     n_nodes = nodes_f.shape[1]
-    held = nodes_i[NI.STATUS, :n_nodes] != NodeStatus.UNUSED
-    until = np.minimum(nodes_f[NF.RELEASED_AT], now_s)
-    active = np.maximum(until - nodes_f[NF.READY_AT], 0.0)
-    operating = np.where(held, nodes_f[NF.PRICE_PER_S] * active, 0.0)
-    startup = np.where(held, nodes_f[NF.STARTUP_COST], 0.0)
+    startup, operating = money_by_node(nodes_f, nodes_i, now_s)
     on = np.asarray(node) >= 0
     k = np.asarray(node)[on].astype(np.int64)
     ran = np.where(np.isnan(end_s), now_s, end_s) - start_s

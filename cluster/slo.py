@@ -80,6 +80,21 @@ class Slo:
             return self.penalty_per_s * max(0.0, response_s - self.factor * task_mean_s)
         raise ValueError(f"{self.kind} has no per-job loss")
 
+    def lateness_s(
+        self,
+        response_s: FloatArray,
+        task_mean_s: Sequence[float] | FloatArray | None = None,
+    ) -> FloatArray:
+        """Each job's time past its limit (seconds) under a per-job objective (max, rtpt)."""
+        if self.kind == "max":
+            return np.maximum(response_s - self.deadline_s, 0.0)
+        if self.kind == "rtpt":
+            if task_mean_s is None:
+                raise ValueError("rtpt needs each job's task mean run time")
+            m = np.asarray(task_mean_s, dtype=np.float64)
+            return np.maximum(response_s - self.factor * m, 0.0)
+        raise ValueError(f"{self.kind} has no per-job loss")
+
     def loss(
         self,
         response_s: Sequence[float] | FloatArray,
@@ -90,13 +105,8 @@ class Slo:
         r = np.asarray(response_s, dtype=np.float64)
         if r.size == 0:
             return 0.0
-        if self.kind == "max":
-            return float(self.penalty_per_s * np.maximum(r - self.deadline_s, 0.0).sum())
-        if self.kind == "rtpt":
-            if task_mean_s is None:
-                raise ValueError("rtpt needs each job's task mean run time")
-            m = np.asarray(task_mean_s, dtype=np.float64)
-            return float(self.penalty_per_s * np.maximum(r - self.factor * m, 0.0).sum())
+        if self.per_job:
+            return float(self.penalty_per_s * self.lateness_s(r, task_mean_s).sum())
         if self.kind == "avg":
             return float(self.penalty_per_s * max(0.0, float(r.mean()) - self.target_s))
         q = percentile_time(r, self.percentile)
@@ -113,13 +123,8 @@ def job_losses(
     r = np.asarray(response_s, dtype=np.float64)
     if r.size == 0:
         return np.zeros(0)
-    if slo.kind == "max":
-        return slo.penalty_per_s * np.maximum(r - slo.deadline_s, 0.0)
-    if slo.kind == "rtpt":
-        if task_mean_s is None:
-            raise ValueError("rtpt needs each job's task mean run time")
-        m = np.asarray(task_mean_s, dtype=np.float64)
-        return slo.penalty_per_s * np.maximum(r - slo.factor * m, 0.0)
+    if slo.per_job:
+        return slo.penalty_per_s * slo.lateness_s(r, task_mean_s)
     return np.full(r.size, slo.loss(r) / r.size)
 
 

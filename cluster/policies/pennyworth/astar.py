@@ -42,16 +42,22 @@ class SearchLimit(RuntimeError):
     """The search expanded more vertices than allowed."""
 
 
+def cheapest_types(problem: Problem) -> list[int]:
+    """Each task's cheapest VM type to run on (least price x run time)."""
+    p = problem
+    cheap = np.where(np.isfinite(p.runtime_s), p.price_per_s[None, :] * p.runtime_s, np.inf)
+    return [int(k) for k in np.argmin(cheap, axis=1)]
+
+
 def greedy_plans(problem: Problem) -> list[Plan]:
     """Simple complete plans: one VM per job on its cheapest type; all jobs on one VM of
     each type (shortest first); jobs spread over VMs of the cheapest type by deadline."""
     p = problem
-    cheap = np.where(np.isfinite(p.runtime_s), p.price_per_s[None, :] * p.runtime_s, np.inf)
+    cheapest = cheapest_types(p)
     plans: list[Plan] = []
     per_job = []
     for t, n in enumerate(p.counts):
-        k = int(np.argmin(cheap[t]))
-        per_job += [(k, (t,))] * n
+        per_job += [(cheapest[t], (t,))] * n
     plans.append(Plan(tuple(per_job)))
     for k in range(len(p.type_names)):
         tasks = [t for t, n in enumerate(p.counts) for _ in range(n)]
@@ -107,7 +113,6 @@ def _completion(problem: Problem, partial: PartialPlan) -> Plan:
     """A simple completion of `partial` (an incumbent): an empty open VM takes one job it
     can run, then every job left gets its own VM of its cheapest type."""
     p = problem
-    cheap = np.where(np.isfinite(p.runtime_s), p.price_per_s[None, :] * p.runtime_s, np.inf)
     vms = [(k, list(ts)) for k, ts in partial.vms]
     left = list(partial.left)
     if vms and not vms[-1][1]:
@@ -119,8 +124,9 @@ def _completion(problem: Problem, partial: PartialPlan) -> Plan:
             left[t] -= 1
         else:
             vms.pop()
+    cheapest = cheapest_types(p)
     for t, n in enumerate(left):
-        vms += [(int(np.argmin(cheap[t])), [t]) for _ in range(n)]
+        vms += [(cheapest[t], [t]) for _ in range(n)]
     return Plan(tuple((k, tuple(ts)) for k, ts in vms))
 
 
@@ -181,14 +187,11 @@ def solve(
     best_plan: Plan | None = None
     best_cost = math.inf
     best_loss = 0.0
-    prefix: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    incumbents = greedy_plans(p) if partial is None else [_completion(p, partial)]
     if partial is None:
-        start_counts, k0, elapsed0, has_job0, resp0, g0 = tuple(p.counts), -1, 0.0, False, (), 0.0
-        incumbents = greedy_plans(p)
-    else:
-        start_counts, k0, elapsed0, has_job0, resp0, g0 = _start_state(p, partial)
-        prefix = partial.vms
-        incumbents = [_completion(p, partial)]
+        partial = PartialPlan((), tuple(p.counts))
+    prefix = partial.vms
+    start_counts, k0, elapsed0, has_job0, resp0, g0 = _start_state(p, partial)
     for plan in incumbents:
         cost, loss = plan_cost(p, plan)
         if cost < best_cost:

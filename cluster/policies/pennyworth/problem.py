@@ -18,6 +18,8 @@ from cluster.model import SimulationSpec
 from cluster.slo import Slo
 
 FloatArray = npt.NDArray[np.float64]
+#: Quantile levels of a task's execution-time profile (the RAD-tree's Wasserstein mapping).
+PROFILE_LEVELS = np.linspace(0.025, 0.975, 20)
 IntArray = npt.NDArray[np.int64]
 
 
@@ -37,7 +39,7 @@ class Problem:
     job_ids: tuple[tuple[int, ...], ...]
     slo: Slo
     #: Each task's execution-time quantiles per type name (seconds, at
-    #: `tree.PROFILE_LEVELS`), when its distributions are known: the RAD-tree maps a task
+    #: `PROFILE_LEVELS`), when its distributions are known: the RAD-tree maps a task
     #: it never saw to the nearest known one by them.
     profiles: dict[str, dict[str, list[float]]] | None = field(default=None, compare=False)
 
@@ -73,10 +75,9 @@ def problem_from_spec(
         n = int(counts.get(c.name, 0))
         ids.append(tuple(range(start, start + n)))
         start += n
-    levels = np.linspace(0.025, 0.975, 20)
     profiles = {
         c.name: {
-            t.name: [float(q) for q in c.runtime_by_node_type[t.name].quantile(levels)]
+            t.name: [float(q) for q in c.runtime_by_node_type[t.name].quantile(PROFILE_LEVELS)]
             for t in types
             if t.name in c.runtime_by_node_type
         }

@@ -35,15 +35,13 @@ from cluster.policies.pennyworth.features import (
     feature_names,
 )
 from cluster.policies.pennyworth.plan import Plan
-from cluster.policies.pennyworth.problem import Problem
+from cluster.policies.pennyworth.problem import PROFILE_LEVELS, Problem
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 FORMAT = "clusteremu.rad-tree"
 VERSION = 1
-#: Quantile levels of a task's execution-time profile (for the Wasserstein mapping).
-PROFILE_LEVELS = np.linspace(0.025, 0.975, 20)  # as problem.problem_from_spec
 #: Most nodes a tree file may hold (a bound on what a loaded file may allocate).
 MAX_NODES = 1_000_000
 
@@ -156,7 +154,7 @@ class RadTree:
                 self.right.tolist(),
             )
             object.__setattr__(self, "_lists_cache", cached)
-        return cached  # type: ignore[no-any-return]
+        return cached
 
     @property
     def _ranked(self) -> list[list[int]]:
@@ -171,7 +169,7 @@ class RadTree:
                 )
                 cached.append([classes[c] for c in order])
             object.__setattr__(self, "_ranked_cache", cached)
-        return cached  # type: ignore[no-any-return]
+        return cached
 
     def plan(self, problem: Problem) -> Plan:
         """The plan this tree builds for `problem` (tasks and types matched by name, an
