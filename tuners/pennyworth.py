@@ -51,7 +51,12 @@ import ray
 
 from cluster.io import write_json, write_parquet
 from cluster.policies.pennyworth.astar import SearchLimit, solve
-from cluster.policies.pennyworth.features import action_names, examples_of_plan, feature_names
+from cluster.policies.pennyworth.features import (
+    action_names,
+    examples_of_plan,
+    feature_names,
+    feature_width,
+)
 from cluster.policies.pennyworth.plan import plan_cost
 from cluster.policies.pennyworth.problem import Problem, problem_from_spec
 from cluster.policies.pennyworth.tree import RadTree
@@ -184,7 +189,7 @@ def solve_chunk(
         batches.append(np.full(len(y), i, dtype=np.int64))
         steps.append(np.arange(len(y), dtype=np.int64))
         costs.append(found.cost)
-    width = 1 + len(base.type_names) + 4 * len(base.task_names)
+    width = feature_width(len(base.task_names), len(base.type_names))
     return ChunkResult(
         np.vstack(xs) if xs else np.zeros((0, width)),
         np.concatenate(ys) if ys else np.zeros(0, dtype=np.int64),
@@ -317,7 +322,7 @@ def plan_examples(
 ) -> ExamplePlan:
     """The example set of `scenario` (whose problem is `base`); ExamplesError when it
     would not fit in memory."""
-    width = 1 + len(base.type_names) + 4 * len(base.task_names)
+    width = feature_width(len(base.task_names), len(base.type_names))
     per_batch = 2 * jobs * (width + 3) * 8  # at most 2 decisions a job, float64 rows
     refusal = limits.count_refusal(batches, per_batch, "batches")
     if refusal is not None:

@@ -11,13 +11,23 @@ task t to the most recently rented VM. At every vertex a policy sees:
 - `add_cost=t`: the cost of adding one job of task t to the open VM (dollars: price x run
   time plus the change of the SLO loss), `SENTINEL` when no job of t is left or t cannot
   run on the open VM's type;
+- `add_loss=t`: the SLO-loss part of `add_cost=t` (dollars), `SENTINEL` likewise;
 - `left=t`: 1 when jobs of task t are unassigned, else 0;
-- `left_frac=t`: the fraction of the batch's jobs of task t still unassigned.
+- `left_frac=t`: the fraction of the batch's jobs of task t still unassigned;
+- `avg_budget_s` (avg SLO, else 0): the mean response time the jobs left may have with no
+  loss, (target x N - the response times so far) / jobs left (seconds);
+- `late_budget` (percentile SLO, else 0): how many more jobs may end after the target with
+  no loss, N - ceil(p/100 x N) - the jobs already late.
 
 The seed's features are the wait, the shares, the add costs and the unassigned indicators;
-the open type and the fractions left are ours (a tree cannot otherwise tell an empty
-small VM from an empty large one, nor a batch's start from its end).
+the rest are ours: a tree cannot otherwise tell an empty small VM from an empty large one,
+a batch's start from its end, a cheap job from one that breaks the SLO, nor how much of a
+batch-wide SLO is left to spend.
 Decision labels: `k` for renting type k, `n_types + t` for adding a job of task t.
+
+A `Walker` keeps what the features need up to date as decisions are taken, and a tree
+asks for the few features on its path (`Walker.view`): applying a tree costs a few
+microseconds a decision whatever the number of tasks.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +49,16 @@ FloatArray = npt.NDArray[np.float64]
 SENTINEL = -1.0
 
 
+class Features(Protocol):
+    """A feature vector, or anything indexable like one (`FeatureView`)."""
+
+    def __getitem__(self, i: int, /) -> float: ...
+
+
+# Feature groups, in order (see `feature_names`).
+_WAIT, _OPEN, _SHARE, _ADD, _LOSS, _LEFT, _FRAC, _AVG, _LATE = range(9)
+
+
 def feature_names(task_names: tuple[str, ...], type_names: tuple[str, ...]) -> list[str]:
     """Names of the feature vector's entries, in order (see the module doc)."""
     return (
@@ -45,9 +66,16 @@ def feature_names(task_names: tuple[str, ...], type_names: tuple[str, ...]) -> l
         + [f"open_type={k}" for k in type_names]
         + [f"share={t}" for t in task_names]
         + [f"add_cost={t}" for t in task_names]
+        + [f"add_loss={t}" for t in task_names]
         + [f"left={t}" for t in task_names]
         + [f"left_frac={t}" for t in task_names]
+        + ["avg_budget_s", "late_budget"]
     )
+
+
+def feature_width(n_tasks: int, n_types: int) -> int:
+    """Length of the feature vector."""
+    return 1 + n_types + 5 * n_tasks + 2
 
 
 def action_names(task_names: tuple[str, ...], type_names: tuple[str, ...]) -> list[str]:
@@ -64,17 +92,36 @@ class Vertex:
     open_type: int = -1
     wait_s: float = 0.0
     on_open: list[int] = field(default_factory=list)
+    #: Jobs on the open VM.
+    n_on_open: int = 0
+    #: Jobs left in all.
+    jobs_left: int = 0
+    #: Jobs left that can run on each type.
+    left_on_type: list[int] = field(default_factory=list)
     response_sum_s: float = 0.0
+    #: Response times so far, sorted (kept for the percentile SLO only).
     sorted_response_s: list[float] = field(default_factory=list)
+    #: Jobs whose response time is over the percentile SLO's target.
+    late: int = 0
     vms: list[tuple[int, list[int]]] = field(default_factory=list)
 
     @classmethod
     def start(cls, problem: Problem) -> Vertex:
-        return cls(left=list(problem.counts), on_open=[0] * len(problem.task_names))
+        finite = np.isfinite(problem.runtime_s)
+        counts = list(problem.counts)
+        return cls(
+            left=counts,
+            on_open=[0] * len(problem.task_names),
+            jobs_left=sum(counts),
+            left_on_type=[
+                int(sum(c for t, c in enumerate(counts) if finite[t, k]))
+                for k in range(len(problem.type_names))
+            ],
+        )
 
     @property
     def done(self) -> bool:
-        return not any(self.left)
+        return self.jobs_left == 0
 
     def plan(self) -> Plan:
         return Plan(tuple((k, tuple(ts)) for k, ts in self.vms))
@@ -85,37 +132,66 @@ class Walker:
 
     def __init__(self, problem: Problem) -> None:
         self.p = problem
-        self.n_tasks = len(problem.task_names)
-        self.n_types = len(problem.type_names)
+        self.n_tasks = T = len(problem.task_names)
+        self.n_types = K = len(problem.type_names)
         self.total = max(1, problem.jobs)
         self.runtime = problem.runtime_s
+        self.runtime_list: list[list[float]] = problem.runtime_s.tolist()
         self.finite = np.isfinite(problem.runtime_s)
-        self.delay = (
-            problem.startup_delay_s
+        self.finite_list: list[list[bool]] = self.finite.tolist()
+        self.price: list[float] = [float(v) for v in problem.price_per_s]
+        self.delay: list[float] = (
+            [float(v) for v in problem.startup_delay_s]
             if problem.slo.count_startup_delay
-            else np.zeros(self.n_types, dtype=np.float64)
+            else [0.0] * K
         )
-        self.width = 1 + self.n_types + 4 * self.n_tasks
+        self.width = feature_width(T, K)
+        slo = problem.slo
+        self.kind = slo.kind
+        #: Late jobs the percentile SLO allows in all (N - ceil(p/100 x N)).
+        n = problem.jobs
+        self.late_allowed = (
+            n - min(n, max(1, math.ceil(slo.percentile / 100.0 * n - 1e-12)))
+            if slo.kind == "percentile" and n
+            else 0
+        )
+        # Feature index -> (group, task or type index).
+        self.groups: list[tuple[int, int]] = (
+            [(_WAIT, 0)]
+            + [(_OPEN, k) for k in range(K)]
+            + [(g, t) for g in (_SHARE, _ADD, _LOSS, _LEFT, _FRAC) for t in range(T)]
+            + [(_AVG, 0), (_LATE, 0)]
+        )
+
+    # -- features ----------------------------------------------------------------------
+
+    def add_loss(self, v: Vertex, t: int) -> float:
+        """The change of the SLO loss (dollars) of adding a job of task t to the open VM,
+        `SENTINEL` when it cannot be added."""
+        k = v.open_type
+        if k < 0 or v.left[t] == 0 or not self.finite_list[t][k]:
+            return SENTINEL
+        e = self.runtime_list[t][k]
+        r = v.wait_s + e
+        slo = self.p.slo
+        if slo.per_job:
+            return slo.job_loss(r, e)
+        return self._batch_loss(v, r) - self._batch_loss(v, None)
 
     def add_cost(self, v: Vertex, t: int) -> float:
         """Dollars of adding one job of task t to the open VM (price x run time plus the
         change of the SLO loss); `SENTINEL` when it cannot be added."""
-        k = v.open_type
-        if k < 0 or v.left[t] == 0 or not self.finite[t, k]:
+        loss = self.add_loss(v, t)
+        if loss == SENTINEL:
             return SENTINEL
-        e = float(self.runtime[t, k])
-        r = v.wait_s + e
-        slo = self.p.slo
-        cost = float(self.p.price_per_s[k]) * e
-        if slo.per_job:
-            return cost + slo.job_loss(r, e)
-        return cost + self._batch_loss(v, r) - self._batch_loss(v, None)
+        k = v.open_type
+        return self.price[k] * self.runtime_list[t][k] + loss
 
     def _batch_loss(self, v: Vertex, extra_s: float | None) -> float:
         """The avg / percentile loss of the response times so far (plus `extra_s`)."""
         slo = self.p.slo
         done = v.sorted_response_s
-        n = len(done) + (extra_s is not None)
+        n = self.total - v.jobs_left + (extra_s is not None)
         if n == 0:
             return 0.0
         if slo.kind == "avg":
@@ -129,55 +205,100 @@ class Walker:
             value = done[q] if q < i else (extra_s if q == i else done[q - 1])
         return slo.penalty_per_s * max(0.0, value - slo.target_s)
 
+    def feature(self, v: Vertex, i: int) -> float:
+        """Feature `i` of vertex `v` (see `feature_names`)."""
+        group, j = self.groups[i]
+        if group == _WAIT:
+            return v.wait_s
+        if group == _OPEN:
+            return 1.0 if v.open_type == j else 0.0
+        if group == _SHARE:
+            return v.on_open[j] / v.n_on_open if v.n_on_open else 0.0
+        if group == _ADD:
+            return self.add_cost(v, j)
+        if group == _LOSS:
+            return self.add_loss(v, j)
+        if group == _LEFT:
+            return 1.0 if v.left[j] else 0.0
+        if group == _FRAC:
+            return v.left[j] / self.total
+        if group == _AVG:
+            if self.kind != "avg" or not v.jobs_left:
+                return 0.0
+            slo = self.p.slo
+            return (slo.target_s * self.total - v.response_sum_s) / v.jobs_left
+        if self.kind != "percentile":
+            return 0.0
+        return float(self.late_allowed - v.late)
+
     def features(self, v: Vertex) -> FloatArray:
-        x = np.zeros(self.width, dtype=np.float64)
-        x[0] = v.wait_s
-        T, K = self.n_tasks, self.n_types
-        if v.open_type >= 0:
-            x[1 + v.open_type] = 1.0
-        on = sum(v.on_open)
-        base = 1 + K
-        for t in range(T):
-            if on:
-                x[base + t] = v.on_open[t] / on
-            x[base + T + t] = self.add_cost(v, t)
-            x[base + 2 * T + t] = 1.0 if v.left[t] else 0.0
-            x[base + 3 * T + t] = v.left[t] / self.total
-        return x
+        """The whole feature vector of `v`."""
+        return np.array([self.feature(v, i) for i in range(self.width)], dtype=np.float64)
+
+    def view(self, v: Vertex) -> FeatureView:
+        """The features of `v`, each computed when first read (for applying a tree)."""
+        return FeatureView(self, v)
+
+    # -- decisions ---------------------------------------------------------------------
+
+    def is_legal(self, v: Vertex, action: int) -> bool:
+        """Whether decision `action` is allowed at `v`."""
+        if action < self.n_types:
+            return (v.open_type < 0 or v.n_on_open > 0) and v.left_on_type[action] > 0
+        k = v.open_type
+        t = action - self.n_types
+        return k >= 0 and v.left[t] > 0 and self.finite_list[t][k]
 
     def legal(self, v: Vertex) -> list[int]:
         """The decisions allowed at `v` (labels, see the module doc)."""
-        out: list[int] = []
-        has_job = any(v.on_open)
-        if v.open_type < 0 or has_job:
-            for k in range(self.n_types):
-                if any(v.left[t] and self.finite[t, k] for t in range(self.n_tasks)):
-                    out.append(k)
-        if v.open_type >= 0:
-            for t in range(self.n_tasks):
-                if v.left[t] and self.finite[t, v.open_type]:
-                    out.append(self.n_types + t)
-        return out
+        return [a for a in range(self.n_types + self.n_tasks) if self.is_legal(v, a)]
 
     def step(self, v: Vertex, action: int) -> None:
         """Apply a legal decision to `v` in place."""
         if action < self.n_types:
             v.open_type = action
-            v.wait_s = float(self.delay[action])
+            v.wait_s = self.delay[action]
             v.on_open = [0] * self.n_tasks
+            v.n_on_open = 0
             v.vms.append((action, []))
             return
         t = action - self.n_types
-        k = v.open_type
-        if k < 0 or not v.left[t] or not self.finite[t, k]:
+        if not self.is_legal(v, action):
             raise ValueError(f"add {self.p.task_names[t]}: not a legal decision here")
-        e = float(self.runtime[t, k])
-        v.wait_s += e
+        v.wait_s += self.runtime_list[t][v.open_type]
         v.left[t] -= 1
+        v.jobs_left -= 1
+        for k in range(self.n_types):
+            if self.finite_list[t][k]:
+                v.left_on_type[k] -= 1
         v.on_open[t] += 1
+        v.n_on_open += 1
         v.response_sum_s += v.wait_s
-        bisect.insort(v.sorted_response_s, v.wait_s)
+        if self.kind == "percentile":
+            bisect.insort(v.sorted_response_s, v.wait_s)
+            if v.wait_s > self.p.slo.target_s:
+                v.late += 1
         v.vms[-1][1].append(t)
+
+
+class FeatureView:
+    """A vertex's features as a sequence, each computed once, when first read."""
+
+    __slots__ = ("_cache", "_v", "_walker")
+
+    def __init__(self, walker: Walker, v: Vertex) -> None:
+        self._walker = walker
+        self._v = v
+        self._cache: dict[int, float] = {}
+
+    def __getitem__(self, i: int) -> float:
+        value = self._cache.get(i)
+        if value is None:
+            value = self._cache[i] = self._walker.feature(self._v, i)
+        return value
+
+    def __len__(self) -> int:
+        return self._walker.width
 
 
 def decisions(plan: Plan, n_types: int) -> list[int]:
@@ -215,9 +336,7 @@ def fallback(walker: Walker, v: Vertex, legal: list[int]) -> int:
 
     def rent_cost(k: int) -> float:
         costs = [
-            float(walker.p.price_per_s[k] * walker.runtime[t, k])
-            for t in left
-            if walker.finite[t, k]
+            walker.price[k] * walker.runtime_list[t][k] for t in left if walker.finite_list[t][k]
         ]
         return sum(costs) / len(costs) if costs else math.inf
 

@@ -28,11 +28,13 @@ import numpy.typing as npt
 
 from cluster.policies.pennyworth.features import (
     SENTINEL,
+    Features,
     Vertex,
     Walker,
     action_names,
     fallback,
     feature_names,
+    feature_width,
 )
 from cluster.policies.pennyworth.plan import Plan
 from cluster.policies.pennyworth.problem import PROFILE_LEVELS, Problem
@@ -41,7 +43,8 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 FORMAT = "clusteremu.rad-tree"
-VERSION = 1
+#: 2: the add_loss, avg_budget_s and late_budget features.
+VERSION = 2
 #: Most nodes a tree file may hold (a bound on what a loaded file may allocate).
 MAX_NODES = 1_000_000
 
@@ -132,14 +135,14 @@ class RadTree:
 
     # -- deciding ----------------------------------------------------------------------
 
-    def leaf(self, x: Sequence[float] | FloatArray) -> int:
+    def leaf(self, x: Features) -> int:
         i = 0
         feature, threshold, left, right = self._lists
         while feature[i] >= 0:
             i = left[i] if x[feature[i]] <= threshold[i] else right[i]
         return i
 
-    def ranked(self, x: Sequence[float] | FloatArray) -> list[int]:
+    def ranked(self, x: Features) -> list[int]:
         """Decision labels of the leaf `x` reaches, most frequent first (ties: label)."""
         return self._ranked[self.leaf(x)]
 
@@ -178,16 +181,16 @@ class RadTree:
         walker = Walker(problem)
         v = Vertex.start(problem)
         while not v.done:
-            legal = walker.legal(v)
-            if not legal:
-                raise ValueError("no legal decision: a job left cannot run on any VM type")
             x = mapping.features(walker, v)
             action = None
             for label in self.ranked(x):
-                action = mapping.to_problem(walker, v, label, legal)
+                action = mapping.to_problem(walker, v, label)
                 if action is not None:
                     break
             if action is None:
+                legal = walker.legal(v)
+                if not legal:
+                    raise ValueError("no legal decision: a job left cannot run on any VM type")
                 action = fallback(walker, v, legal)
             walker.step(v, action)
         return v.plan()
@@ -294,7 +297,7 @@ class RadTree:
         n = feature.size
         if not 0 < n <= MAX_NODES:
             raise bad("tree.nodes", f"1 to {MAX_NODES} nodes, got {n}")
-        width = 1 + len(types) + 4 * len(tasks)
+        width = feature_width(len(tasks), len(types))
         n_actions = len(types) + len(tasks)
         for name, arr in (("threshold", threshold), ("left", left), ("right", right)):
             if arr.shape != (n,):
@@ -378,43 +381,51 @@ class TaskMapping:
             self.type_to_tree == list(range(len(tree.type_names)))
         )
 
-    def features(self, walker: Walker, v: Vertex) -> FloatArray:
-        x = walker.features(v)
+    def features(self, walker: Walker, v: Vertex) -> Features:
+        """The tree's features at `v`: the problem's own (computed as the tree reads them)
+        when tasks and types match, else mapped onto the tree's tasks and types (shares
+        and fractions summed, the least add cost and loss, any task left)."""
         if self.identity:
-            return x
+            return walker.view(v)
+        x = walker.features(v)
         tree = self.tree
         T, K = len(tree.task_names), len(tree.type_names)
         pt, pk = walker.n_tasks, walker.n_types
-        out = np.zeros(1 + K + 4 * T)
+        out = np.zeros(feature_width(T, K))
         out[0] = x[0]
         for k in range(pk):
             if self.type_to_tree[k] >= 0:
                 out[1 + self.type_to_tree[k]] = x[1 + k]
-        add = np.full(T, math.inf)
+        least = {1: np.full(T, math.inf), 2: np.full(T, math.inf)}
         for t in range(pt):
             j = self.task_to_tree[t]
             out[1 + K + j] += x[1 + pk + t]
-            cost = x[1 + pk + pt + t]
-            if cost != SENTINEL:
-                add[j] = min(add[j], cost)
-            out[1 + K + 2 * T + j] = max(out[1 + K + 2 * T + j], x[1 + pk + 2 * pt + t])
-            out[1 + K + 3 * T + j] += x[1 + pk + 3 * pt + t]
-        out[1 + K + T : 1 + K + 2 * T] = np.where(np.isfinite(add), add, SENTINEL)
+            for g in (1, 2):  # add_cost, add_loss: the least over the tasks mapped to j
+                value = x[1 + pk + g * pt + t]
+                if value != SENTINEL:
+                    least[g][j] = min(least[g][j], value)
+            out[1 + K + 3 * T + j] = max(out[1 + K + 3 * T + j], x[1 + pk + 3 * pt + t])
+            out[1 + K + 4 * T + j] += x[1 + pk + 4 * pt + t]
+        for g in (1, 2):
+            out[1 + K + g * T : 1 + K + (g + 1) * T] = np.where(
+                np.isfinite(least[g]), least[g], SENTINEL
+            )
+        out[-2:] = x[-2:]
         return out
 
-    def to_problem(self, walker: Walker, v: Vertex, label: int, legal: list[int]) -> int | None:
+    def to_problem(self, walker: Walker, v: Vertex, label: int) -> int | None:
         """The problem's decision for a tree decision label, if legal."""
         K = len(self.tree.type_names)
         if self.identity:
-            return label if label in legal else None
+            return label if walker.is_legal(v, label) else None
         if label < K:
             k = self.tree_type_to_problem.get(label)
-            return k if k is not None and k in legal else None
+            return k if k is not None and walker.is_legal(v, k) else None
         j = label - K
         options = [
             walker.n_types + t
             for t in range(walker.n_tasks)
-            if self.task_to_tree[t] == j and walker.n_types + t in legal
+            if self.task_to_tree[t] == j and walker.is_legal(v, walker.n_types + t)
         ]
         if not options:
             return None
