@@ -25,6 +25,15 @@ a batch's start from its end, a cheap job from one that breaks the SLO, nor how 
 batch-wide SLO is left to spend.
 Decision labels: `k` for renting type k, `n_types + t` for adding a job of task t.
 
+An *add* is infeasible when the vertex before it has a loss-free completion of a simple
+kind and the vertex after it has none: every job left alone on a new VM of its *lone*
+type (the cheapest on which a job alone meets the SLO's bound). So no add makes a job late
+that a new VM would keep on time (max, rtpt), makes more jobs late than the percentile
+allows, or pushes the mean response time past the avg target (`Walker.feasible`; ours,
+not the seed's). A tree that predicts an infeasible
+decision takes its most probable feasible one instead: with penalties a hundred times the
+VM prices, one such decision costs more than the whole plan.
+
 A `Walker` keeps what the features need up to date as decisions are taken, and a tree
 asks for the few features on its path (`Walker.view`): applying a tree costs a few
 microseconds a decision whatever the number of tasks.
@@ -42,6 +51,7 @@ import numpy.typing as npt
 
 from cluster.policies.pennyworth.plan import Plan
 from cluster.policies.pennyworth.problem import Problem
+from cluster.slo import Slo
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -103,13 +113,21 @@ class Vertex:
     sorted_response_s: list[float] = field(default_factory=list)
     #: Jobs whose response time is over the percentile SLO's target.
     late: int = 0
+    #: Sum of the lone response times of the jobs left (s), and how many of them are
+    #: late even alone (percentile).
+    lone_sum_s: float = 0.0
+    lone_late: int = 0
     vms: list[tuple[int, list[int]]] = field(default_factory=list)
 
     @classmethod
     def start(cls, problem: Problem) -> Vertex:
         finite = np.isfinite(problem.runtime_s)
         counts = list(problem.counts)
+        lone = lone_response_s(problem)
+        target = problem.slo.target_s
         return cls(
+            lone_sum_s=float(sum(c * lone[t] for t, c in enumerate(counts) if c)),
+            lone_late=int(sum(c for t, c in enumerate(counts) if c and lone[t] > target)),
             left=counts,
             on_open=[0] * len(problem.task_names),
             jobs_left=sum(counts),
@@ -125,6 +143,40 @@ class Vertex:
 
     def plan(self) -> Plan:
         return Plan(tuple((k, tuple(ts)) for k, ts in self.vms))
+
+
+def lone_types(problem: Problem) -> list[int]:
+    """Each task's *lone* VM type: the cheapest (least price x run time) on which a job of
+    it alone on a new VM meets the SLO's bound (deadline, factor x mean, or target), else
+    its cheapest; -1 when it runs on no type."""
+    slo = problem.slo
+    out: list[int] = []
+    for t in range(len(problem.task_names)):
+        ks = [k for k in range(len(problem.type_names)) if np.isfinite(problem.runtime_s[t, k])]
+        ks.sort(key=lambda k: (float(problem.price_per_s[k] * problem.runtime_s[t, k]), k))
+        if not ks:
+            out.append(-1)
+            continue
+        ok = [k for k in ks if _alone_on_time(problem, slo, t, k)]
+        out.append(ok[0] if ok else ks[0])
+    return out
+
+
+def _alone_on_time(problem: Problem, slo: Slo, t: int, k: int) -> bool:
+    e = float(problem.runtime_s[t, k])
+    r = e + (float(problem.startup_delay_s[k]) if slo.count_startup_delay else 0.0)
+    if slo.per_job:
+        return slo.job_loss(r, e) == 0.0
+    return r <= slo.target_s
+
+
+def lone_response_s(problem: Problem) -> list[float]:
+    """Each task's response time alone on a new VM of its lone type (s, inf: no type)."""
+    delay = problem.startup_delay_s if problem.slo.count_startup_delay else np.zeros(1)
+    return [
+        float(problem.runtime_s[t, k] + delay[k if delay.size > 1 else 0]) if k >= 0 else math.inf
+        for t, k in enumerate(lone_types(problem))
+    ]
 
 
 class Walker:
@@ -155,6 +207,12 @@ class Walker:
             if slo.kind == "percentile" and n
             else 0
         )
+        self.lone = lone_response_s(problem)
+        #: Whether a job of task t alone on a new VM of its lone type meets a per-job SLO.
+        self.lone_ok = [
+            slo.per_job and k >= 0 and _alone_on_time(problem, slo, t, k)
+            for t, k in enumerate(lone_types(problem))
+        ]
         # Feature index -> (group, task or type index).
         self.groups: list[tuple[int, int]] = (
             [(_WAIT, 0)]
@@ -249,6 +307,29 @@ class Walker:
         t = action - self.n_types
         return k >= 0 and v.left[t] > 0 and self.finite_list[t][k]
 
+    def feasible(self, v: Vertex, action: int) -> bool:
+        """Whether a legal decision keeps the loss-free completion of the module doc when
+        `v` has one: rents always do; an add may not. Decisions at a vertex with no such
+        completion are all feasible."""
+        if action < self.n_types:
+            return True
+        t = action - self.n_types
+        e = self.runtime_list[t][v.open_type]
+        r = v.wait_s + e
+        slo = self.p.slo
+        if slo.per_job:
+            return not self.lone_ok[t] or slo.job_loss(r, e) == 0.0
+        if slo.kind == "avg":
+            budget = slo.target_s * self.total * (1 + 1e-12)
+            if v.response_sum_s + v.lone_sum_s > budget:
+                return True
+            return v.response_sum_s + r + v.lone_sum_s - self.lone[t] <= budget
+        target = slo.target_s
+        if v.late + v.lone_late > self.late_allowed:
+            return True
+        late = v.late + (r > target) + v.lone_late - (self.lone[t] > target)
+        return late <= self.late_allowed
+
     def legal(self, v: Vertex) -> list[int]:
         """The decisions allowed at `v` (labels, see the module doc)."""
         return [a for a in range(self.n_types + self.n_tasks) if self.is_legal(v, a)]
@@ -274,6 +355,9 @@ class Walker:
         v.on_open[t] += 1
         v.n_on_open += 1
         v.response_sum_s += v.wait_s
+        v.lone_sum_s -= self.lone[t]
+        if self.lone[t] > self.p.slo.target_s:
+            v.lone_late -= 1
         if self.kind == "percentile":
             bisect.insort(v.sorted_response_s, v.wait_s)
             if v.wait_s > self.p.slo.target_s:

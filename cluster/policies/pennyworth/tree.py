@@ -4,8 +4,10 @@ A `RadTree` is a fitted scikit-learn `DecisionTreeClassifier` (entropy, cost-com
 pruning: the equivalent of the paper's J48) reduced to plain arrays, so it exports to JSON
 (no pickle: a tree is an artefact users share) and applies without scikit-learn. At every
 vertex of the allocation graph (`features.Walker`) it ranks the decisions by the class
-frequencies of the leaf the features reach and takes the most probable legal one; when
-the leaf ranks no legal decision, `features.fallback` decides.
+frequencies of the leaf the features reach and takes the most probable legal and feasible
+one (`Walker.feasible`: no add that makes an SLO loss certain); when the leaf ranks none,
+`features.fallback` picks among the feasible decisions (or, when none is, the leaf's most
+probable legal one, else any legal one).
 
 Tasks and VM types are matched by name. A task the tree never saw is mapped to the known
 task whose execution-time distributions are nearest (Wasserstein-1 distance between their
@@ -183,15 +185,27 @@ class RadTree:
         while not v.done:
             x = mapping.features(walker, v)
             action = None
+            first_legal = None
             for label in self.ranked(x):
-                action = mapping.to_problem(walker, v, label)
-                if action is not None:
+                a = mapping.to_problem(walker, v, label)
+                if a is None:
+                    continue
+                if walker.feasible(v, a):
+                    action = a
                     break
+                if first_legal is None:
+                    first_legal = a
             if action is None:
                 legal = walker.legal(v)
                 if not legal:
                     raise ValueError("no legal decision: a job left cannot run on any VM type")
-                action = fallback(walker, v, legal)
+                feasible = [a for a in legal if walker.feasible(v, a)]
+                if feasible:
+                    action = fallback(walker, v, feasible)
+                elif first_legal is not None:
+                    action = first_legal
+                else:
+                    action = fallback(walker, v, legal)
             walker.step(v, action)
         return v.plan()
 
