@@ -17,7 +17,8 @@ task t to the most recently rented VM. At every vertex a policy sees:
 - `avg_budget_s` (avg SLO, else 0): the mean response time the jobs left may have with no
   loss, (target x N - the response times so far) / jobs left (seconds);
 - `late_budget` (percentile SLO, else 0): how many more jobs may end after the target with
-  no loss, N - ceil(p/100 x N) - the jobs already late.
+  no loss, N - ceil(p/100 x N) - the jobs already late;
+- `feasible_adds`: how many tasks' jobs can be added to the open VM feasibly (below).
 
 The seed's features are the wait, the shares, the add costs and the unassigned indicators;
 the rest are ours: a tree cannot otherwise tell an empty small VM from an empty large one,
@@ -28,8 +29,8 @@ Decision labels: `k` for renting type k, `n_types + t` for adding a job of task 
 An *add* is infeasible when the vertex before it has a loss-free completion of a simple
 kind and the vertex after it has none: every job left alone on a new VM of its *lone*
 type (the cheapest on which a job alone meets the SLO's bound). So no add makes a job late
-that a new VM would keep on time (max, rtpt), makes more jobs late than the percentile
-allows, or pushes the mean response time past the avg target (`Walker.feasible`; ours,
+that a new VM would keep on time for less money (max, rtpt), makes more jobs late than the
+percentile allows, or pushes the mean response time past the avg target (`Walker.feasible`; ours,
 not the seed's). A tree that predicts an infeasible
 decision takes its most probable feasible one instead: with penalties a hundred times the
 VM prices, one such decision costs more than the whole plan.
@@ -66,7 +67,7 @@ class Features(Protocol):
 
 
 # Feature groups, in order (see `feature_names`).
-_WAIT, _OPEN, _SHARE, _ADD, _LOSS, _LEFT, _FRAC, _AVG, _LATE = range(9)
+_WAIT, _OPEN, _SHARE, _ADD, _LOSS, _LEFT, _FRAC, _AVG, _LATE, _FITS = range(10)
 
 
 def feature_names(task_names: tuple[str, ...], type_names: tuple[str, ...]) -> list[str]:
@@ -79,13 +80,13 @@ def feature_names(task_names: tuple[str, ...], type_names: tuple[str, ...]) -> l
         + [f"add_loss={t}" for t in task_names]
         + [f"left={t}" for t in task_names]
         + [f"left_frac={t}" for t in task_names]
-        + ["avg_budget_s", "late_budget"]
+        + ["avg_budget_s", "late_budget", "feasible_adds"]
     )
 
 
 def feature_width(n_tasks: int, n_types: int) -> int:
     """Length of the feature vector."""
-    return 1 + n_types + 5 * n_tasks + 2
+    return 1 + n_types + 5 * n_tasks + 3
 
 
 def action_names(task_names: tuple[str, ...], type_names: tuple[str, ...]) -> list[str]:
@@ -208,17 +209,25 @@ class Walker:
             else 0
         )
         self.lone = lone_response_s(problem)
-        #: Whether a job of task t alone on a new VM of its lone type meets a per-job SLO.
+        lone_type = lone_types(problem)
+        #: Whether a job of task t alone on a new VM of its lone type meets a per-job SLO,
+        #: and what that costs (dollars: start-up cost plus price x run time).
         self.lone_ok = [
             slo.per_job and k >= 0 and _alone_on_time(problem, slo, t, k)
-            for t, k in enumerate(lone_types(problem))
+            for t, k in enumerate(lone_type)
+        ]
+        self.lone_usd = [
+            float(problem.startup_usd[k] + problem.price_per_s[k] * problem.runtime_s[t, k])
+            if k >= 0
+            else math.inf
+            for t, k in enumerate(lone_type)
         ]
         # Feature index -> (group, task or type index).
         self.groups: list[tuple[int, int]] = (
             [(_WAIT, 0)]
             + [(_OPEN, k) for k in range(K)]
             + [(g, t) for g in (_SHARE, _ADD, _LOSS, _LEFT, _FRAC) for t in range(T)]
-            + [(_AVG, 0), (_LATE, 0)]
+            + [(_AVG, 0), (_LATE, 0), (_FITS, 0)]
         )
 
     # -- features ----------------------------------------------------------------------
@@ -285,9 +294,17 @@ class Walker:
                 return 0.0
             slo = self.p.slo
             return (slo.target_s * self.total - v.response_sum_s) / v.jobs_left
-        if self.kind != "percentile":
+        if group == _LATE:
+            return float(self.late_allowed - v.late) if self.kind == "percentile" else 0.0
+        if v.open_type < 0:
             return 0.0
-        return float(self.late_allowed - v.late)
+        return float(
+            sum(
+                1
+                for t in range(self.n_tasks)
+                if self.is_legal(v, self.n_types + t) and self.feasible(v, self.n_types + t)
+            )
+        )
 
     def features(self, v: Vertex) -> FloatArray:
         """The whole feature vector of `v`."""
@@ -318,7 +335,9 @@ class Walker:
         r = v.wait_s + e
         slo = self.p.slo
         if slo.per_job:
-            return not self.lone_ok[t] or slo.job_loss(r, e) == 0.0
+            # Late, where the job alone on a new VM would cost less than adding it late.
+            k = v.open_type
+            return not self.lone_ok[t] or self.price[k] * e + slo.job_loss(r, e) <= self.lone_usd[t]
         if slo.kind == "avg":
             budget = slo.target_s * self.total * (1 + 1e-12)
             if v.response_sum_s + v.lone_sum_s > budget:
