@@ -734,9 +734,12 @@ def _check_policy_params(spec: SimulationSpec, source: str) -> None:
     for kind in registry.KINDS:
         ref: PolicyRef = getattr(spec.scheduler, kind)
         try:
-            registry.create(kind, ref.name, **ref.params)
+            policy = registry.create(kind, ref.name, **ref.params)
         except ValueError as exc:
             raise ScenarioError(source, [(f"scheduler.{kind}.params", clip(str(exc)))]) from None
+        problems = policy.check_spec(spec)
+        if problems:
+            raise ScenarioError(source, problems)
 
 
 def check_policies(spec: SimulationSpec, source: str) -> None:

@@ -169,6 +169,11 @@ class Policy:
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         """Called once per run before the first decision; keep what the policy needs."""
 
+    def check_spec(self, spec: SimulationSpec) -> list[tuple[str, str]]:
+        """Cheap checks of a scenario this policy cannot serve, run when the scenario is
+        loaded (before any work): (field, what was expected) per problem."""
+        return []
+
     def kernel_params(self) -> FloatArray:
         """Parameters handed to the compiled decision function."""
         return np.zeros(1)

@@ -69,11 +69,30 @@ class PlanPlacer(Placer, Scaler):
 
     # -- set-up ------------------------------------------------------------------------
 
-    def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
-        if not any(t.rentable for t in spec.node_types):
-            raise ValueError(
-                f"placer {self.name!r} rents VMs: the scenario needs node types with rentable: true"
+    def check_spec(self, spec: SimulationSpec) -> list[tuple[str, str]]:
+        """Rentable node types, and every class with a run time on one of them."""
+        rentable = [t.name for t in spec.node_types if t.rentable]
+        if not rentable:
+            return [
+                (
+                    "cluster.node_types",
+                    f"expected node types with rentable: true (placer {self.name!r} rents VMs)",
+                )
+            ]
+        return [
+            (
+                f"workload.classes.{i}.runtime_by_node_type",
+                f"expected a run time on a rentable node type ({', '.join(rentable)}) for"
+                f" class {c.name!r} (placer {self.name!r} plans with them)",
             )
+            for i, c in enumerate(spec.classes)
+            if not any(name in c.runtime_by_node_type for name in rentable)
+        ]
+
+    def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
+        problems = self.check_spec(spec)
+        if problems:
+            raise ValueError(f"{problems[0][0]}: {problems[0][1]}")
         self.spec = spec
         self.slo = spec.slo if spec.slo is not None else Slo("max", 0.0, deadline_s=math.inf)
         self.planned = set()
