@@ -336,8 +336,12 @@ class Walker:
         slo = self.p.slo
         if slo.per_job:
             # Late, where the job alone on a new VM would cost less than adding it late.
-            k = v.open_type
-            return not self.lone_ok[t] or self.price[k] * e + slo.job_loss(r, e) <= self.lone_usd[t]
+            loss = slo.job_loss(r, e)
+            return (
+                loss == 0.0
+                or not self.lone_ok[t]
+                or self.price[v.open_type] * e + loss <= self.lone_usd[t]
+            )
         if slo.kind == "avg":
             budget = slo.target_s * self.total * (1 + 1e-12)
             if v.response_sum_s + v.lone_sum_s > budget:
@@ -356,6 +360,8 @@ class Walker:
     def step(self, v: Vertex, action: int) -> None:
         """Apply a legal decision to `v` in place."""
         if action < self.n_types:
+            if not self.is_legal(v, action):
+                raise ValueError(f"rent {self.p.type_names[action]}: not a legal decision here")
             v.open_type = action
             v.wait_s = self.delay[action]
             v.on_open = [0] * self.n_tasks

@@ -424,7 +424,7 @@ class TaskMapping:
             out[1 + K + g * T : 1 + K + (g + 1) * T] = np.where(
                 np.isfinite(least[g]), least[g], SENTINEL
             )
-        out[-2:] = x[-2:]
+        out[1 + K + 5 * T :] = x[1 + pk + 5 * pt :]  # the batch-wide features
         return out
 
     def to_problem(self, walker: Walker, v: Vertex, label: int) -> int | None:
