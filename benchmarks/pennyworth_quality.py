@@ -137,6 +137,9 @@ def main() -> None:
     parser.add_argument(
         "--slo", default=",".join(SLOS), help="SLO kinds, comma-separated (default: all four)"
     )
+    parser.add_argument(
+        "--types", default="1,3", help="VM type sets: 1 (t2.small), 3 (all); default 1,3"
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     rows = []
@@ -145,14 +148,18 @@ def main() -> None:
             parser.error(f"--slo {kind!r}: expected some of {', '.join(SLOS)}")
         spec = load_scenario(f"pennyworth-{kind}")
         full = problem_from_spec(spec, spec.slo)
-        for label, base in (("1 type", only_types(full, [0])), ("3 types", full)):
+        sets = {"1": ("1 type", only_types(full, [0])), "3": ("3 types", full)}
+        for key in args.types.split(","):
+            if key not in sets:
+                parser.error(f"--types {key!r}: expected 1 or 3")
+            label, base = sets[key]
             row = {"slo": kind, "types": label}
             row.update(evaluate(base, args.train, args.held_out, args.jobs, args.leaf, args.rounds))
             rows.append(row)
             print(
-                f"{kind:<11}{label:<8} tree {row['tree_ratio']:.3f}"
+                f"{kind:<11}{label:<8} tree {row['tree_ratio']:.4f}"
                 f" (max {row['tree_max_ratio']:.3f})"
-                + "".join(f"  {b} {row[b + '_ratio']:.3f}" for b in BASELINES)
+                + "".join(f"  {b} {row[b + '_ratio']:.4f}" for b in BASELINES)
                 + f"  [{row['seconds']} s]",
                 file=sys.stderr,
                 flush=True,
@@ -166,8 +173,8 @@ def main() -> None:
     print(head)
     for r in rows:
         print(
-            f"{r['slo']:<11}{r['types']:<8}{r['tree_ratio']:>9.3f}{r['tree_max_ratio']:>8.3f}"
-            + "".join(f"{r[b + '_ratio']:>14.3f}" for b in BASELINES)
+            f"{r['slo']:<11}{r['types']:<8}{r['tree_ratio']:>9.4f}{r['tree_max_ratio']:>8.3f}"
+            + "".join(f"{r[b + '_ratio']:>14.4f}" for b in BASELINES)
         )
 
 

@@ -262,7 +262,8 @@ class RadTree:
         }
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        text = json.dumps(self.to_dict(), separators=(",", ":"))  # explain() is the readable form
+        Path(path).write_text(text + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> RadTree:
