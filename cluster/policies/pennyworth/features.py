@@ -30,10 +30,13 @@ An *add* is infeasible when the vertex before it has a loss-free completion of a
 kind and the vertex after it has none: every job left alone on a new VM of its *lone*
 type (the cheapest on which a job alone meets the SLO's bound). So no add makes a job late
 that a new VM would keep on time for less money (max, rtpt), makes more jobs late than the
-percentile allows, or pushes the mean response time past the avg target (`Walker.feasible`; ours,
-not the seed's). A tree that predicts an infeasible
-decision takes its most probable feasible one instead: with penalties a hundred times the
-VM prices, one such decision costs more than the whole plan.
+percentile allows, or pushes the mean response time past the avg target. A *rent* is
+infeasible while some add is feasible: no VM is closed while a job left still fits on it.
+(With a per-job SLO and one VM type, moving a job that fits on time to the end of an
+earlier VM never costs more, so some optimal plan never closes a VM early.) A tree that
+predicts an infeasible decision takes its most probable feasible one instead
+(`Walker.feasible`; ours, not the seed's): with penalties a hundred times the VM prices,
+one late job costs more than the whole plan.
 
 A `Walker` keeps what the features need up to date as decisions are taken, and a tree
 asks for the few features on its path (`Walker.view`): applying a tree costs a few
@@ -325,11 +328,14 @@ class Walker:
         return k >= 0 and v.left[t] > 0 and self.finite_list[t][k]
 
     def feasible(self, v: Vertex, action: int) -> bool:
-        """Whether a legal decision keeps the loss-free completion of the module doc when
-        `v` has one: rents always do; an add may not. Decisions at a vertex with no such
-        completion are all feasible."""
+        """Whether a legal decision is feasible (see the module doc): an add that keeps
+        the loss-free completion when `v` has one; a rent when no add is feasible."""
         if action < self.n_types:
-            return True
+            # No VM is closed while a job left can still be added to it feasibly.
+            return v.open_type < 0 or not any(
+                self.is_legal(v, a) and self.feasible(v, a)
+                for a in range(self.n_types, self.n_types + self.n_tasks)
+            )
         t = action - self.n_types
         e = self.runtime_list[t][v.open_type]
         r = v.wait_s + e

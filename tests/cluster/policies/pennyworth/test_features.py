@@ -408,17 +408,22 @@ def expected_feasible(problem: Problem, vms: Vms, t: int) -> bool | None:
 @pytest.mark.parametrize("startup", [False, True])
 @pytest.mark.parametrize("kind", KINDS)
 def test_feasibility_follows_its_definition(kind: str, startup: bool) -> None:
-    """Rents are always feasible; every legal add at every vertex of random walks and A*
-    plans is feasible exactly as `expected_feasible` says; infeasible adds are met."""
+    """A rent is feasible exactly when no add is; every legal add at every vertex of random
+    walks and A* plans is feasible exactly as `expected_feasible` says; infeasible adds are
+    met."""
     rng = np.random.default_rng([SEEDS[kind], int(startup), 4])
     seen = {True: 0, False: 0}
     for problem in problems(kind, startup, 30, salt=4):
         optimal = decisions(solve(problem).plan, len(problem.type_names))
         for actions in (optimal, random_walk(problem, rng), random_walk(problem, rng)):
             for walker, v, vms in path(problem, actions):
-                for a in walker.legal(v):
+                legal = walker.legal(v)
+                adds = [a for a in legal if a >= walker.n_types]
+                some_add = any(walker.feasible(v, a) for a in adds)
+                for a in legal:
                     if a < walker.n_types:
-                        assert walker.feasible(v, a)
+                        # A rent is feasible exactly when no add is (or no VM is open).
+                        assert walker.feasible(v, a) == (not vms or not some_add)
                         continue
                     expected = expected_feasible(problem, vms, a - walker.n_types)
                     if expected is None:
@@ -480,7 +485,7 @@ def test_a_late_max_add_is_infeasible_when_a_lone_vm_costs_less(
     assert walker.add_loss(v, 0) == pytest.approx(
         0.01 * (delay_s * count + 200.0 - deadline_s), rel=1e-12
     )
-    assert walker.feasible(v, 0)  # a rent
+    assert walker.feasible(v, 0) is not feasible  # a rent: feasible when no add is
     assert walker.feasible(v, 1) is feasible
     assert walker.view(v)[walker.width - 1] == float(feasible)  # feasible_adds
 
@@ -565,7 +570,7 @@ def test_avg_budget_and_feasibility_by_hand() -> None:
     # a again: 100 + 200 + (400 - 100) = 600 > 570; b: 100 + 400 + (400 - 300) = 600 > 570.
     assert not walker.feasible(v, 1) and not walker.feasible(v, 2)
     assert f["feasible_adds"] == 0.0
-    assert walker.feasible(v, 0)  # a rent
+    assert walker.feasible(v, 0)  # a rent: no add is feasible
     after = copy.deepcopy(v)
     walker.step(after, 0)  # a new VM: a 100 + 100 + 300 = 500, b 100 + 300 + 100 = 500
     assert named(walker, after)["feasible_adds"] == 2.0
