@@ -64,6 +64,24 @@ def batch(base: Problem, seed: int, jobs: int) -> Problem:
     return with_counts(base, counts.tolist())
 
 
+def rules_only(base: Problem) -> RadTree:
+    """A tree with one leaf that ranks no decision: its plans are the feasibility rules and
+    the fallback alone (the cheapest feasible add, else the rent of least mean cost per job
+    left), to show what the learned tree adds."""
+    return RadTree(
+        base.task_names,
+        base.type_names,
+        np.array([-2]),
+        np.array([-2.0]),
+        np.array([-1]),
+        np.array([-1]),
+        np.zeros((1, 1)),
+        np.array([0]),
+        base.profiles or {},
+        {},
+    )
+
+
 def evaluate(
     base: Problem, train: int, held_out: int, jobs: int, leaf: int, rounds: int
 ) -> dict[str, float]:
@@ -104,11 +122,13 @@ def evaluate(
                 corrected += 1
         tree = fit()
     fit_s = time.perf_counter() - t0
-    ratios: dict[str, list[float]] = {"tree": [], **{b: [] for b in BASELINES}}
+    rules = rules_only(base)
+    ratios: dict[str, list[float]] = {"tree": [], "rules": [], **{b: [] for b in BASELINES}}
     for seed in range(1_000_000, 1_000_000 + held_out):
         p = batch(base, seed, jobs)
         optimum = solve(p).cost
         ratios["tree"].append(plan_cost(p, tree.plan(p))[0] / optimum)
+        ratios["rules"].append(plan_cost(p, rules.plan(p))[0] / optimum)
         for name, cls in BASELINES.items():
             ratios[name].append(plan_cost(p, cls().make_plan(p))[0] / optimum)
     return {
@@ -159,6 +179,7 @@ def main() -> None:
             print(
                 f"{kind:<11}{label:<8} tree {row['tree_ratio']:.4f}"
                 f" (max {row['tree_max_ratio']:.3f})"
+                + f"  rules {row['rules_ratio']:.4f}"
                 + "".join(f"  {b} {row[b + '_ratio']:.4f}" for b in BASELINES)
                 + f"  [{row['seconds']} s]",
                 file=sys.stderr,
@@ -167,13 +188,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    head = f"{'SLO':<11}{'types':<8}{'tree/A*':>9}{'max':>8}" + "".join(
+    head = f"{'SLO':<11}{'types':<8}{'tree/A*':>9}{'max':>8}{'rules':>8}" + "".join(
         f"{b:>14}" for b in BASELINES
     )
     print(head)
     for r in rows:
         print(
             f"{r['slo']:<11}{r['types']:<8}{r['tree_ratio']:>9.4f}{r['tree_max_ratio']:>8.3f}"
+            + f"{r['rules_ratio']:>8.4f}"
             + "".join(f"{r[b + '_ratio']:>14.4f}" for b in BASELINES)
         )
 

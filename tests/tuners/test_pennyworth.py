@@ -11,6 +11,7 @@ import pytest
 
 from cluster.policies.pennyworth.astar import solve
 from cluster.policies.pennyworth.features import examples_of_plan
+from cluster.policies.pennyworth.plan import plan_cost
 from cluster.policies.pennyworth.problem import Problem
 from cluster.policies.pennyworth.tree import RadTree
 from tuners.pennyworth import (
@@ -134,7 +135,13 @@ def test_a_tree_is_scored_against_the_optimum(
     )
     good, bad = score_tree(full, validation), score_tree(stump, validation)
     assert good.batches == 25 and 1.0 - 1e-9 <= good.mean_ratio <= good.max_ratio
-    assert good.mean_ratio < bad.mean_ratio
+    for tree, score in ((full, good), (stump, bad)):
+        ratios = [
+            plan_cost(p, tree.plan(p))[0] / opt
+            for p, opt in zip(validation.problems, expected, strict=True)
+        ]
+        assert score.mean_ratio == pytest.approx(float(np.mean(ratios)), rel=1e-12)
+        assert score.max_ratio == pytest.approx(max(ratios), rel=1e-12)
     assert good.mean_optimal_usd == pytest.approx(float(np.mean(expected)))
 
 
