@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -123,6 +124,10 @@ class Vertex:
     #: late even alone (percentile).
     lone_sum_s: float = 0.0
     lone_late: int = 0
+    #: The feasible adds at this vertex, once computed (`Walker.feasible_adds`).
+    feasible_cache: list[int] | None = field(default=None, compare=False, repr=False)
+    #: The avg / percentile loss of the response times so far, once computed.
+    loss_cache: float | None = field(default=None, compare=False, repr=False)
     vms: list[tuple[int, list[int]]] = field(default_factory=list)
 
     @classmethod
@@ -227,6 +232,16 @@ class Walker:
             else math.inf
             for t, k in enumerate(lone_type)
         ]
+        self.per_job = slo.per_job
+        #: The response time (s) up to which a job of task t on type k has no loss of its
+        #: own (max: the deadline; rtpt: factor x its mean there).
+        self.job_bound_s: list[list[float]] = [
+            [
+                slo.deadline_s if slo.kind == "max" else slo.factor * self.runtime_list[t][k]
+                for k in range(K)
+            ]
+            for t in range(T)
+        ]
         # Feature index -> (group, task or type index).
         self.groups: list[tuple[int, int]] = (
             [(_WAIT, 0)]
@@ -234,6 +249,10 @@ class Walker:
             + [(g, t) for g in (_SHARE, _ADD, _LOSS, _LEFT, _FRAC) for t in range(T)]
             + [(_AVG, 0), (_LATE, 0), (_FITS, 0)]
         )
+        #: Feature index -> a function of the vertex computing it.
+        self.getters: list[Callable[[Vertex], float]] = [
+            self._getter(group, j) for group, j in self.groups
+        ]
 
     # -- features ----------------------------------------------------------------------
 
@@ -248,7 +267,9 @@ class Walker:
         slo = self.p.slo
         if slo.per_job:
             return slo.job_loss(r, e)
-        return self._batch_loss(v, r) - self._batch_loss(v, None)
+        if v.loss_cache is None:
+            v.loss_cache = self._batch_loss(v, None)
+        return self._batch_loss(v, r) - v.loss_cache
 
     def add_cost(self, v: Vertex, t: int) -> float:
         """Dollars of adding one job of task t to the open VM (price x run time plus the
@@ -279,37 +300,36 @@ class Walker:
 
     def feature(self, v: Vertex, i: int) -> float:
         """Feature `i` of vertex `v` (see `feature_names`)."""
-        group, j = self.groups[i]
+        return self.getters[i](v)
+
+    def _getter(self, group: int, j: int) -> Callable[[Vertex], float]:
+        total = self.total
         if group == _WAIT:
-            return v.wait_s
+            return lambda v: v.wait_s
         if group == _OPEN:
-            return 1.0 if v.open_type == j else 0.0
+            return lambda v: 1.0 if v.open_type == j else 0.0
         if group == _SHARE:
-            return v.on_open[j] / v.n_on_open if v.n_on_open else 0.0
+            return lambda v: v.on_open[j] / v.n_on_open if v.n_on_open else 0.0
         if group == _ADD:
-            return self.add_cost(v, j)
+            return lambda v: self.add_cost(v, j)
         if group == _LOSS:
-            return self.add_loss(v, j)
+            return lambda v: self.add_loss(v, j)
         if group == _LEFT:
-            return 1.0 if v.left[j] else 0.0
+            return lambda v: 1.0 if v.left[j] else 0.0
         if group == _FRAC:
-            return v.left[j] / self.total
+            return lambda v: v.left[j] / total
         if group == _AVG:
-            if self.kind != "avg" or not v.jobs_left:
-                return 0.0
-            slo = self.p.slo
-            return (slo.target_s * self.total - v.response_sum_s) / v.jobs_left
-        if group == _LATE:
-            return float(self.late_allowed - v.late) if self.kind == "percentile" else 0.0
-        if v.open_type < 0:
-            return 0.0
-        return float(
-            sum(
-                1
-                for t in range(self.n_tasks)
-                if self.is_legal(v, self.n_types + t) and self.feasible(v, self.n_types + t)
+            if self.kind != "avg":
+                return lambda v: 0.0
+            target = self.p.slo.target_s
+            return lambda v: (
+                (target * total - v.response_sum_s) / v.jobs_left if v.jobs_left else 0.0
             )
-        )
+        if group == _LATE:
+            if self.kind != "percentile":
+                return lambda v: 0.0
+            return lambda v: float(self.late_allowed - v.late)
+        return lambda v: float(len(self.feasible_adds(v)))
 
     def features(self, v: Vertex) -> FloatArray:
         """The whole feature vector of `v`."""
@@ -335,36 +355,44 @@ class Walker:
         rent under the avg SLO)."""
         if action < self.n_types:
             # No VM is closed while a job left can still be added to it feasibly (but avg).
-            return (
-                v.open_type < 0
-                or self.kind == "avg"
-                or not any(
-                    self.is_legal(v, a) and self.feasible(v, a)
-                    for a in range(self.n_types, self.n_types + self.n_tasks)
-                )
+            return v.open_type < 0 or self.kind == "avg" or not self.feasible_adds(v)
+        return self._add_feasible(v, action - self.n_types)
+
+    def feasible_adds(self, v: Vertex) -> list[int]:
+        """The legal and feasible adds at `v` (decision labels; kept until `v` changes)."""
+        if v.feasible_cache is None:
+            k = v.open_type
+            v.feasible_cache = (
+                []
+                if k < 0
+                else [
+                    self.n_types + t
+                    for t in range(self.n_tasks)
+                    if v.left[t] and self.finite_list[t][k] and self._add_feasible(v, t)
+                ]
             )
-        t = action - self.n_types
+        return v.feasible_cache
+
+    def _add_feasible(self, v: Vertex, t: int) -> bool:
         e = self.runtime_list[t][v.open_type]
         r = v.wait_s + e
         slo = self.p.slo
-        if slo.per_job:
+        if self.per_job:
             # Late, where the job alone on a new VM would cost less than adding it late.
+            if r <= self.job_bound_s[t][v.open_type] or not self.lone_ok[t]:
+                return True
             loss = slo.job_loss(r, e)
-            return (
-                loss == 0.0
-                or not self.lone_ok[t]
-                or self.price[v.open_type] * e + loss <= self.lone_usd[t]
-            )
+            return loss == 0.0 or self.price[v.open_type] * e + loss <= self.lone_usd[t]
         if slo.kind == "avg":
             budget = slo.target_s * self.total * (1 + 1e-12)
             if v.response_sum_s + v.lone_sum_s > budget:
                 return True
             return v.response_sum_s + r + v.lone_sum_s - self.lone[t] <= budget
-        target = slo.target_s
-        if v.late + v.lone_late > self.late_allowed:
+        # Late jobs then: v.late + v.lone_late, plus 1 if this one is late, less 1 if it was
+        # late even alone. Fewer than allowed: room for one more; more: a loss is certain.
+        if v.late + v.lone_late != self.late_allowed:
             return True
-        late = v.late + (r > target) + v.lone_late - (self.lone[t] > target)
-        return late <= self.late_allowed
+        return r <= slo.target_s or self.lone[t] > slo.target_s
 
     def legal(self, v: Vertex) -> list[int]:
         """The decisions allowed at `v` (labels, see the module doc)."""
@@ -372,6 +400,7 @@ class Walker:
 
     def step(self, v: Vertex, action: int) -> None:
         """Apply a legal decision to `v` in place."""
+        v.feasible_cache = v.loss_cache = None
         if action < self.n_types:
             if not self.is_legal(v, action):
                 raise ValueError(f"rent {self.p.type_names[action]}: not a legal decision here")

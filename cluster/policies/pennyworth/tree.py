@@ -17,6 +17,7 @@ tree task, and an *add* of that tree task adds the cheapest of them.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import math
@@ -179,14 +180,39 @@ class RadTree:
     def plan(self, problem: Problem) -> Plan:
         """The plan this tree builds for `problem` (tasks and types matched by name, an
         unknown task mapped to its nearest known one)."""
+        # The walk allocates many small objects and frees them at once (no cycles): the
+        # cyclic collector's passes over a large process would cost a quarter of the time.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._plan(problem)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _plan(self, problem: Problem) -> Plan:
         mapping = TaskMapping(self, problem)
         walker = Walker(problem)
         v = Vertex.start(problem)
+        getters = walker.getters
+        feature, threshold, left, right = self._lists
+        ranked_at = self._ranked
         while not v.done:
-            x = mapping.features(walker, v)
+            if mapping.identity:
+                # The tree's path, each feature computed once when first read.
+                seen: dict[int, float] = {}
+                i = 0
+                while (f := feature[i]) >= 0:
+                    value = seen.get(f)
+                    if value is None:
+                        value = seen[f] = getters[f](v)
+                    i = left[i] if value <= threshold[i] else right[i]
+                labels = ranked_at[i]
+            else:
+                labels = self.ranked(mapping.features(walker, v))
             action = None
             first_legal = None
-            for label in self.ranked(x):
+            for label in labels:
                 a = mapping.to_problem(walker, v, label)
                 if a is None:
                     continue
