@@ -5,7 +5,8 @@ pruning: the equivalent of the paper's J48) reduced to plain arrays, so it expor
 (no pickle: a tree is an artefact users share) and applies without scikit-learn. At every
 vertex of the allocation graph (`features.Walker`) it ranks the decisions by the class
 frequencies of the leaf the features reach and takes the most probable legal and feasible
-one (`Walker.feasible`: no add that makes an SLO loss certain); when the leaf ranks none,
+one (`Walker.feasible`: no add that gives up a loss-free completion, no rent while a job
+left still fits on the open VM); when the leaf ranks none,
 `features.fallback` picks among the feasible decisions (or, when none is, the leaf's most
 probable legal one, else any legal one).
 
@@ -46,7 +47,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 FORMAT = "clusteremu.rad-tree"
-#: 2: the add_loss, avg_budget_s and late_budget features.
+#: 2: the add_loss, avg_budget_s, late_budget and feasible_adds features.
 VERSION = 2
 #: Most nodes a tree file may hold (a bound on what a loaded file may allocate).
 MAX_NODES = 1_000_000
@@ -199,7 +200,7 @@ class RadTree:
         ranked_at = self._ranked
         while not v.done:
             if mapping.identity:
-                # The tree's path, each feature computed once when first read.
+                # `leaf`, inlined: the tree's path, each feature computed once when read.
                 seen: dict[int, float] = {}
                 i = 0
                 while (f := feature[i]) >= 0:
