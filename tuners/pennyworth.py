@@ -58,7 +58,7 @@ from cluster.policies.pennyworth.features import (
     feature_width,
 )
 from cluster.policies.pennyworth.plan import plan_cost
-from cluster.policies.pennyworth.problem import Problem, problem_from_spec
+from cluster.policies.pennyworth.problem import Problem, ScenarioFieldError, checked_problem
 from cluster.policies.pennyworth.tree import RadTree
 from scenarios import limits
 from scenarios.errors import ScenarioError
@@ -93,36 +93,10 @@ def scenario_problem(scenario: str) -> Problem:
     """The tasks, VM types and SLO of a scenario, with no jobs (ScenarioError if it has no
     `slo:` or a task without a run time on a rentable node type)."""
     spec = load_scenario(scenario)
-    source = str(resolve_path(scenario))
-    if spec.slo is None:
-        raise ScenarioError(
-            source, [("slo", "synthesize needs an slo: {kind: max|rtpt|avg|percentile, ...}")]
-        )
-    for i, c in enumerate(spec.classes):
-        if not c.runtime_by_node_type:
-            raise ScenarioError(
-                source,
-                [
-                    (
-                        f"workload.classes.{i}.runtime_by_node_type",
-                        "synthesize needs each task's run time per node type",
-                    )
-                ],
-            )
-    base = problem_from_spec(spec, spec.slo, counts={})
-    for t, name in enumerate(base.task_names):
-        if not np.isfinite(base.runtime_s[t]).any():
-            raise ScenarioError(
-                source,
-                [
-                    (
-                        f"workload.classes.{t}.runtime_by_node_type",
-                        f"task {name!r} has no run time on any rentable node type "
-                        f"({', '.join(base.type_names)})",
-                    )
-                ],
-            )
-    return base
+    try:
+        return checked_problem(spec, "synthesize", counts={})
+    except ScenarioFieldError as exc:
+        raise ScenarioError(str(resolve_path(scenario)), [(exc.field, exc.expected)]) from None
 
 
 def batch_counts(n_tasks: int, jobs: int, seed: int, stream: int, index: int) -> tuple[int, ...]:

@@ -37,16 +37,12 @@ def add_parser(sub: Any) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     from cluster.policies.pennyworth.astar import SearchLimit, solve
     from cluster.policies.pennyworth.plan import assign_ids
-    from cluster.policies.pennyworth.problem import problem_from_spec
+    from cluster.policies.pennyworth.problem import ScenarioFieldError, checked_problem
     from cluster.workload import BatchArrivals
     from clusteremu.cli import UsageError
 
     spec = load_scenario(args.scenario, list(args.set or []))
     source = str(args.scenario)
-    if spec.slo is None:
-        raise ScenarioError(
-            source, [("slo", "solve needs an slo: {kind: max|rtpt|avg|percentile, ...}")]
-        )
     for i, c in enumerate(spec.classes):
         if not isinstance(c.arrival, BatchArrivals):
             raise ScenarioError(
@@ -58,20 +54,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
                     )
                 ],
             )
-        if not c.runtime_by_node_type:
-            raise ScenarioError(
-                source,
-                [
-                    (
-                        f"workload.classes.{i}.runtime_by_node_type",
-                        "solve needs each task's run time per node type",
-                    )
-                ],
-            )
     try:
-        problem = problem_from_spec(spec, spec.slo)
-    except ValueError as exc:
-        raise ScenarioError(source, [("workload.classes", str(exc))]) from None
+        problem = checked_problem(spec, "solve")
+    except ScenarioFieldError as exc:
+        raise ScenarioError(source, [(exc.field, exc.expected)]) from None
     try:
         found = solve(problem, time_limit_s=args.time_limit)
     except SearchLimit as exc:

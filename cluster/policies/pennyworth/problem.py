@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from cluster.model import SimulationSpec
+from cluster.model import NodeType, SimulationSpec
 from cluster.slo import Slo
 
 FloatArray = npt.NDArray[np.float64]
@@ -53,13 +53,49 @@ class Problem:
                 raise ValueError(f"{where}: task {name!r} has no run time on any VM type")
 
 
+def vm_types(spec: SimulationSpec) -> list[NodeType]:
+    """The VM types of a scenario: its rentable node types (all of them when none is)."""
+    return [t for t in spec.node_types if t.rentable] or list(spec.node_types)
+
+
+class ScenarioFieldError(ValueError):
+    """A scenario a Pennyworth command cannot plan: the field and what was expected."""
+
+    def __init__(self, field: str, expected: str) -> None:
+        super().__init__(f"{field}: {expected}")
+        self.field, self.expected = field, expected
+
+
+def checked_problem(
+    spec: SimulationSpec, command: str, counts: dict[str, int] | None = None
+) -> Problem:
+    """`problem_from_spec` for a command that plans with the scenario's SLO (`solve`,
+    `synthesize`): ScenarioFieldError when it has no `slo:`, or a task without a run time
+    on any rentable node type."""
+    if spec.slo is None:
+        raise ScenarioFieldError(
+            "slo", f"{command} needs an slo: {{kind: max|rtpt|avg|percentile, ...}}"
+        )
+    names = [t.name for t in vm_types(spec)]
+    for i, c in enumerate(spec.classes):
+        field = f"workload.classes.{i}.runtime_by_node_type"
+        if not c.runtime_by_node_type:
+            raise ScenarioFieldError(field, f"{command} needs each task's run time per node type")
+        if not any(k in c.runtime_by_node_type for k in names):
+            raise ScenarioFieldError(
+                field,
+                f"task {c.name!r} has no run time on any rentable node type ({', '.join(names)})",
+            )
+    return problem_from_spec(spec, spec.slo, counts)
+
+
 def problem_from_spec(
     spec: SimulationSpec, slo: Slo, counts: dict[str, int] | None = None
 ) -> Problem:
     """The batch of a scenario: its classes are tasks (their `runtime_by_node_type` means
     are the estimates), its rentable node types the VM types. Jobs are numbered as the
     engine numbers a batch arriving at once: class by class, in class order."""
-    types = [t for t in spec.node_types if t.rentable] or list(spec.node_types)
+    types = vm_types(spec)
     n_tasks = len(spec.classes)
     runtime = np.full((n_tasks, len(types)), math.inf)
     for i, c in enumerate(spec.classes):
