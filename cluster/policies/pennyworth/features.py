@@ -183,9 +183,11 @@ def _alone_on_time(problem: Problem, slo: Slo, t: int, k: int) -> bool:
 
 def lone_response_s(problem: Problem) -> list[float]:
     """Each task's response time alone on a new VM of its lone type (s, inf: no type)."""
-    delay = problem.startup_delay_s if problem.slo.count_startup_delay else np.zeros(1)
+    counted = problem.slo.count_startup_delay
     return [
-        float(problem.runtime_s[t, k] + delay[k if delay.size > 1 else 0]) if k >= 0 else math.inf
+        float(problem.runtime_s[t, k] + (problem.startup_delay_s[k] if counted else 0.0))
+        if k >= 0
+        else math.inf
         for t, k in enumerate(lone_types(problem))
     ]
 
@@ -198,10 +200,8 @@ class Walker:
         self.n_tasks = T = len(problem.task_names)
         self.n_types = K = len(problem.type_names)
         self.total = max(1, problem.jobs)
-        self.runtime = problem.runtime_s
         self.runtime_list: list[list[float]] = problem.runtime_s.tolist()
-        self.finite = np.isfinite(problem.runtime_s)
-        self.finite_list: list[list[bool]] = self.finite.tolist()
+        self.finite_list: list[list[bool]] = np.isfinite(problem.runtime_s).tolist()
         self.price: list[float] = [float(v) for v in problem.price_per_s]
         self.delay: list[float] = (
             [float(v) for v in problem.startup_delay_s]
@@ -243,16 +243,14 @@ class Walker:
             for t in range(T)
         ]
         # Feature index -> (group, task or type index).
-        self.groups: list[tuple[int, int]] = (
+        groups = (
             [(_WAIT, 0)]
             + [(_OPEN, k) for k in range(K)]
             + [(g, t) for g in (_SHARE, _ADD, _LOSS, _LEFT, _FRAC) for t in range(T)]
             + [(_AVG, 0), (_LATE, 0), (_FITS, 0)]
         )
         #: Feature index -> a function of the vertex computing it.
-        self.getters: list[Callable[[Vertex], float]] = [
-            self._getter(group, j) for group, j in self.groups
-        ]
+        self.getters: list[Callable[[Vertex], float]] = [self._getter(g, j) for g, j in groups]
 
     # -- features ----------------------------------------------------------------------
 
