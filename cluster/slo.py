@@ -128,11 +128,16 @@ def job_losses(
     return np.full(r.size, slo.loss(r) / r.size)
 
 
+def percentile_rank(p: float, n: int) -> int:
+    """Which response time the percentile SLO judges among n: ceil(p / 100 x n), at least
+    the first and at most the n-th (1-based; 0 when n is 0)."""
+    return min(n, max(1, math.ceil(p / 100.0 * n - 1e-12)))
+
+
 def percentile_time(response_s: Sequence[float] | FloatArray, p: float) -> float:
     """The ceil(p / 100 x N)-th smallest response time (at least the smallest)."""
     r = np.sort(np.asarray(response_s, dtype=np.float64))
-    k = max(1, math.ceil(p / 100.0 * r.size - 1e-12))
-    return float(r[min(k, r.size) - 1])
+    return float(r[percentile_rank(p, r.size) - 1])
 
 
 def slo_from_mapping(data: Mapping[str, Any]) -> Slo:

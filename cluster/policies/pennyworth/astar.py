@@ -24,6 +24,7 @@ import numpy as np
 
 from cluster.policies.pennyworth.plan import Plan, plan_cost
 from cluster.policies.pennyworth.problem import Problem
+from cluster.slo import percentile_rank
 
 #: Rounding of times in vertex keys (s): sums of the same run times in another order.
 KEY_DIGITS = 9
@@ -160,11 +161,7 @@ def solve(
     # The least run time of each task (a lower bound on the response time it adds).
     least = [min((runtime[t][k] for k in range(n_types)), default=math.inf) for t in range(n_tasks)]
     n_jobs = p.jobs
-    q_rank = (
-        max(1, math.ceil(slo.percentile / 100.0 * n_jobs - 1e-12))
-        if slo.kind == "percentile"
-        else 0
-    )
+    q_rank = percentile_rank(slo.percentile, n_jobs) if slo.kind == "percentile" else 0
 
     def end_bound(counts: tuple[int, ...], resp: tuple[float, ...]) -> float:
         """A lower bound on the end-charged loss (avg, percentile) of any completion:

@@ -58,7 +58,7 @@ import numpy.typing as npt
 
 from cluster.policies.pennyworth.plan import Plan
 from cluster.policies.pennyworth.problem import Problem
-from cluster.slo import Slo
+from cluster.slo import Slo, percentile_rank
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -181,14 +181,15 @@ def _alone_on_time(problem: Problem, slo: Slo, t: int, k: int) -> bool:
     return r <= slo.target_s
 
 
-def lone_response_s(problem: Problem) -> list[float]:
-    """Each task's response time alone on a new VM of its lone type (s, inf: no type)."""
+def lone_response_s(problem: Problem, types: list[int] | None = None) -> list[float]:
+    """Each task's response time alone on a new VM of its lone type (s, inf: no type);
+    `types`: the lone types, when known already."""
     counted = problem.slo.count_startup_delay
     return [
         float(problem.runtime_s[t, k] + (problem.startup_delay_s[k] if counted else 0.0))
         if k >= 0
         else math.inf
-        for t, k in enumerate(lone_types(problem))
+        for t, k in enumerate(lone_types(problem) if types is None else types)
     ]
 
 
@@ -214,12 +215,10 @@ class Walker:
         #: Late jobs the percentile SLO allows in all (N - ceil(p/100 x N)).
         n = problem.jobs
         self.late_allowed = (
-            n - min(n, max(1, math.ceil(slo.percentile / 100.0 * n - 1e-12)))
-            if slo.kind == "percentile" and n
-            else 0
+            n - percentile_rank(slo.percentile, n) if slo.kind == "percentile" else 0
         )
-        self.lone = lone_response_s(problem)
         lone_type = lone_types(problem)
+        self.lone = lone_response_s(problem, lone_type)
         #: Whether a job of task t alone on a new VM of its lone type meets a per-job SLO,
         #: and what that costs (dollars: start-up cost plus price x run time).
         self.lone_ok = [
@@ -288,7 +287,7 @@ class Walker:
         if slo.kind == "avg":
             total = v.response_sum_s + (extra_s or 0.0)
             return slo.penalty_per_s * max(0.0, total / n - slo.target_s)
-        q = min(n, max(1, math.ceil(slo.percentile / 100.0 * n - 1e-12))) - 1
+        q = percentile_rank(slo.percentile, n) - 1
         if extra_s is None:
             value = done[q]
         else:
