@@ -126,17 +126,22 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
     jf, ji = s.jobs_f, s.jobs_i
     arrival = jf[JF.ARRIVAL]
     stop = spec.stop
-    start, end, node, pool, core_seconds, cost, measured, failed = _job_columns(
-        jf,
-        ji,
-        s.classes_i[CI.POOL],
-        s.nodes_f[NF.CAP_CPU],
-        s.nodes_f[NF.PRICE_PER_S],
-        run.now_s,
-        stop.time_s is not None,
-        stop.warmup_s,
-        stop.warmup_jobs,
-    )
+    from cluster.engine import _signals_held  # the engine imports this module
+
+    # Held as for the engine's loop: SIGTERM while numba compiles or loads `_job_columns`
+    # crashed the process (a segfault instead of exit 143 on a fresh numba cache).
+    with _signals_held():
+        start, end, node, pool, core_seconds, cost, measured, failed = _job_columns(
+            jf,
+            ji,
+            s.classes_i[CI.POOL],
+            s.nodes_f[NF.CAP_CPU],
+            s.nodes_f[NF.PRICE_PER_S],
+            run.now_s,
+            stop.time_s is not None,
+            stop.warmup_s,
+            stop.warmup_jobs,
+        )
     n = arrival.size
     used = run.nodes_used
     names = node_names(spec.nodes, s.nodes_i[0, :used], [t.name for t in spec.node_types])
