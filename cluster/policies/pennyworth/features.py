@@ -57,7 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cluster.policies.pennyworth.plan import Plan
-from cluster.policies.pennyworth.problem import Problem
+from cluster.policies.pennyworth.problem import Problem, safe_response_s
 from cluster.slo import Slo, percentile_rank
 
 FloatArray = npt.NDArray[np.float64]
@@ -111,6 +111,8 @@ class Vertex:
     on_open: list[int] = field(default_factory=list)
     #: Jobs on the open VM.
     n_on_open: int = 0
+    #: Variance of the run times on the open VM so far (s^2; the safety padding's).
+    var_s2: float = 0.0
     #: Jobs left in all.
     jobs_left: int = 0
     #: Jobs left that can run on each type.
@@ -158,8 +160,8 @@ class Vertex:
 
 def lone_types(problem: Problem) -> list[int]:
     """Each task's *lone* VM type: the cheapest (least price x run time) on which a job of
-    it alone on a new VM meets the SLO's bound (deadline, factor x mean, or target), else
-    its cheapest; -1 when it runs on no type."""
+    it alone on a new VM meets the SLO's bound (deadline, factor x mean, or target; with
+    the problem's safety padding), else its cheapest; -1 when it runs on no type."""
     slo = problem.slo
     out: list[int] = []
     for t in range(len(problem.task_names)):
@@ -175,20 +177,25 @@ def lone_types(problem: Problem) -> list[int]:
 
 def _alone_on_time(problem: Problem, slo: Slo, t: int, k: int) -> bool:
     e = float(problem.runtime_s[t, k])
-    r = e + (float(problem.startup_delay_s[k]) if slo.count_startup_delay else 0.0)
+    r = _alone_response_s(problem, t, k)
     if slo.per_job:
         return slo.job_loss(r, e) == 0.0
     return r <= slo.target_s
 
 
+def _alone_response_s(problem: Problem, t: int, k: int) -> float:
+    """A job of task t alone on a new VM of type k: its (padded) response time (s)."""
+    e = float(problem.runtime_s[t, k])
+    delay = float(problem.startup_delay_s[k]) if problem.slo.count_startup_delay else 0.0
+    var = float(problem.runtime_var_s2()[t, k]) if problem.safety_z else 0.0
+    return delay + safe_response_s(e, var, problem.safety_z)
+
+
 def lone_response_s(problem: Problem, types: list[int] | None = None) -> list[float]:
-    """Each task's response time alone on a new VM of its lone type (s, inf: no type);
-    `types`: the lone types, when known already."""
-    counted = problem.slo.count_startup_delay
+    """Each task's (padded) response time alone on a new VM of its lone type (s, inf: no
+    type); `types`: the lone types, when known already."""
     return [
-        float(problem.runtime_s[t, k] + (problem.startup_delay_s[k] if counted else 0.0))
-        if k >= 0
-        else math.inf
+        _alone_response_s(problem, t, k) if k >= 0 else math.inf
         for t, k in enumerate(lone_types(problem) if types is None else types)
     ]
 
@@ -204,6 +211,9 @@ class Walker:
         self.runtime_list: list[list[float]] = problem.runtime_s.tolist()
         self.finite_list: list[list[bool]] = np.isfinite(problem.runtime_s).tolist()
         self.price: list[float] = [float(v) for v in problem.price_per_s]
+        #: Safety padding (standard deviations) and run-time variances (s^2) per task, type.
+        self.z = float(problem.safety_z)
+        self.var_list: list[list[float]] = problem.runtime_var_s2().tolist()
         self.delay: list[float] = (
             [float(v) for v in problem.startup_delay_s]
             if problem.slo.count_startup_delay
@@ -231,6 +241,19 @@ class Walker:
             else math.inf
             for t, k in enumerate(lone_type)
         ]
+        #: A job's own loss alone on its lone type (dollars; > 0 when late even alone).
+        self.lone_loss = [
+            slo.job_loss(self.lone[t], float(problem.runtime_s[t, k]))
+            if slo.per_job and k >= 0
+            else 0.0
+            for t, k in enumerate(lone_type)
+        ]
+        #: Price x run time of each task on its lone type (dollars): a job "belongs" on an
+        #: open VM of type k when it costs no more there.
+        self.lone_money = [
+            float(problem.price_per_s[k] * problem.runtime_s[t, k]) if k >= 0 else math.inf
+            for t, k in enumerate(lone_type)
+        ]
         self.per_job = slo.per_job
         #: The response time (s) up to which a job of task t on type k has no loss of its
         #: own (max: the deadline; rtpt: factor x its mean there).
@@ -253,6 +276,14 @@ class Walker:
 
     # -- features ----------------------------------------------------------------------
 
+    def response(self, v: Vertex, t: int) -> float:
+        """The (padded) response time of a job of task t added to the open VM now (s)."""
+        k = v.open_type
+        r = v.wait_s + self.runtime_list[t][k]
+        if self.z:
+            r = safe_response_s(r, v.var_s2 + self.var_list[t][k], self.z)
+        return r
+
     def add_loss(self, v: Vertex, t: int) -> float:
         """The change of the SLO loss (dollars) of adding a job of task t to the open VM,
         `SENTINEL` when it cannot be added."""
@@ -260,7 +291,7 @@ class Walker:
         if k < 0 or v.left[t] == 0 or not self.finite_list[t][k]:
             return SENTINEL
         e = self.runtime_list[t][k]
-        r = v.wait_s + e
+        r = self.response(v, t)
         slo = self.p.slo
         if slo.per_job:
             return slo.job_loss(r, e)
@@ -351,8 +382,16 @@ class Walker:
         the loss-free completion when `v` has one; a rent when no add is feasible (any
         rent under the avg SLO)."""
         if action < self.n_types:
-            # No VM is closed while a job left can still be added to it feasibly (but avg).
-            return v.open_type < 0 or self.kind == "avg" or not self.feasible_adds(v)
+            # No VM is closed while a job left that belongs on its type can still be added
+            # to it feasibly (but avg).
+            if v.open_type < 0 or self.kind == "avg":
+                return True
+            k = v.open_type
+            return not any(
+                self.price[k] * self.runtime_list[a - self.n_types][k]
+                <= self.lone_money[a - self.n_types] * (1 + 1e-9)
+                for a in self.feasible_adds(v)
+            )
         return self._add_feasible(v, action - self.n_types)
 
     def feasible_adds(self, v: Vertex) -> list[int]:
@@ -372,14 +411,18 @@ class Walker:
 
     def _add_feasible(self, v: Vertex, t: int) -> bool:
         e = self.runtime_list[t][v.open_type]
-        r = v.wait_s + e
+        r = self.response(v, t)
         slo = self.p.slo
         if self.per_job:
-            # Late, where the job alone on a new VM would cost less than adding it late.
-            if r <= self.job_bound_s[t][v.open_type] or not self.lone_ok[t]:
+            # Late, where the job alone on a new VM would cost less (its own loss there
+            # included: a job late even alone does not make every job after it late).
+            if r <= self.job_bound_s[t][v.open_type]:
                 return True
             loss = slo.job_loss(r, e)
-            return loss == 0.0 or self.price[v.open_type] * e + loss <= self.lone_usd[t]
+            return (
+                loss == 0.0
+                or self.price[v.open_type] * e + loss <= self.lone_usd[t] + self.lone_loss[t]
+            )
         if slo.kind == "avg":
             budget = slo.target_s * self.total * (1 + 1e-12)
             if v.response_sum_s + v.lone_sum_s > budget:
@@ -403,6 +446,7 @@ class Walker:
                 raise ValueError(f"rent {self.p.type_names[action]}: not a legal decision here")
             v.open_type = action
             v.wait_s = self.delay[action]
+            v.var_s2 = 0.0
             v.on_open = [0] * self.n_tasks
             v.n_on_open = 0
             v.vms.append((action, []))
@@ -410,7 +454,9 @@ class Walker:
         t = action - self.n_types
         if not self.is_legal(v, action):
             raise ValueError(f"add {self.p.task_names[t]}: not a legal decision here")
+        r = self.response(v, t)
         v.wait_s += self.runtime_list[t][v.open_type]
+        v.var_s2 += self.var_list[t][v.open_type]
         v.left[t] -= 1
         v.jobs_left -= 1
         for k in range(self.n_types):
@@ -418,13 +464,13 @@ class Walker:
                 v.left_on_type[k] -= 1
         v.on_open[t] += 1
         v.n_on_open += 1
-        v.response_sum_s += v.wait_s
+        v.response_sum_s += r
         v.lone_sum_s -= self.lone[t]
         if self.lone[t] > self.p.slo.target_s:
             v.lone_late -= 1
         if self.kind == "percentile":
-            bisect.insort(v.sorted_response_s, v.wait_s)
-            if v.wait_s > self.p.slo.target_s:
+            bisect.insort(v.sorted_response_s, r)
+            if r > self.p.slo.target_s:
                 v.late += 1
         v.vms[-1][1].append(t)
 

@@ -9,7 +9,7 @@ its price x the run times of its jobs, plus the SLO loss of the jobs' response t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -42,15 +42,52 @@ class Problem:
     #: `PROFILE_LEVELS`), when its distributions are known: the RAD-tree maps a task
     #: it never saw to the nearest known one by them.
     profiles: dict[str, dict[str, list[float]]] | None = field(default=None, compare=False)
+    #: Standard deviation of each task's run time on each type (s; None: run times are
+    #: taken as exact). With `safety_z` > 0 a plan is checked against the SLO with each
+    #: job's response time padded by `safety_z` standard deviations of the run times up to
+    #: and including it (see `safe_response_s`): plans on estimates that keep a margin.
+    runtime_sd_s: FloatArray | None = field(default=None, compare=False)
+    #: How many standard deviations of padding the planner keeps (0: plan on the means).
+    safety_z: float = 0.0
 
     @property
     def jobs(self) -> int:
         return sum(self.counts)
 
+    def runtime_var_s2(self) -> FloatArray:
+        """Variance of each task's run time on each type (s^2; zeros when unknown)."""
+        if self.runtime_sd_s is None:
+            return np.zeros_like(self.runtime_s)
+        return np.where(np.isfinite(self.runtime_sd_s), self.runtime_sd_s**2, 0.0)
+
+    def with_safety(self, safety_z: float) -> Problem:
+        """The same batch planned with `safety_z` standard deviations of padding."""
+        if not (math.isfinite(safety_z) and safety_z >= 0):
+            raise ValueError(f"safety_z: expected a number >= 0, got {safety_z!r}")
+        return replace(self, safety_z=float(safety_z))
+
     def check(self, where: str = "batch") -> None:
         for t, name in enumerate(self.task_names):
             if self.counts[t] > 0 and not np.isfinite(self.runtime_s[t]).any():
                 raise ValueError(f"{where}: task {name!r} has no run time on any VM type")
+
+
+def safe_response_s(mean_s: float, var_s2: float, safety_z: float) -> float:
+    """A response time padded for the spread of run times (s): the mean of the run times
+    up to and including the job plus `safety_z` standard deviations of their sum
+    (independent run times: the variances add)."""
+    return mean_s + safety_z * math.sqrt(var_s2) if safety_z and var_s2 > 0 else mean_s
+
+
+def runtime_sd(dist: object) -> float:
+    """Standard deviation of a run-time distribution (s; 0 when it has no second moment)."""
+    try:
+        second = float(dist.second_moment)  # type: ignore[attr-defined]
+        mean = float(dist.mean)  # type: ignore[attr-defined]
+    except (NotImplementedError, AttributeError):
+        return 0.0
+    var = second - mean * mean
+    return math.sqrt(var) if math.isfinite(var) and var > 0 else 0.0
 
 
 def vm_types(spec: SimulationSpec) -> list[NodeType]:
@@ -98,11 +135,13 @@ def problem_from_spec(
     types = vm_types(spec)
     n_tasks = len(spec.classes)
     runtime = np.full((n_tasks, len(types)), math.inf)
+    sd = np.zeros((n_tasks, len(types)))
     for i, c in enumerate(spec.classes):
         for k, t in enumerate(types):
             dist = c.runtime_by_node_type.get(t.name)
             if dist is not None:
                 runtime[i, k] = float(dist.mean)
+                sd[i, k] = runtime_sd(dist)
     if counts is None:
         counts = {c.name: int(getattr(c.arrival, "count", 0)) for c in spec.classes}
     ids: list[tuple[int, ...]] = []
@@ -130,6 +169,7 @@ def problem_from_spec(
         tuple(ids),
         slo,
         profiles,
+        sd,
     )
     problem.check()
     return problem

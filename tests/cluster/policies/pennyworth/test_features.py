@@ -383,11 +383,13 @@ def expected_feasible(problem: Problem, vms: Vms, t: int) -> bool | None:
         loss = slo.job_loss(r, e)
         if loss == 0.0:
             return None
-        _, _, usd, on_time = lones[t]
+        k_lone, r_lone, usd, _ = lones[t]
+        # Alone, the job still pays its own loss when it is late even there.
+        usd += slo.job_loss(r_lone, float(problem.runtime_s[t, k_lone]))
         money = float(problem.price_per_s[k]) * e + loss
-        if on_time and math.isclose(money, usd, rel_tol=1e-9):
+        if math.isclose(money, usd, rel_tol=1e-9):
             return None
-        return not (on_time and money > usd)
+        return money <= usd
     left = left_of(problem, vms)
     resp, _ = response_times(problem, as_plan(vms))
     if slo.kind == "avg":
@@ -408,7 +410,8 @@ def expected_feasible(problem: Problem, vms: Vms, t: int) -> bool | None:
 @pytest.mark.parametrize("startup", [False, True])
 @pytest.mark.parametrize("kind", KINDS)
 def test_feasibility_follows_its_definition(kind: str, startup: bool) -> None:
-    """A rent is feasible exactly when no add is; every legal add at every vertex of random
+    """A rent is feasible exactly when no add of a job that costs no more on the open VM's
+    type than on its lone type is; every legal add at every vertex of random
     walks and A* plans is feasible exactly as `expected_feasible` says; infeasible adds are
     met."""
     rng = np.random.default_rng([SEEDS[kind], int(startup), 4])
@@ -419,10 +422,20 @@ def test_feasibility_follows_its_definition(kind: str, startup: bool) -> None:
             for walker, v, vms in path(problem, actions):
                 legal = walker.legal(v)
                 adds = [a for a in legal if a >= walker.n_types]
-                some_add = any(walker.feasible(v, a) for a in adds)
+                # Adds of jobs that cost no more on the open VM's type than on their lone one.
+                some_add = vms and any(
+                    walker.feasible(v, a)
+                    and problem.price_per_s[vms[-1][0]]
+                    * problem.runtime_s[a - walker.n_types, vms[-1][0]]
+                    <= (1 + 1e-9)
+                    * problem.price_per_s[lone(problem, a - walker.n_types)[0]]
+                    * problem.runtime_s[a - walker.n_types, lone(problem, a - walker.n_types)[0]]
+                    for a in adds
+                )
                 for a in legal:
                     if a < walker.n_types:
-                        # A rent is feasible exactly when no add is (no VM open; avg: always).
+                        # A rent is feasible exactly when no add of a job that belongs on
+                        # the open VM's type is (no VM open; avg: always).
                         early_ok = kind == "avg" or not some_add
                         assert walker.feasible(v, a) == (not vms or early_ok)
                         continue
@@ -465,8 +478,12 @@ def one_task_max(
         (0.49, 150.0, 0.0, False, False),
         (0.5, 150.0, 0.0, False, True),  # equal: feasible
         (0.8, 150.0, 0.0, False, True),
-        # A 90 s deadline: the job is late even alone, so the add is feasible whatever.
-        (0.0, 90.0, 0.0, False, True),
+        # A 90 s deadline: the job is late even alone (10 s, $0.10), but added it is 110 s
+        # late ($1.10): a new VM costs less, so the add is infeasible (jobs bound to be late
+        # must not pile up on one VM).
+        (0.0, 90.0, 0.0, False, False),
+        # ... unless the start-up costs more than the extra lateness.
+        (1.1, 90.0, 0.0, False, True),
         # A 30 s start-up delay counted: 230 s, 80 s late ($0.80): infeasible iff < 0.8.
         (0.7, 150.0, 30.0, True, False),
         (0.9, 150.0, 30.0, True, True),

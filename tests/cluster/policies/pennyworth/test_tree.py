@@ -396,6 +396,7 @@ def test_a_task_with_run_times_close_to_another_maps_to_it(keep_profile: bool) -
         base,
         task_names=(*base.task_names, "new"),
         runtime_s=np.vstack([base.runtime_s, 1.03 * base.runtime_s[b]]),
+        runtime_sd_s=None,
         counts=(*base.counts, 0),
         job_ids=(*base.job_ids, ()),
         profiles=profiles if keep_profile else None,
@@ -413,7 +414,8 @@ def test_a_task_with_run_times_close_to_another_maps_to_it(keep_profile: bool) -
     )
     rng = np.random.default_rng(9)
     for _ in range(10):
-        counts = np.bincount(rng.integers(0, 9, int(rng.integers(1, 9))), minlength=9).tolist()
+        n = len(problem.task_names)
+        counts = np.bincount(rng.integers(0, n, int(rng.integers(1, 9))), minlength=n).tolist()
         batch = with_counts(problem, counts)
         assert_valid(batch, got.tree.plan(batch))
 
@@ -424,6 +426,7 @@ def permuted(base: Problem, order: list[int]) -> Problem:
         base,
         task_names=tuple(base.task_names[t] for t in order),
         runtime_s=base.runtime_s[order],
+        runtime_sd_s=None if base.runtime_sd_s is None else base.runtime_sd_s[order],
         counts=tuple(base.counts[t] for t in order),
         job_ids=tuple(base.job_ids[t] for t in order),
     )
@@ -432,7 +435,7 @@ def permuted(base: Problem, order: list[int]) -> Problem:
 @pytest.mark.parametrize("kind", KINDS)
 def test_plans_of_a_problem_with_tasks_in_another_order_are_valid(kind: str) -> None:
     got = trained(kind)
-    order = [3, 0, 7, 5, 1, 6, 2, 4]
+    order = [3, 0, 7, 5, 1, 9, 6, 2, 8, 4]
     for problem in random_batches(base_problem(kind), 7, 15, 1, 12):
         other = permuted(problem, order)
         mapping = TaskMapping(got.tree, other)
@@ -453,7 +456,7 @@ def test_plans_of_a_problem_with_tasks_in_another_order_are_valid(kind: str) -> 
 def test_mapped_features_of_permuted_tasks_are_the_trees_own(kind: str) -> None:
     """The tree's view of a batch whose tasks are listed in another order is the feature
     vector of the same batch in the tree's order, at every vertex of its A* plan."""
-    order = [3, 0, 7, 5, 1, 6, 2, 4]
+    order = [3, 0, 7, 5, 1, 9, 6, 2, 8, 4]
     tree = single_leaf(base_problem(kind), [0])
     n_types = len(tree.type_names)
     for problem in random_batches(base_problem(kind), 8, 6, 2, 6):
@@ -481,11 +484,12 @@ def test_mapped_features_of_permuted_tasks_are_the_trees_own(kind: str) -> None:
 
 
 def test_an_infeasible_add_the_tree_ranks_first_is_replaced() -> None:
-    """A one-leaf tree that always says 'add q21' (540 s on t2.small, 720 s deadline): a
-    second q21 on a VM would end at 1080 s, $3.60 of loss, where a new VM costs under a
-    cent. The plan gives every q21 its own VM and no job is late, as A* does."""
+    """A one-leaf tree that always says 'add q9' (360 s on t2.small, here a 600 s
+    deadline): a second q9 on a VM would end at 720 s, $1.20 of loss, where a new VM costs
+    under a cent. The plan makes no job late and costs what A*'s does."""
     base = base_problem("max")
-    q21 = base.task_names.index("q21")
+    base = dataclasses.replace(base, slo=dataclasses.replace(base.slo, deadline_s=600.0))
+    q21 = base.task_names.index("q9")
     n_types = len(base.type_names)
     tree = single_leaf(base, [n_types + q21])
     problem = with_counts(base, [3 if t == q21 else 0 for t in range(len(base.task_names))])
@@ -496,7 +500,7 @@ def test_an_infeasible_add_the_tree_ranks_first_is_replaced() -> None:
     assert walker.is_legal(v, n_types + q21) and not walker.feasible(v, n_types + q21)
     plan = tree.plan(problem)
     assert_valid(problem, plan)
-    assert [len(ts) for _, ts in plan.vms] == [1, 1, 1]
+    # (Three q9 fit on one t2.large, 79 s each there: the optimum's plan.)
     cost, loss = plan_cost(problem, plan)
     assert loss == 0.0
     assert cost == pytest.approx(solve(problem).cost, rel=1e-12)
