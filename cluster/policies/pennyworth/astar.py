@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cluster.policies.pennyworth.plan import Plan, plan_cost
-from cluster.policies.pennyworth.problem import Problem
+from cluster.policies.pennyworth.problem import Problem, safe_response_s
 from cluster.slo import percentile_rank
 
 #: Rounding of times in vertex keys (s): sums of the same run times in another order.
@@ -79,24 +79,30 @@ class PartialPlan:
 
 def _start_state(
     problem: Problem, partial: PartialPlan
-) -> tuple[tuple[int, ...], int, float, bool, tuple[float, ...], float]:
-    """(counts left, open type, open VM's elapsed time, has a job, response times, g)."""
+) -> tuple[tuple[int, ...], int, float, float, bool, tuple[float, ...], float]:
+    """(counts left, open type, open VM's elapsed time, its run-time variance, has a job,
+    response times, g)."""
     p = problem
     delay = p.startup_delay_s if p.slo.count_startup_delay else np.zeros(len(p.type_names))
+    variance = p.runtime_var_s2()
     resp: list[float] = []
     money = 0.0
     job_loss = 0.0
     elapsed = 0.0
+    var = 0.0
     for k, tasks in partial.vms:
         money += float(p.startup_usd[k])
         elapsed = float(delay[k])
+        var = 0.0
         for t in tasks:
             e = float(p.runtime_s[t, k])
             elapsed += e
+            var += float(variance[t, k])
+            r = safe_response_s(elapsed, var, p.safety_z)
             money += float(p.price_per_s[k]) * e
-            resp.append(elapsed)
+            resp.append(r)
             if p.slo.per_job:
-                job_loss += p.slo.job_loss(elapsed, e)
+                job_loss += p.slo.job_loss(r, e)
     k_open = partial.vms[-1][0] if partial.vms else -1
     has_job = bool(partial.vms and partial.vms[-1][1])
     track = p.slo.kind in ("avg", "percentile")
@@ -104,6 +110,7 @@ def _start_state(
         tuple(partial.left),
         k_open,
         elapsed if partial.vms else 0.0,
+        var if partial.vms else 0.0,
         has_job,
         tuple(resp) if track else (),
         money + job_loss,
@@ -150,6 +157,9 @@ def solve(
     delay = p.startup_delay_s.tolist() if slo.count_startup_delay else [0.0] * n_types
     per_job = slo.per_job
     track = slo.kind in ("avg", "percentile")
+    # Safety padding: a response time is the means so far + z x the sd of their sum.
+    z = p.safety_z
+    variance = p.runtime_var_s2().tolist()
     # h: the cheapest way to run each job left.
     unit = [
         min(
@@ -188,7 +198,7 @@ def solve(
     if partial is None:
         partial = PartialPlan((), tuple(p.counts))
     prefix = partial.vms
-    start_counts, k0, elapsed0, has_job0, resp0, g0 = _start_state(p, partial)
+    start_counts, k0, elapsed0, var0, has_job0, resp0, g0 = _start_state(p, partial)
     for plan in incumbents:
         cost, loss = plan_cost(p, plan)
         if cost < best_cost:
@@ -196,21 +206,22 @@ def solve(
     eps = 1e-9 * max(1.0, abs(best_cost)) if math.isfinite(best_cost) else 0.0
 
     counter = itertools.count()
-    # Vertex: (counts, open type, elapsed, has_job, extra); payload: g, parent id, action.
+    # Vertex: (counts, open type, elapsed, variance, has_job, extra); payload: g, parent
+    # id, action.
     h0 = sum(c * u for c, u in zip(start_counts, unit, strict=True))
     if track:
         h0 += end_bound(start_counts, resp0)
     nodes: list[tuple[int, tuple[str, int]]] = [(-1, ("root", -1))]  # parent, action
     heap: list[
-        tuple[float, int, float, tuple[int, ...], int, float, bool, tuple[float, ...], int]
+        tuple[float, int, float, tuple[int, ...], int, float, float, bool, tuple[float, ...], int]
     ] = []
     heapq.heappush(
-        heap, (g0 + h0, next(counter), g0, start_counts, k0, elapsed0, has_job0, resp0, 0)
+        heap, (g0 + h0, next(counter), g0, start_counts, k0, elapsed0, var0, has_job0, resp0, 0)
     )
     seen: dict[tuple[object, ...], float] = {}
     expanded = 0
     while heap:
-        f, _, g, counts, k, elapsed, has_job, resp, node = heapq.heappop(heap)
+        f, _, g, counts, k, elapsed, var, has_job, resp, node = heapq.heappop(heap)
         if f > best_cost + eps:
             break
         if k == -2:  # a final vertex: the optimum (consistent heuristic)
@@ -222,6 +233,7 @@ def solve(
             counts,
             k,
             round(elapsed, KEY_DIGITS),
+            round(var, KEY_DIGITS - 3) if z else 0.0,
             has_job,
             extra_key(resp) if track else (),
         )
@@ -242,7 +254,8 @@ def solve(
             if total < best_cost + eps:
                 nodes.append((node, ("end", -1)))
                 heapq.heappush(
-                    heap, (total, next(counter), total, counts, -2, 0.0, True, resp, len(nodes) - 1)
+                    heap,
+                    (total, next(counter), total, counts, -2, 0.0, 0.0, True, resp, len(nodes) - 1),
                 )
             continue
         if k < 0 or has_job:
@@ -253,14 +266,27 @@ def solve(
                 nodes.append((node, ("new", kk)))
                 heapq.heappush(
                     heap,
-                    (g2 + h, next(counter), g2, counts, kk, delay[kk], False, resp, len(nodes) - 1),
+                    (
+                        g2 + h,
+                        next(counter),
+                        g2,
+                        counts,
+                        kk,
+                        delay[kk],
+                        0.0,
+                        False,
+                        resp,
+                        len(nodes) - 1,
+                    ),
                 )
         if k >= 0:
             for t in range(n_tasks):
                 if counts[t] == 0 or not math.isfinite(runtime[t][k]):
                     continue
                 e = runtime[t][k]
-                r = elapsed + e
+                mean_r = elapsed + e
+                var2 = var + variance[t][k] if z else 0.0
+                r = safe_response_s(mean_r, var2, z) if z else mean_r
                 g2 = g + price[k] * e
                 if per_job:
                     g2 += slo.job_loss(r, e)
@@ -274,7 +300,9 @@ def solve(
                     if f2 > best_cost + eps:
                         continue
                 nodes.append((node, ("add", t)))
-                heapq.heappush(heap, (f2, next(counter), g2, c2, k, r, True, resp2, len(nodes) - 1))
+                heapq.heappush(
+                    heap, (f2, next(counter), g2, c2, k, mean_r, var2, True, resp2, len(nodes) - 1)
+                )
     if best_plan is None:
         raise ValueError("no plan: some job cannot run on any VM type")
     return Solution(best_plan, best_cost, best_loss, expanded, time.perf_counter() - start)

@@ -535,3 +535,19 @@ def fallback(walker: Walker, v: Vertex, legal: list[int]) -> int:
         return sum(costs) / len(costs) if costs else math.inf
 
     return min(legal, key=rent_cost)
+
+
+def rules_plan(problem: Problem) -> Plan:
+    """The plan of the feasibility rules alone (the RAD-tree without its learned part, the
+    ablation a tree must beat): at every vertex the fallback's choice among the feasible
+    decisions (the cheapest feasible add, else the rent of least mean cost per job left),
+    or among the legal ones when none is feasible."""
+    walker = Walker(problem)
+    v = Vertex.start(problem)
+    while not v.done:
+        legal = walker.legal(v)
+        if not legal:
+            raise ValueError("no legal decision: a job left cannot run on any VM type")
+        feasible = [a for a in legal if walker.feasible(v, a)]
+        walker.step(v, fallback(walker, v, feasible or legal))
+    return v.plan()

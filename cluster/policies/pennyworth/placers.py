@@ -14,8 +14,11 @@ is done is released. Execution times are the engine's (drawn from the classes'
 
 Planners, registered as placers:
 
-- `pennyworth`: a RAD-tree (`tree: FILE`, written by `clusteremu synthesize`), or, without
-  a tree, the A* optimum (`time_limit_s`, then the best greedy plan);
+- `pennyworth`: a RAD-tree (`tree: FILE`, written by `clusteremu synthesize`), planning
+  with the safety padding it was selected with (`safety_z` overrides it), or, without a
+  tree, the A* optimum on the means (`time_limit_s`, then the best greedy plan);
+- `pennyworth-rules`: the tree's feasibility rules alone (`safety_z`, default 3), the
+  ablation a tree must beat;
 - `ffd-cheapest`: first-fit decreasing onto VMs of one type, a VM's capacity being what the
   SLO allows; the cheapest type whose plan meets the SLO, else the cheapest plan;
 - `vm-per-job`: every job on its own VM, of the type cheapest for it alone;
@@ -181,7 +184,9 @@ class PennyworthPlacer(PlanPlacer):
 
     name: ClassVar[str] = "pennyworth"
 
-    def __init__(self, tree: str | None = None, time_limit_s: float = 60.0) -> None:
+    def __init__(
+        self, tree: str | None = None, time_limit_s: float = 60.0, safety_z: float | None = None
+    ) -> None:
         super().__init__()
         from cluster.policies.pennyworth.tree import RadTree
 
@@ -190,17 +195,51 @@ class PennyworthPlacer(PlanPlacer):
         self.time_limit_s = float(time_limit_s)
         self.tree_path = tree
         self.tree = None if tree is None else RadTree.load(Path(tree))
+        if safety_z is None:
+            safety_z = self.tree.safety_z if self.tree is not None else 0.0
+        self.safety_z = _checked_safety(safety_z)
 
     def make_plan(self, problem: Problem) -> Plan:
         if self.tree is not None:
-            return self.tree.plan(problem)
+            return self.tree.plan(problem.with_safety(self.safety_z))
         try:
             return solve(problem, time_limit_s=self.time_limit_s).plan
         except SearchLimit:
             return min(greedy_plans(problem), key=lambda plan: plan_cost(problem, plan)[0])
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "tree": self.tree_path}
+        return {**super().describe(), "tree": self.tree_path, "safety_z": self.safety_z}
+
+
+def _checked_safety(safety_z: object) -> float:
+    if (
+        isinstance(safety_z, bool)
+        or not isinstance(safety_z, int | float)
+        or not (0 <= safety_z <= 10)
+    ):
+        raise ValueError(f"safety_z must be a number from 0 to 10, got {safety_z!r}")
+    return float(safety_z)
+
+
+@register("placer", "pennyworth-rules")
+class PennyworthRulesPlacer(PlanPlacer):
+    """The RAD-tree's feasibility rules without a tree (the ablation of the learned part):
+    the cheapest feasible add, else the rent of least mean cost per job left, planning
+    with `safety_z` standard deviations of padding."""
+
+    name: ClassVar[str] = "pennyworth-rules"
+
+    def __init__(self, safety_z: float = 3.0) -> None:
+        super().__init__()
+        self.safety_z = _checked_safety(safety_z)
+
+    def make_plan(self, problem: Problem) -> Plan:
+        from cluster.policies.pennyworth.features import rules_plan
+
+        return rules_plan(problem.with_safety(self.safety_z))
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "safety_z": self.safety_z}
 
 
 def _alone_cost(problem: Problem, t: int, k: int) -> float:

@@ -134,6 +134,13 @@ class RadTree:
         return max(depth) if depth else 0
 
     @property
+    def safety_z(self) -> float:
+        """The safety padding (standard deviations of the run times) the tree was selected
+        with; the placer plans with it (0 for trees written before it existed)."""
+        value = self.info.get("safety_z", 0.0)
+        return float(value) if isinstance(value, int | float) and value >= 0 else 0.0
+
+    @property
     def leaves(self) -> int:
         return int((self.feature < 0).sum())
 
