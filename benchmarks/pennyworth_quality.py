@@ -1,204 +1,214 @@
-"""Quality of the RAD-tree on batches it never saw: mean plan cost relative to the A*
-optimum, per SLO, with one VM type (t2.small) and with three, next to the baselines.
+"""Pennyworth under the paper's protocol: the RAD-tree applied with estimates against the
+optimum with perfect knowledge of every job's run time, on held-out batches of 32 jobs.
 
-For each shipped Pennyworth scenario (one per SLO) and each type set: `--train` random
-batches of `--jobs` jobs over the scenario's tasks are solved by A*, their decisions fitted
-by a full-depth tree (entropy; `--leaf` examples per leaf), and `--held-out` other batches
-planned by the tree, by A* and by the baselines; all plans are priced by eq. 1 with the
-task means (`plan_cost`). The paper reports the tree within 9% (one type) and 7% (three
-types) of optimal.
+For each shipped Pennyworth scenario (one per SLO) and each VM type set (t2.small alone,
+or the three t2 types): a tree is synthesised as `clusteremu synthesize` does
+(`--sets` example job sets of `--jobs` jobs over varying task mixes, planned by A* on the
+means with a safety margin; `--trials` Tune trials selected on `--validation` batches of
+32 jobs with actual run times), then scored once on `--test` held-out batches of 32 jobs
+(none equivalent to a training or validation one): every policy plans on the task means,
+its plan is priced with the actual run times (what the emulator charges), and divided by
+the perfect-knowledge optimum (`exact.solve_jobs`; its proven lower bound where the time
+limit stops it). The Pennyworth paper reports the tree within 9% (one type) and 7%
+(three types) of the optimum.
 
-    python benchmarks/pennyworth_quality.py [--train 400] [--held-out 50] [--jobs 8] [--json]
+    python benchmarks/pennyworth_quality.py [--slos max,rtpt,avg,percentile] [--types 1,3]
+        [--sets 400] [--jobs 10] [--trials 8] [--validation 30] [--test 30]
+        [--time-limit 120] [--trees DIR] [--json]
+
+With `--trees DIR` the trees are written to DIR/<slo>-<types>.json (and read from there
+on a later run instead of being synthesised again). Prints one table row per SLO and type
+set: the mean ratio to the optimum with its 95% interval for the tree, its ablation
+(`pennyworth-rules`) and the baselines, how many optima were proven, and whether the tree
+learned something (paired interval against the rules).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
 import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
-from cluster.policies.pennyworth.astar import solve
-from cluster.policies.pennyworth.corrections import correction_examples
-from cluster.policies.pennyworth.features import examples_of_plan
-from cluster.policies.pennyworth.placers import (
-    FfdCheapestPlacer,
-    FixedPoolPlacer,
-    VmPerJobPlacer,
-)
-from cluster.policies.pennyworth.plan import plan_cost
-from cluster.policies.pennyworth.problem import Problem, problem_from_spec
 from cluster.policies.pennyworth.tree import RadTree
-from scenarios.loader import load_scenario
-from tuners.pennyworth import with_counts
+from scenarios.loader import load_scenario, resolve_path
+from tuners.pennyworth import (
+    TEST,
+    plan_examples,
+    scenario_jobs,
+    scenario_problem,
+    synthesize,
+    training_keys,
+    validation_set,
+)
+from tuners.pennyworth_eval import (
+    baseline_policies,
+    costs_of,
+    draw_batches,
+    optima_of,
+    ratio_to,
+    rules_policy,
+    tree_policy,
+)
+from tuners.protocol import learned_something, mean_interval, paired_interval
 
 SLOS = ("max", "rtpt", "avg", "percentile")
-BASELINES = {
-    "ffd-cheapest": FfdCheapestPlacer,
-    "vm-per-job": VmPerJobPlacer,
-    "fixed-pool": FixedPoolPlacer,
-}
+TREE = "pennyworth (RAD-tree)"
+RULES = "pennyworth-rules"
 
 
-def only_types(problem: Problem, keep: list[int]) -> Problem:
-    """`problem` with VM types `keep` only."""
-    return dataclasses.replace(
-        problem,
-        type_names=tuple(problem.type_names[k] for k in keep),
-        runtime_s=problem.runtime_s[:, keep],
-        price_per_s=problem.price_per_s[keep],
-        startup_usd=problem.startup_usd[keep],
-        startup_delay_s=problem.startup_delay_s[keep],
+def scenario_with_types(slo: str, types: int, folder: Path) -> str:
+    """The shipped scenario of `slo`, with t2.small the only rentable type when `types` is
+    1 (written to `folder`); the shipped file itself for three types."""
+    path = resolve_path(f"pennyworth-{slo}")
+    if types == 3:
+        return str(path)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for t in data["cluster"]["node_types"]:
+        t["rentable"] = t["name"] == "t2.small"
+    data["scheduler"]["placer"] = {"name": "pennyworth-rules"}
+    out = folder / f"pennyworth-{slo}-1type.yaml"
+    out.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return str(out)
+
+
+def get_tree(
+    scenario: str, args: argparse.Namespace, name: str, folder: Path
+) -> tuple[RadTree, float]:
+    """The tree of `scenario`: read from --trees when there, else synthesised on Ray."""
+    if args.trees:
+        path = Path(args.trees) / f"{name}.json"
+        if path.exists():
+            return RadTree.load(path), 0.0
+    import ray
+
+    base = scenario_problem(scenario)
+    plan = plan_examples(scenario, base, args.sets, args.jobs, args.seed)
+    start = time.perf_counter()
+    if not ray.is_initialized():
+        ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    result = synthesize(
+        base,
+        plan,
+        folder / f"examples-{name}",
+        args.trials,
+        args.workers,
+        args.validation,
+        None,
+        load_scenario(scenario),
+        test_batches=0,
     )
+    seconds = time.perf_counter() - start
+    if args.trees:
+        Path(args.trees).mkdir(parents=True, exist_ok=True)
+        result.tree.save(Path(args.trees) / f"{name}.json")
+    return result.tree, seconds
 
 
-def batch(base: Problem, seed: int, jobs: int) -> Problem:
-    """A batch of `jobs` jobs drawn uniformly over the tasks (numbered task by task)."""
-    rng = np.random.default_rng(seed)
-    counts = np.bincount(
-        rng.integers(0, len(base.task_names), jobs), minlength=len(base.task_names)
-    )
-    return with_counts(base, counts.tolist())
-
-
-def rules_only(base: Problem) -> RadTree:
-    """A tree with one leaf that ranks no decision: its plans are the feasibility rules and
-    the fallback alone (the cheapest feasible add, else the rent of least mean cost per job
-    left), to show what the learned tree adds."""
-    return RadTree(
-        base.task_names,
-        base.type_names,
-        np.array([-2]),
-        np.array([-2.0]),
-        np.array([-1]),
-        np.array([-1]),
-        np.zeros((1, 1)),
-        np.array([0]),
-        base.profiles or {},
-        {},
-    )
-
-
-def evaluate(
-    base: Problem, train: int, held_out: int, jobs: int, leaf: int, rounds: int
-) -> dict[str, float]:
-    t0 = time.perf_counter()
-    xs, ys = [], []
-    for seed in range(train):
-        p = batch(base, seed, jobs)
-        found = solve(p)
-        x, y = examples_of_plan(p, found.plan)
-        xs.append(x)
-        ys.append(y)
-
-    def fit() -> RadTree:
-        return RadTree.fit(
-            np.vstack(xs),
-            np.concatenate(ys),
-            base.task_names,
-            base.type_names,
-            base.profiles or {},
-            min_samples_leaf=leaf,
-        )
-
-    tree = fit()
-    corrected = 0
-    for r in range(1, rounds + 1):
-        # New batches each round (the tree reproduces the ones it was fitted on): their
-        # optimal paths, and where the tree errs on them, the corrections.
-        for seed in range(r * train, (r + 1) * train):
-            p = batch(base, seed, jobs)
-            found = solve(p)
-            x, y = examples_of_plan(p, found.plan)
-            xs.append(x)
-            ys.append(y)
-            more = correction_examples(p, tree.plan(p), found.cost)
-            if more is not None:
-                xs.append(more[0])
-                ys.append(more[1])
-                corrected += 1
-        tree = fit()
-    fit_s = time.perf_counter() - t0
-    rules = rules_only(base)
-    ratios: dict[str, list[float]] = {"tree": [], "rules": [], **{b: [] for b in BASELINES}}
-    for seed in range(1_000_000, 1_000_000 + held_out):
-        p = batch(base, seed, jobs)
-        optimum = solve(p).cost
-        ratios["tree"].append(plan_cost(p, tree.plan(p))[0] / optimum)
-        ratios["rules"].append(plan_cost(p, rules.plan(p))[0] / optimum)
-        for name, cls in BASELINES.items():
-            ratios[name].append(plan_cost(p, cls().make_plan(p))[0] / optimum)
-    return {
-        **{f"{k}_ratio": float(np.mean(v)) for k, v in ratios.items()},
-        "tree_max_ratio": float(np.max(ratios["tree"])),
+def evaluate(slo: str, types: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    scenario = scenario_with_types(slo, types, folder)
+    name = f"{slo}-{types}"
+    tree, synth_s = get_tree(scenario, args, name, folder)
+    spec = load_scenario(scenario)
+    base = scenario_problem(scenario)
+    jobs = scenario_jobs(spec)
+    plan = plan_examples(scenario, base, args.sets, args.jobs, args.seed)
+    validation = validation_set(spec, base, plan, args.validation, jobs)
+    taken = training_keys(plan) | {b.key for b in validation.batches}
+    batches, overlap = draw_batches(spec, base, args.seed, TEST, args.test, jobs, taken)
+    z = tree.safety_z
+    policies = {TREE: tree_policy(tree, z), RULES: rules_policy(z), **baseline_policies()}
+    costs = costs_of(policies, batches)
+    start = time.perf_counter()
+    optima = optima_of(batches, args.time_limit)
+    optimum_s = time.perf_counter() - start
+    ratios = ratio_to(optima.reference, costs)
+    row: dict[str, Any] = {
+        "slo": slo,
+        "types": types,
+        "test_batches": len(batches),
+        "overlap": overlap.count,
+        "proven_optimal": int(optima.optimal.sum()),
+        "optimum_s_max": round(float(optima.seconds.max()), 1),
+        "optimum_usd_mean": round(float(optima.cost.mean()), 5),
+        "safety_z": round(z, 3),
         "tree_nodes": int(tree.feature.size),
-        "examples": int(sum(len(y) for y in ys)),
-        "corrections": corrected,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "fit_s": round(fit_s, 1),
+        "synthesis_s": round(synth_s, 1),
+        "optimum_total_s": round(optimum_s, 1),
     }
+    for policy, values in ratios.items():
+        ci = mean_interval(values)
+        row[policy] = {
+            "mean": round(ci.estimate, 4),
+            "ci": [round(ci.low, 4), round(ci.high, 4)],
+            "max": round(float(values.max()), 3),
+        }
+    verdict = learned_something(
+        costs[TREE], costs[RULES], better="lower", kind="ratio", names=(TREE, RULES)
+    )
+    row["learned_something"] = verdict.holds
+    row["tree_vs_rules"] = verdict.paired.describe()
+    for other in ("ffd-cheapest",):
+        row[f"tree_vs_{other}"] = paired_interval(
+            costs[TREE], costs[other], kind="ratio"
+        ).describe()
+    return row
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train", type=int, default=400, help="training batches (default 400)")
-    parser.add_argument("--held-out", type=int, default=50, help="held-out batches (default 50)")
-    parser.add_argument("--jobs", type=int, default=8, help="jobs per batch (default 8)")
-    parser.add_argument("--leaf", type=int, default=1, help="min examples per leaf (default 1)")
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        default=0,
-        help="correction rounds: refit on the first mistakes on the training batches (default 0)",
-    )
-    parser.add_argument(
-        "--slo", default=",".join(SLOS), help="SLO kinds, comma-separated (default: all four)"
-    )
-    parser.add_argument(
-        "--types", default="1,3", help="VM type sets: 1 (t2.small), 3 (all); default 1,3"
-    )
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    args = parser.parse_args()
-    rows = []
-    for kind in args.slo.split(","):
-        if kind not in SLOS:
-            parser.error(f"--slo {kind!r}: expected some of {', '.join(SLOS)}")
-        spec = load_scenario(f"pennyworth-{kind}")
-        full = problem_from_spec(spec, spec.slo)
-        sets = {"1": ("1 type", only_types(full, [0])), "3": ("3 types", full)}
-        for key in args.types.split(","):
-            if key not in sets:
-                parser.error(f"--types {key!r}: expected 1 or 3")
-            label, base = sets[key]
-            row = {"slo": kind, "types": label}
-            row.update(evaluate(base, args.train, args.held_out, args.jobs, args.leaf, args.rounds))
-            rows.append(row)
-            print(
-                f"{kind:<11}{label:<8} tree {row['tree_ratio']:.4f}"
-                f" (max {row['tree_max_ratio']:.3f})"
-                + f"  rules {row['rules_ratio']:.4f}"
-                + "".join(f"  {b} {row[b + '_ratio']:.4f}" for b in BASELINES)
-                + f"  [{row['seconds']} s]",
-                file=sys.stderr,
-                flush=True,
-            )
-    if args.json:
-        print(json.dumps(rows, indent=1))
-        return
-    head = f"{'SLO':<11}{'types':<8}{'tree/A*':>9}{'max':>8}{'rules':>8}" + "".join(
-        f"{b:>14}" for b in BASELINES
-    )
-    print(head)
+def table(rows: list[dict[str, Any]]) -> str:
+    names = [TREE, RULES, *baseline_policies()]
+    head = "| SLO | types | " + " | ".join(names) + " | proven optima | learned |"
+    lines = [head, "|" + "---|" * (len(names) + 4)]
     for r in rows:
-        print(
-            f"{r['slo']:<11}{r['types']:<8}{r['tree_ratio']:>9.4f}{r['tree_max_ratio']:>8.3f}"
-            + f"{r['rules_ratio']:>8.4f}"
-            + "".join(f"{r[b + '_ratio']:>14.4f}" for b in BASELINES)
+        cells = [
+            f"{r[n]['mean']:.4f} [{r[n]['ci'][0]:.4f}, {r[n]['ci'][1]:.4f}]"
+            if r[n]["mean"] < 100
+            else f"{r[n]['mean']:.3g}"
+            for n in names
+        ]
+        lines.append(
+            f"| {r['slo']} | {r['types']} | "
+            + " | ".join(cells)
+            + f" | {r['proven_optimal']}/{r['test_batches']} | "
+            + ("yes" if r["learned_something"] else "no")
+            + " |"
         )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--slos", default=",".join(SLOS))
+    p.add_argument("--types", default="1,3")
+    p.add_argument("--sets", type=int, default=400, help="example sets per tree")
+    p.add_argument("--jobs", type=int, default=10, help="jobs per example set")
+    p.add_argument("--trials", type=int, default=8)
+    p.add_argument("--validation", type=int, default=30, help="validation batches")
+    p.add_argument("--test", type=int, default=30, help="held-out test batches")
+    p.add_argument("--time-limit", type=float, default=120.0, help="s per optimum")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trees", default=None, help="folder to keep / reuse the trees in")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="pw-quality-") as tmp:
+        for slo in args.slos.split(","):
+            for types in (int(t) for t in args.types.split(",")):
+                row = evaluate(slo, types, args, Path(tmp))
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+    print(json.dumps(rows, indent=1) if args.json else table(rows))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    np.seterr(all="ignore")
+    sys.exit(main())

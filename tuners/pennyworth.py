@@ -1,11 +1,15 @@
-"""Synthesising a RAD-tree on Ray (seed 000, Pennyworth): examples from A*-optimal plans,
-a held-out score, and a Ray Tune search of the tree's hyper-parameters.
+"""Synthesising a RAD-tree on Ray (Pennyworth): examples from A*-optimal plans, a Ray Tune
+search of the tree's hyper-parameters selected on validation batches, and one score on
+held-out test batches (the evaluation protocol of `tuners.protocol`).
 
-Examples. `M` sample batches of `n` jobs are drawn over a scenario's tasks (each job's task
-uniform; batch i from a numpy Generator seeded by (seed, stream 0, i), so a batch depends
-on nothing else and the examples are identical whatever the number of workers). Each batch
-is solved by A* (`astar.solve`) and its optimal path turned into decision rows
-(`features.examples_of_plan`). Batches go to Ray tasks `CHUNK_BATCHES` at a time; the
+Examples. `M` example job sets of `n` jobs are drawn over varying task mixes, as the
+Pennyworth paper did (set i: a number of tasks m uniform in 1..T, m distinct tasks, each
+job's task uniform among them), from the protocol's instance stream ("train", i) of the
+seed, so a set depends on nothing else and the examples are identical whatever the number
+of workers. Each set is planned by A* on the task means with the examples' safety padding
+(`Problem.safety_z`: run times' spread kept as margin) and its optimal path turned into
+decision rows (`features.examples_of_plan`); a set A* cannot solve within the time limit
+is skipped and counted. Batches go to Ray tasks `CHUNK_BATCHES` at a time; the
 driver writes each finished chunk atomically as one Parquet file::
 
     DIR/_examples.json                 what the examples are (scenario hash, jobs, seed, ...)
@@ -17,13 +21,20 @@ starting with `_` or `.`). A re-run with the same scenario (by content), `--jobs
 chunks that still match and removes the others; another scenario, `--jobs`, `--seed` or
 feature layout is refused (`ExamplesError`, naming what differs) before any work.
 
-Validation. Held-out batches come from stream 1 of the same seed; `score_tree` plans them
-with the tree and reports its cost relative to the A* optimum (eq. 1 with the task means).
+Validation. Batches of the scenario's size (32 jobs in the shipped family) with actual run
+times come from the protocol's "validation" split (`tuners.pennyworth_eval`); a tree plans
+them on the means and `score_tree` prices its plans with the actual run times (eq. 1, SLO
+loss included): the mean cost in dollars is what the search minimises.
 
 Search. `search_tree` runs one Ray Tune trial per hyper-parameter setting (max_depth,
-min_samples_leaf, ccp_alpha, the share of the batches whose examples are used), proposed by
-Optuna's TPE sampler (seeded; the first proposal is the full tree) and minimising the
-validation ratio; ties go to the smaller tree.
+min_samples_leaf, ccp_alpha, the share of the sets whose examples are used, and the safety
+padding the tree plans with), proposed by Optuna's TPE sampler (seeded; the first proposal
+is the full tree) and minimising the validation cost; ties go to the smaller tree.
+
+Test. After the selection, `held_out_report` scores the chosen tree once on the "test"
+split (batches of the same size, none equivalent to a training or validation one) against
+its ablation (`pennyworth-rules`: the feasibility rules alone, same padding) and the
+baselines, and the protocol's report says whether the tree learned something.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +61,7 @@ import pyarrow.parquet as pq
 import ray
 
 from cluster.io import write_json, write_parquet
+from cluster.model import SimulationSpec
 from cluster.policies.pennyworth.astar import SearchLimit, solve
 from cluster.policies.pennyworth.features import (
     action_names,
@@ -57,12 +69,23 @@ from cluster.policies.pennyworth.features import (
     feature_names,
     feature_width,
 )
-from cluster.policies.pennyworth.plan import plan_cost
 from cluster.policies.pennyworth.problem import Problem, ScenarioFieldError, checked_problem
 from cluster.policies.pennyworth.tree import RadTree
 from scenarios import limits
 from scenarios.errors import ScenarioError
 from scenarios.loader import canonical_name, load_scenario, resolve_path
+from tuners.pennyworth_eval import (
+    ActualBatch,
+    actual_cost,
+    baseline_policies,
+    batch_key,
+    costs_of,
+    draw_batches,
+    rules_policy,
+    tree_policy,
+    with_counts,
+)
+from tuners.protocol import Overlap, Report, Splits, TestSet, instance_rng
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +99,10 @@ MANIFEST = "_examples.json"
 CHUNK_BATCHES = 50
 #: The most seconds A* may spend on one batch before the generation stops (bad input).
 BATCH_TIME_LIMIT_S = 60.0
-#: Random streams of one seed: training batches, validation batches.
-TRAIN, VALIDATION = 0, 1
+#: The protocol's splits: training sets, validation batches, test batches.
+TRAIN, VALIDATION, TEST = "train", "validation", "test"
+#: Safety padding of the examples' plans (standard deviations of the run times).
+EXAMPLE_SAFETY_Z = 2.0
 _CHUNK_FILE = re.compile(r"^chunk-(\d{6})-([0-9a-f]{12})\.parquet$")
 
 
@@ -99,27 +124,20 @@ def scenario_problem(scenario: str) -> Problem:
         raise ScenarioError(str(resolve_path(scenario)), [(exc.field, exc.expected)]) from None
 
 
-def batch_counts(n_tasks: int, jobs: int, seed: int, stream: int, index: int) -> tuple[int, ...]:
-    """Jobs per task of batch `index` of `stream`: `jobs` tasks drawn uniformly, from a
-    Generator seeded by (seed, stream, index) only."""
-    rng = np.random.default_rng([seed, stream, index])
-    counts = np.bincount(rng.integers(0, n_tasks, jobs), minlength=n_tasks)
+def batch_counts(n_tasks: int, jobs: int, seed: int, split: str, index: int) -> tuple[int, ...]:
+    """Jobs per task of example set `index` of `split`: a task mix of m tasks (m uniform in
+    1..n_tasks, the tasks distinct and uniform), each job's task uniform in the mix; from
+    the protocol's instance stream (seed, split, index) only."""
+    rng = instance_rng(seed, split, index)
+    m = int(rng.integers(1, n_tasks + 1))
+    mix = rng.choice(n_tasks, m, replace=False)
+    counts = np.bincount(rng.choice(mix, jobs), minlength=n_tasks)
     return tuple(int(c) for c in counts)
 
 
-def with_counts(base: Problem, counts: Sequence[int]) -> Problem:
-    """`base` with `counts[t]` jobs of task t, numbered task by task."""
-    ids: list[tuple[int, ...]] = []
-    start = 0
-    for c in counts:
-        ids.append(tuple(range(start, start + int(c))))
-        start += int(c)
-    return dataclasses.replace(base, counts=tuple(int(c) for c in counts), job_ids=tuple(ids))
-
-
-def batch_problem(base: Problem, jobs: int, seed: int, stream: int, index: int) -> Problem:
-    """Batch `index` of `stream` as a problem (see `batch_counts`)."""
-    return with_counts(base, batch_counts(len(base.task_names), jobs, seed, stream, index))
+def batch_problem(base: Problem, jobs: int, seed: int, split: str, index: int) -> Problem:
+    """Example set `index` of `split` as a problem (see `batch_counts`)."""
+    return with_counts(base, batch_counts(len(base.task_names), jobs, seed, split, index))
 
 
 @dataclass
@@ -133,30 +151,36 @@ class ChunkResult:
     step: IntArray
     optimal_usd: FloatArray
     seconds: float
+    #: Sets A* could not solve within the time limit (skipped; no rows).
+    skipped: int = 0
 
 
 def solve_chunk(
     base: Problem,
     jobs: int,
     seed: int,
-    stream: int,
+    split: str,
     first: int,
     last: int,
     time_limit_s: float = BATCH_TIME_LIMIT_S,
+    safety_z: float = EXAMPLE_SAFETY_Z,
 ) -> ChunkResult:
-    """Solve batches first..last-1 of `stream` by A*; their examples and optimal costs."""
+    """Solve sets first..last-1 of `split` by A* (on the means, `safety_z` padding); their
+    examples and optimal costs. A set A* cannot solve within `time_limit_s` is skipped."""
     start = time.perf_counter()
     xs: list[FloatArray] = []
     ys: list[IntArray] = []
     batches: list[IntArray] = []
     steps: list[IntArray] = []
     costs: list[float] = []
+    skipped = 0
     for i in range(first, last):
-        problem = batch_problem(base, jobs, seed, stream, i)
+        problem = batch_problem(base, jobs, seed, split, i).with_safety(safety_z)
         try:
             found = solve(problem, time_limit_s=time_limit_s)
-        except SearchLimit as exc:
-            raise SearchLimit(f"batch {i} of {jobs} jobs: {exc}") from None
+        except SearchLimit:
+            skipped += 1
+            continue
         x, y = examples_of_plan(problem, found.plan)
         xs.append(x)
         ys.append(y)
@@ -171,6 +195,7 @@ def solve_chunk(
         np.concatenate(steps) if steps else np.zeros(0, dtype=np.int64),
         np.asarray(costs, dtype=np.float64),
         time.perf_counter() - start,
+        skipped,
     )
 
 
@@ -188,16 +213,17 @@ def run_chunks(
     base: Problem,
     jobs: int,
     seed: int,
-    stream: int,
+    split: str,
     chunks: Sequence[tuple[int, int, int]],
     workers: int,
     on_result: Callable[[int, ChunkResult], None],
     time_limit_s: float = BATCH_TIME_LIMIT_S,
+    safety_z: float = EXAMPLE_SAFETY_Z,
 ) -> None:
     """Solve `chunks` ((index, first, last) each) as Ray tasks, at most `workers` at once,
     calling `on_result(index, result)` in the driver as each finishes. Ray must be
-    initialised. A batch A* gives up on is an ExamplesError; interrupted, the running
-    tasks are cancelled (the finished ones were already handed to `on_result`)."""
+    initialised. Interrupted, the running tasks are cancelled (the finished ones were
+    already handed to `on_result`)."""
     remote = _remote()
     base_ref = ray.put(base)
     queue = list(reversed(chunks))
@@ -206,20 +232,13 @@ def run_chunks(
         while queue or running:
             while queue and len(running) < max(1, workers):
                 index, first, last = queue.pop()
-                ref = remote.remote(base_ref, jobs, seed, stream, first, last, time_limit_s)
+                ref = remote.remote(
+                    base_ref, jobs, seed, split, first, last, time_limit_s, safety_z
+                )
                 running[ref] = index
             ready, _ = ray.wait(list(running), num_returns=1)
             index = running.pop(ready[0])
-            try:
-                result = ray.get(ready[0])
-            except ray.exceptions.RayTaskError as exc:
-                if isinstance(exc.cause, SearchLimit):
-                    raise ExamplesError(
-                        f"--jobs {jobs}: A* could not solve {exc.cause} (limit "
-                        f"{time_limit_s:g} s a batch); use fewer jobs per batch"
-                    ) from None
-                raise
-            on_result(index, result)
+            on_result(index, ray.get(ready[0]))
     finally:
         for ref in running:
             with suppress(Exception):
@@ -256,6 +275,9 @@ class ExamplePlan:
     jobs: int
     seed: int
     chunk_batches: int = CHUNK_BATCHES
+    #: The examples' safety padding and A*'s time limit per set (s).
+    safety_z: float = EXAMPLE_SAFETY_Z
+    time_limit_s: float = BATCH_TIME_LIMIT_S
 
     def identity(self) -> dict[str, Any]:
         """The manifest entries a folder must share to be resumed (not the batch count)."""
@@ -265,6 +287,8 @@ class ExamplePlan:
             "scenario_sha256": self.scenario_sha256,
             "jobs": self.jobs,
             "seed": self.seed,
+            "safety_z": self.safety_z,
+            "time_limit_s": self.time_limit_s,
             "chunk_batches": self.chunk_batches,
             "features": feature_names(self.task_names, self.type_names),
             "labels": action_names(self.task_names, self.type_names),
@@ -279,7 +303,17 @@ class ExamplePlan:
         for index, first in enumerate(range(0, self.batches, self.chunk_batches)):
             last = min(first + self.chunk_batches, self.batches)
             text = json.dumps(
-                [self.scenario_sha256, self.jobs, self.seed, first, last, FORMAT, VERSION],
+                [
+                    self.scenario_sha256,
+                    self.jobs,
+                    self.seed,
+                    first,
+                    last,
+                    FORMAT,
+                    VERSION,
+                    self.safety_z,
+                    self.time_limit_s,
+                ],
                 separators=(",", ":"),
             )
             out.append(Chunk(index, first, last, hashlib.sha256(text.encode()).hexdigest()[:12]))
@@ -293,6 +327,8 @@ def plan_examples(
     jobs: int,
     seed: int,
     chunk_batches: int = CHUNK_BATCHES,
+    safety_z: float = EXAMPLE_SAFETY_Z,
+    time_limit_s: float = BATCH_TIME_LIMIT_S,
 ) -> ExamplePlan:
     """The example set of `scenario` (whose problem is `base`); ExamplesError when it
     would not fit in memory."""
@@ -311,6 +347,8 @@ def plan_examples(
         jobs,
         seed,
         chunk_batches,
+        float(safety_z),
+        float(time_limit_s),
     )
 
 
@@ -410,6 +448,8 @@ class ExamplesOutcome:
     ran: int
     rows: int = 0
     wall_s: float = 0.0
+    #: Sets solved now that A* could not solve within the time limit (no examples).
+    unsolved: int = 0
 
 
 def generate_examples(
@@ -440,13 +480,24 @@ def generate_examples(
         write_parquet(chunk_table(plan, result), out / chunk.filename)
         outcome.ran += 1
         outcome.rows += len(result.y)
+        outcome.unsolved += result.skipped
         finished[0] += chunk.last - chunk.first
         if progress is not None:
             progress(finished[0], plan.batches)
 
     todo = [(c.index, c.first, c.last) for c in chunks if c.index not in done]
     if todo:
-        run_chunks(base, plan.jobs, plan.seed, TRAIN, todo, workers, on_result)
+        run_chunks(
+            base,
+            plan.jobs,
+            plan.seed,
+            TRAIN,
+            todo,
+            workers,
+            on_result,
+            plan.time_limit_s,
+            plan.safety_z,
+        )
     outcome.wall_s = time.perf_counter() - start
     return outcome
 
@@ -486,56 +537,54 @@ def read_examples(folder: str | Path, plan: ExamplePlan) -> Examples:
 
 @dataclass(frozen=True)
 class Validation:
-    """Held-out batches and their optimal costs (dollars, eq. 1 with the task means)."""
+    """Validation batches with their actual run times (the protocol's "validation" split,
+    used for selection only) and how many drawn ones were dropped as equivalent to a
+    training set."""
 
-    problems: tuple[Problem, ...]
-    optimal_usd: FloatArray
+    batches: tuple[ActualBatch, ...]
+    overlap: Overlap
 
 
 def default_validation_batches(batches: int) -> int:
-    """Held-out batches for `batches` training ones: a quarter, within 20..100."""
-    return max(20, min(100, batches // 4))
+    """Validation batches for `batches` training sets: a tenth, within 20..60."""
+    return max(20, min(60, batches // 10))
 
 
-def validation_set(base: Problem, jobs: int, seed: int, count: int, workers: int = 1) -> Validation:
-    """`count` held-out batches of `jobs` jobs (stream 1 of `seed`), solved by A* on Ray."""
-    costs = np.zeros(count, dtype=np.float64)
-    size = max(5, math.ceil(count / (2 * max(1, workers))))  # costs do not depend on it
-    chunks = [(i, first, min(first + size, count)) for i, first in enumerate(range(0, count, size))]
+def training_keys(plan: ExamplePlan) -> set[Hashable]:
+    """The equivalence keys of the training sets (task counts, planned on the means)."""
+    n = len(plan.task_names)
+    return {
+        batch_key(batch_counts(n, plan.jobs, plan.seed, TRAIN, i), None)
+        for i in range(plan.batches)
+    }
 
-    def on_result(index: int, result: ChunkResult) -> None:
-        _, first, last = chunks[index]
-        costs[first:last] = result.optimal_usd
 
-    run_chunks(base, jobs, seed, VALIDATION, chunks, workers, on_result)
-    problems = tuple(batch_problem(base, jobs, seed, VALIDATION, i) for i in range(count))
-    return Validation(problems, costs)
+def validation_set(
+    spec: SimulationSpec, base: Problem, plan: ExamplePlan, count: int, jobs: int
+) -> Validation:
+    """`count` validation batches of `jobs` jobs with actual run times."""
+    batches, overlap = draw_batches(
+        spec, base, plan.seed, VALIDATION, count, jobs, training_keys(plan)
+    )
+    return Validation(tuple(batches), overlap)
 
 
 @dataclass(frozen=True)
 class TreeScore:
-    """A tree's plans on held-out batches: `mean_ratio` = mean over batches of its cost /
-    the optimum (1.0: optimal), the worst such ratio, and the mean costs (dollars)."""
+    """A tree's plans on validation batches priced with the actual run times: the mean
+    and worst cost (dollars) and the number of batches."""
 
-    mean_ratio: float
-    max_ratio: float
     mean_cost_usd: float
-    mean_optimal_usd: float
+    max_cost_usd: float
     batches: int
 
 
-def score_tree(tree: RadTree, validation: Validation) -> TreeScore:
-    """Plan every held-out batch with `tree` and price it against the A* optimum."""
-    costs = np.array([plan_cost(p, tree.plan(p))[0] for p in validation.problems])
-    best = validation.optimal_usd
-    ratios = np.where(best > 0, costs / np.where(best > 0, best, 1.0), 1.0)
-    return TreeScore(
-        float(ratios.mean()),
-        float(ratios.max()),
-        float(costs.mean()),
-        float(best.mean()),
-        len(costs),
-    )
+def score_tree(tree: RadTree, validation: Validation, safety_z: float) -> TreeScore:
+    """Plan every validation batch with `tree` (on the means, `safety_z` padding) and price
+    the plans with the actual run times."""
+    policy = tree_policy(tree, safety_z)
+    costs = np.array([actual_cost(b, policy(b.problem)) for b in validation.batches])
+    return TreeScore(float(costs.mean()), float(costs.max()), len(costs))
 
 
 # --- the hyper-parameter search ------------------------------------------------------------
@@ -551,6 +600,8 @@ class TreeParams:
     min_samples_leaf: int
     ccp_alpha: float
     batches_used: int
+    #: Safety padding the tree plans with (standard deviations of the run times).
+    safety_z: float = EXAMPLE_SAFETY_Z
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], batches: int) -> TreeParams:
@@ -560,11 +611,19 @@ class TreeParams:
             int(config["min_samples_leaf"]),
             float(config["ccp_alpha"]),
             used,
+            float(config.get("safety_z", EXAMPLE_SAFETY_Z)),
         )
 
 
-#: The first proposal: a full tree on every example (the paper's J48 without pruning).
-FULL_TREE = {"max_depth": 24, "min_samples_leaf": 1, "ccp_alpha": 1e-6, "examples_fraction": 1.0}
+#: The first proposal: a full tree on every example (the paper's J48 without pruning),
+#: planning with the examples' padding.
+FULL_TREE = {
+    "max_depth": 24,
+    "min_samples_leaf": 1,
+    "ccp_alpha": 1e-6,
+    "examples_fraction": 1.0,
+    "safety_z": EXAMPLE_SAFETY_Z,
+}
 
 
 def search_space() -> dict[str, Any]:
@@ -575,6 +634,7 @@ def search_space() -> dict[str, Any]:
         "min_samples_leaf": tune.lograndint(1, 65),
         "ccp_alpha": tune.loguniform(1e-6, 1e-2),
         "examples_fraction": tune.choice([0.25, 0.5, 0.75, 1.0]),
+        "safety_z": tune.uniform(1.0, 4.0),
     }
 
 
@@ -604,13 +664,13 @@ class TreeSpace:
 
 
 def tree_trial(config: dict[str, Any], space: TreeSpace, validation: Validation) -> dict[str, Any]:
-    """Ray Tune function trainable: fit one tree, score it on the held-out batches."""
+    """Ray Tune function trainable: fit one tree, score it on the validation batches."""
     params = TreeParams.from_config(config, space.examples.batches)
     tree = space.fit(params)
-    score = score_tree(tree, validation)
+    score = score_tree(tree, validation, params.safety_z)
     return {
-        "ratio": score.mean_ratio,
-        "max_ratio": score.max_ratio,
+        "cost_usd": score.mean_cost_usd,
+        "max_cost_usd": score.max_cost_usd,
         "nodes": int(tree.feature.size),
         "depth": tree.depth,
         "examples": int(tree.info["examples"]),
@@ -638,7 +698,7 @@ def search_tree(
 ) -> SearchResult:
     """Search the tree's hyper-parameters with Ray Tune and Optuna's TPE sampler (seeded;
     the first proposal is `FULL_TREE`), `workers` trials at once, minimising the mean
-    validation ratio; the best has the least ratio, then the fewest nodes. Ray must be
+    validation cost; the best has the least cost, then the fewest nodes. Ray must be
     initialised. With more than one worker, TPE's later proposals depend on the order in
     which trials finish."""
     import optuna
@@ -651,7 +711,7 @@ def search_tree(
         logging.getLogger(name).setLevel(logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, trials // 3)))
     searcher = OptunaSearch(
-        metric="ratio", mode="min", sampler=sampler, points_to_evaluate=[dict(FULL_TREE)]
+        metric="cost_usd", mode="min", sampler=sampler, points_to_evaluate=[dict(FULL_TREE)]
     )
     done, total = [0], trials
 
@@ -690,19 +750,22 @@ def search_tree(
     failures = 0
     for r in results:
         metrics, config = r.metrics or {}, r.config or {}
-        if r.error is not None or "ratio" not in metrics:
+        if r.error is not None or "cost_usd" not in metrics:
             failures += 1
             continue
         params = TreeParams.from_config(config, space.examples.batches)
         rows.append(
             {
                 **dataclasses.asdict(params),
-                **{k: metrics[k] for k in ("ratio", "max_ratio", "nodes", "depth", "examples")},
+                **{
+                    k: metrics[k]
+                    for k in ("cost_usd", "max_cost_usd", "nodes", "depth", "examples")
+                },
             }
         )
     if not rows:
         raise RuntimeError(f"every one of the {trials} tree trials failed")
-    best = min(rows, key=lambda row: (round(row["ratio"], 9), row["nodes"]))
+    best = min(rows, key=lambda row: (round(row["cost_usd"], 12), row["nodes"]))
     chosen = TreeParams(**{k: best[k] for k in TreeParams.__dataclass_fields__})
     return SearchResult(rows, chosen, time.perf_counter() - start, failures)
 
@@ -712,8 +775,9 @@ def search_tree(
 
 @dataclass
 class Synthesis:
-    """A synthesised tree, its parameters and held-out score, the search's trials, the
-    example generation, and wall seconds per phase."""
+    """A synthesised tree, its parameters, its validation score (selection only), the
+    search's trials, the example generation, the held-out test report (scored once), and
+    wall seconds per phase."""
 
     tree: RadTree
     params: TreeParams
@@ -721,7 +785,66 @@ class Synthesis:
     search: SearchResult
     examples: ExamplesOutcome
     validation_batches: int
+    report: Report | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+#: The policies a tree is compared with on the test split: its ablation, then baselines.
+ABLATION = "pennyworth-rules"
+METHOD = "pennyworth (RAD-tree)"
+
+
+def held_out_report(
+    tree: RadTree,
+    spec: SimulationSpec,
+    base: Problem,
+    plan: ExamplePlan,
+    validation: Validation,
+    test_batches: int,
+    jobs: int,
+    title: str,
+) -> Report:
+    """Score the chosen tree once on `test_batches` test batches (none equivalent to a
+    training set or a validation batch), with its ablation and the baselines; the
+    protocol's report (actual cost per batch in dollars, paired ratios to the tree)."""
+    train = training_keys(plan)
+    batches, overlap = draw_batches(
+        spec,
+        base,
+        plan.seed,
+        TEST,
+        test_batches,
+        jobs,
+        train | {b.key for b in validation.batches},
+    )
+    z = tree.safety_z
+    policies = {METHOD: tree_policy(tree, z), ABLATION: rules_policy(z), **baseline_policies()}
+    scores = TestSet(batches).score(lambda bs: costs_of(policies, bs))
+    table = scores.compare(
+        METHOD,
+        better="lower",
+        metric="actual cost per batch ($)",
+        baselines=list(baseline_policies()),
+        ablations=[ABLATION],
+        kind="ratio",
+    )
+    splits = Splits(
+        plan.seed,
+        {TRAIN: plan.batches, VALIDATION: len(validation.batches), TEST: len(batches)},
+    )
+    return Report(
+        title,
+        splits,
+        (validation.overlap, overlap),
+        table,
+        table.learned_something(ABLATION),
+        notes=(
+            f"training: {plan.batches} example sets of {plan.jobs} jobs planned on the means "
+            f"(safety padding {plan.safety_z:g} sd); validation and test: batches of {jobs} "
+            "jobs with actual run times drawn as the engine draws them",
+            f"the tree plans with safety padding {z:g} sd (selected on validation)",
+        ),
+    )
 
 
 def synthesize(
@@ -732,23 +855,29 @@ def synthesize(
     workers: int = 1,
     validation_batches: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    spec: SimulationSpec | None = None,
+    test_batches: int = 50,
 ) -> Synthesis:
-    """Examples into `folder` (resumable), held-out batches, the Tune search, and the best
-    tree fitted again on its examples. Ray must be initialised. `progress(phase, done,
-    total)` reports the phases "examples" (batches) and "search" (trials)."""
+    """Examples into `folder` (resumable), validation batches, the Tune search, the best
+    tree fitted again on its examples, and (with `spec`, the scenario) the held-out test
+    report. Ray must be initialised. `progress(phase, done, total)` reports the phases
+    "examples" (sets) and "search" (trials)."""
 
     def report(phase: str) -> Callable[[int, int], None] | None:
         if progress is None:
             return None
         return lambda done, total: progress(phase, done, total)
 
+    if spec is None:
+        spec = load_scenario(plan.scenario)
+    jobs = scenario_jobs(spec)
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     outcome = generate_examples(base, plan, folder, workers, report("examples"))
     seconds["examples_s"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     count = validation_batches or default_validation_batches(plan.batches)
-    validation = validation_set(base, plan.jobs, plan.seed, count, workers)
+    validation = validation_set(spec, base, plan, count, jobs)
     seconds["validation_s"] = time.perf_counter() - t1
     space = TreeSpace(
         read_examples(folder, plan),
@@ -761,16 +890,39 @@ def synthesize(
     seconds["search_s"] = search.wall_s
     t2 = time.perf_counter()
     tree = space.fit(search.best)
-    score = score_tree(tree, validation)
+    score = score_tree(tree, validation, search.best.safety_z)
     seconds["fit_s"] = time.perf_counter() - t2
     tree.info.update(
         {
             "scenario": plan.scenario,
             "slo": base.slo.kind,
-            "jobs_per_batch": plan.jobs,
+            "jobs_per_set": plan.jobs,
             "batches_used": search.best.batches_used,
             "seed": plan.seed,
-            "validation_ratio": score.mean_ratio,
+            "safety_z": search.best.safety_z,
+            "validation_cost_usd": score.mean_cost_usd,
         }
     )
-    return Synthesis(tree, search.best, score, search, outcome, count, seconds)
+    t3 = time.perf_counter()
+    held_out = None
+    if test_batches > 0:
+        held_out = held_out_report(
+            tree,
+            spec,
+            base,
+            plan,
+            validation,
+            test_batches,
+            jobs,
+            f"{plan.scenario}: the RAD-tree on held-out batches",
+        )
+    seconds["test_s"] = time.perf_counter() - t3
+    return Synthesis(tree, search.best, score, search, outcome, count, held_out, seconds)
+
+
+def scenario_jobs(spec: SimulationSpec) -> int:
+    """Jobs of the scenario's batch (the size of validation and test batches)."""
+    total = sum(int(getattr(c.arrival, "count", 0)) for c in spec.classes)
+    if total < 1:
+        raise ScenarioFieldError("workload.classes", "batch arrivals with a count (kind: batch)")
+    return total

@@ -1,16 +1,22 @@
-"""`clusteremu synthesize`: learn a RAD-tree policy from A*-optimal plans (Pennyworth, seed 000).
+"""`clusteremu synthesize`: learn a RAD-tree policy from A*-optimal plans (Pennyworth).
 
-    clusteremu synthesize SCENARIO --out DIR [--batches 2000] [--jobs 6] [--trials 8]
-                          [--workers W] [--seed 0] [--explain] [--json]
+    clusteremu synthesize SCENARIO --out DIR [--batches 2000] [--jobs 12] [--trials 8]
+                          [--validation-batches N] [--test-batches 50] [--safety 2]
+                          [--time-limit 20] [--workers W] [--seed 0] [--explain] [--json]
 
-Draws `--batches` sample batches of `--jobs` jobs over the scenario's tasks, solves each by
-A* on Ray (`tuners.pennyworth`), writes their decisions as Parquet under DIR/examples/
+Draws `--batches` example job sets of `--jobs` jobs over varying task mixes, plans each by
+A* on the task means (with `--safety` standard deviations of the run times as margin) on
+Ray (`tuners.pennyworth`), writes their decisions as Parquet under DIR/examples/
 (resumable: a re-run solves only the missing chunks), then searches the tree's
-hyper-parameters with Ray Tune and Optuna's TPE sampler (`--trials` trials, `--workers` at
-once), minimising the mean cost of the tree's plans relative to the A* optimum on held-out
-batches. Writes DIR/tree.json (the `pennyworth` placer's `tree:` file) and DIR/report.json
-(the best parameters, the held-out ratio, counts, wall seconds); prints a summary, or the
-report with `--json`; `--explain` prints the tree's rules (with `--json`: under "rules").
+hyper-parameters (and the margin it plans with) with Ray Tune and Optuna's TPE sampler
+(`--trials` trials, `--workers` at once), minimising the mean actual cost of the tree's
+plans on validation batches of the scenario's size with actual run times. The chosen tree
+is then scored once on `--test-batches` held-out test batches (none equivalent to a
+training or validation one) against its ablation (`pennyworth-rules`) and the baselines.
+Writes DIR/tree.json (the `pennyworth` placer's `tree:` file), DIR/report.json (the best
+parameters, the validation score, the held-out report, counts, wall seconds),
+DIR/held-out.md and DIR/held-out.png; prints a summary, or the report with `--json`;
+`--explain` prints the tree's rules (with `--json`: under "rules").
 Exit status 0, 2 on bad input (checked before any work), 130 / 143 when interrupted
 (finished example chunks are kept).
 """
@@ -25,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 #: The files `synthesize` writes into --out together (the examples folder is resumable).
-FILES = ("tree.json", "report.json")
+FILES = ("tree.json", "report.json", "held-out.md", "held-out.png")
 EXAMPLES = "examples"
 
 
@@ -40,8 +46,33 @@ def add_parser(sub: Any) -> None:
         required=True,
         help="folder for tree.json, report.json and examples/ (Parquet)",
     )
-    p.add_argument("--batches", type=int, default=2000, help="sample batches solved by A*")
-    p.add_argument("--jobs", type=int, default=6, help="jobs per sample batch")
+    p.add_argument("--batches", type=int, default=2000, help="example job sets solved by A*")
+    p.add_argument("--jobs", type=int, default=12, help="jobs per example set (default 12)")
+    p.add_argument(
+        "--validation-batches",
+        type=int,
+        default=None,
+        help="batches of the scenario's size that select the tree (default: a tenth of"
+        " --batches, 20 to 60)",
+    )
+    p.add_argument(
+        "--test-batches",
+        type=int,
+        default=50,
+        help="held-out batches the chosen tree is scored on once (default 50; 0: none)",
+    )
+    p.add_argument(
+        "--safety",
+        type=float,
+        default=2.0,
+        help="margin of the examples' plans, in standard deviations of the run times (default 2)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=20.0,
+        help="seconds A* may spend on one example set before it is skipped (default 20)",
+    )
     p.add_argument("--trials", type=int, default=8, help="hyper-parameter settings tried")
     p.add_argument(
         "--workers", type=int, default=None, help="Ray tasks and trials at once (default: CPUs)"
@@ -57,10 +88,20 @@ def add_parser(sub: Any) -> None:
 def _check_numbers(args: argparse.Namespace) -> None:
     from clusteremu.cli import UsageError
 
-    for name in ("batches", "jobs", "trials", "workers"):
+    for name in ("batches", "jobs", "trials", "workers", "validation_batches"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            raise UsageError(f"--{name}: expected at least 1, got {value}")
+            raise UsageError(f"--{name.replace('_', '-')}: expected at least 1, got {value}")
+    if not 0 <= args.test_batches <= 10_000:
+        raise UsageError(f"--test-batches: expected 0 to 10000, got {args.test_batches}")
+    if args.validation_batches is not None and args.validation_batches > 10_000:
+        raise UsageError(
+            f"--validation-batches: expected at most 10000, got {args.validation_batches}"
+        )
+    if not 0 <= args.safety <= 10:
+        raise UsageError(f"--safety: expected 0 to 10 standard deviations, got {args.safety}")
+    if not 0 < args.time_limit <= 3600:
+        raise UsageError(f"--time-limit: expected 0 < seconds <= 3600, got {args.time_limit}")
     if args.seed < 0:
         raise UsageError(f"--seed: expected a non-negative integer, got {args.seed}")
 
@@ -74,17 +115,36 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         require_extra(module, "learn", "synthesize")
     out = Path(args.out)
     check_out(args, "synthesize", FILES)
+    from cluster.policies.pennyworth.problem import ScenarioFieldError
+    from scenarios.errors import ScenarioError
+    from scenarios.loader import load_scenario, resolve_path
     from tuners.pennyworth import (
+        CHUNK_BATCHES,
         ExamplesError,
         check_folder,
         plan_examples,
+        scenario_jobs,
         scenario_problem,
         synthesize,
     )
 
     base = scenario_problem(args.scenario)  # ScenarioError: exit 2
+    spec = load_scenario(args.scenario)
     try:
-        plan = plan_examples(args.scenario, base, args.batches, args.jobs, args.seed)
+        scenario_jobs(spec)
+    except ScenarioFieldError as exc:
+        raise ScenarioError(str(resolve_path(args.scenario)), [(exc.field, exc.expected)]) from None
+    try:
+        plan = plan_examples(
+            args.scenario,
+            base,
+            args.batches,
+            args.jobs,
+            args.seed,
+            CHUNK_BATCHES,
+            args.safety,
+            args.time_limit,
+        )
         check_folder(out / EXAMPLES, plan)
     except ExamplesError as exc:
         raise UsageError(str(exc)) from None
@@ -103,7 +163,17 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     try:
         workers = args.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         try:
-            result = synthesize(base, plan, out / EXAMPLES, args.trials, workers, None, progress)
+            result = synthesize(
+                base,
+                plan,
+                out / EXAMPLES,
+                args.trials,
+                workers,
+                args.validation_batches,
+                progress,
+                spec,
+                args.test_batches,
+            )
         except ExamplesError as exc:
             raise UsageError(str(exc)) from None
     finally:
@@ -114,6 +184,9 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     with output_folder(out, "synthesize", FILES, label=plan.scenario) as stage:
         result.tree.save(stage / "tree.json")
         write_json(report, stage / "report.json")
+        if result.report is not None:
+            (stage / "held-out.md").write_text(result.report.to_table() + "\n", encoding="utf-8")
+            result.report.plot(stage / "held-out.png")
     if args.json:
         print(to_json({**report, "rules": result.tree.explain()} if args.explain else report))
         return 0
@@ -142,6 +215,8 @@ def _report(
             "already_done": result.examples.skipped,
             "solved": result.examples.ran,
         },
+        "unsolved_sets": result.examples.unsolved,
+        "example_safety_z": plan.safety_z,
         "validation_batches": result.validation_batches,
         "trials": len(result.search.trials) + result.search.failures,
         "failed_trials": result.search.failures,
@@ -151,14 +226,15 @@ def _report(
             "ccp_alpha": result.params.ccp_alpha,
             "batches_used": result.params.batches_used,
             "examples_used": int(tree.info["examples"]),
+            "safety_z": result.params.safety_z,
         },
         "tree": {"nodes": int(tree.feature.size), "leaves": tree.leaves, "depth": tree.depth},
-        "validation": {
-            "mean_ratio": result.score.mean_ratio,
-            "max_ratio": result.score.max_ratio,
+        "validation (used for selection)": {
+            "batches": result.score.batches,
             "mean_cost_usd": result.score.mean_cost_usd,
-            "mean_optimal_usd": result.score.mean_optimal_usd,
+            "max_cost_usd": result.score.max_cost_usd,
         },
+        "held_out": None if result.report is None else result.report.to_dict(),
         "search": result.search.trials,
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
         "wall_s": round(wall_s, 3),
@@ -168,28 +244,40 @@ def _report(
 
 
 def _print_summary(report: dict[str, Any], out: Path) -> None:
-    chunks, best, tree, val = report["chunks"], report["best"], report["tree"], report["validation"]
+    chunks, best, tree = report["chunks"], report["best"], report["tree"]
+    val = report["validation (used for selection)"]
     print(
-        f"{report['scenario']} ({report['slo']} SLO): {report['batches']} batches of "
+        f"{report['scenario']} ({report['slo']} SLO): {report['batches']} example sets of "
         f"{report['jobs_per_batch']} jobs, {report['examples']} examples ({chunks['total']} "
-        f"chunks: {chunks['already_done']} already done, {chunks['solved']} solved now) in "
+        f"chunks: {chunks['already_done']} already done, {chunks['solved']} solved now; "
+        f"{report['unsolved_sets']} sets past the time limit skipped) in "
         f"{report['seconds']['examples_s']:.1f} s"
     )
     print(
         f"search: {report['trials']} trials in {report['seconds']['search_s']:.1f} s; best "
         f"max_depth {best['max_depth']}, min_samples_leaf {best['min_samples_leaf']}, "
-        f"ccp_alpha {best['ccp_alpha']:.3g}, {best['batches_used']} batches "
-        f"({best['examples_used']} examples)"
+        f"ccp_alpha {best['ccp_alpha']:.3g}, {best['batches_used']} sets "
+        f"({best['examples_used']} examples), safety {best['safety_z']:.2f} sd"
     )
     print(
         f"tree: {tree['nodes']} nodes, {tree['leaves']} leaves, depth {tree['depth']}; "
-        f"held-out plan cost / A* optimum: mean {val['mean_ratio']:.4f}, worst "
-        f"{val['max_ratio']:.4f} over {report['validation_batches']} batches"
+        f"validation (used for selection): mean actual cost ${val['mean_cost_usd']:.5f} over "
+        f"{val['batches']} batches"
     )
+    held = report["held_out"]
+    if held is not None:
+        print(_held_out_lines(held))
     print(
-        f"wrote {out / 'tree.json'}, {out / 'report.json'} and {out / EXAMPLES}/ "
-        f"in {report['wall_s']:.1f} s"
+        f"wrote {out / 'tree.json'}, {out / 'report.json'}, {out / 'held-out.md'}, "
+        f"{out / 'held-out.png'} and {out / EXAMPLES}/ in {report['wall_s']:.1f} s"
     )
+
+
+def _held_out_lines(held: dict[str, Any]) -> str:
+    """The held-out comparison as a few lines (the full table is held-out.md)."""
+    from tuners.protocol import Report
+
+    return Report.from_dict(held).to_table()
 
 
 class _Progress:

@@ -1,11 +1,18 @@
-"""`clusteremu synthesize`: a shipped scenario to a loadable tree near the A* optimum, its
-rules, a re-run that resumes the examples, and bad input refused (exit 2) before any work,
-with nothing written."""
+"""`clusteremu synthesize`: a shipped scenario to a loadable tree, its rules, the validation
+score (used for selection) and the held-out report of the protocol (test split of the
+requested size, no overlap with training, "held out" said of the test split only, its
+numbers recomputed from the saved tree), held-out.md and held-out.png written, a re-run
+that resumes the examples, and bad input refused (exit 2) before any work, with nothing
+written."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -16,63 +23,176 @@ from clusteremu.cli import main
 from scenarios.loader import resolve_path
 from tests.actors.conftest import ray_local  # noqa: F401
 
-#: Small sizes: 160 batches of 3 jobs (4 chunks) cover most of the 120 job mixes.
-SMALL = ["--batches", "160", "--jobs", "3", "--workers", "2"]
+SCENARIO = "pennyworth-max"
+#: Small sizes: 40 sets of 5 jobs (one chunk), 4 validation and 4 test batches of 32 jobs.
+SMALL = [
+    "--batches",
+    "40",
+    "--jobs",
+    "5",
+    "--validation-batches",
+    "4",
+    "--test-batches",
+    "4",
+    "--workers",
+    "2",
+]
+TEST_BATCHES = 4
+POLICIES = ["pennyworth (RAD-tree)", "ffd-cheapest", "vm-per-job", "fixed-pool", "pennyworth-rules"]
 
 
 def tree_of(folder: Path) -> RadTree:
     return RadTree.load(folder / "tree.json")
 
 
-@pytest.mark.ray
-def test_synthesize_writes_a_tree_near_the_optimum_and_resumes(
+@dataclass(frozen=True)
+class Synthesized:
+    """One `synthesize ... --trials 2 --explain` run: its folder, exit status, stdout."""
+
+    out: Path
+    status: int
+    text: str
+
+
+@pytest.fixture(scope="module")
+def synthesized(
     ray_local: None,  # noqa: F811
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    out = tmp_path / "out"
-    assert (
-        main(
-            [
-                "synthesize",
-                "pennyworth-max",
-                "--out",
-                str(out),
-                *SMALL,
-                "--trials",
-                "3",
-                "--explain",
-            ]
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Synthesized:
+    out = tmp_path_factory.mktemp("synthesize") / "out"
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        status = main(
+            ["synthesize", SCENARIO, "--out", str(out), *SMALL, "--trials", "2", "--explain"]
         )
-        == 0
-    )
-    text = capsys.readouterr().out
-    assert "pennyworth-max (max SLO): 160 batches of 3 jobs" in text
-    assert "held-out plan cost / A* optimum" in text
+    return Synthesized(out, status, buffer.getvalue())
+
+
+def held_out_only_for_test(text: str) -> None:
+    """Every "held out" in `text` is the test split's label."""
+    assert text.lower().count("held out") == text.count("test (held out, scored once)") > 0, text
+
+
+@pytest.mark.ray
+def test_synthesize_writes_a_tree_a_validation_score_and_a_held_out_report(
+    synthesized: Synthesized,
+) -> None:
+    out, text = synthesized.out, synthesized.text
+    assert synthesized.status == 0
+    assert f"{SCENARIO} (max SLO): 40 example sets of 5 jobs" in text
+    assert "validation (used for selection): mean actual cost $" in text
     assert "if " in text and "-> rent t2." in text and "-> add q" in text  # the rules
     report = json.loads((out / "report.json").read_text())
-    assert report["validation"]["mean_ratio"] <= 1.10
-    assert report["trials"] == 3 and len(report["search"]) == 3
-    assert report["chunks"] == {"total": 4, "already_done": 0, "solved": 4}
+    assert report["trials"] == 2 and len(report["search"]) == 2
+    assert report["chunks"] == {"total": 1, "already_done": 0, "solved": 1}
+    assert report["unsolved_sets"] == 0 and report["validation_batches"] == 4
     tree = tree_of(out)
-    assert tree.task_names == tuple(report["tasks"]) and tree.info["scenario"] == "pennyworth-max"
+    assert tree.task_names == tuple(report["tasks"]) and tree.info["scenario"] == SCENARIO
     assert tree.feature.size == report["tree"]["nodes"]
+    assert tree.safety_z == report["best"]["safety_z"]
     assert pq.read_table(out / "examples").num_rows == report["examples"]
     assert tree.explain() in text
 
-    # The same command again resumes: every chunk is on disk; the report is the JSON printed.
-    assert (
-        main(["synthesize", "pennyworth-max", "--out", str(out), *SMALL, "--trials", "1", "--json"])
-        == 0
+    # Validation: used for selection, never called held out.
+    val = report["validation (used for selection)"]
+    assert "validation" not in report
+    assert val["batches"] == 4 and 0 < val["mean_cost_usd"] <= val["max_cost_usd"]
+    assert val["mean_cost_usd"] == tree.info["validation_cost_usd"]
+    outside = {k: v for k, v in report.items() if k != "held_out"}
+    assert "held out" not in json.dumps(outside).lower()
+
+    # The held-out report: the protocol's, on a test split of the requested size.
+    held = report["held_out"]
+    assert held["format"] == "clusteremu.protocol-report"
+    proto = held["protocol"]
+    assert proto["sizes"] == {"train": 40, "validation": 4, "test": TEST_BATCHES}
+    assert (proto["selection_split"], proto["reported_split"]) == ("validation", "test")
+    assert [o["split"] for o in proto["overlaps"]] == ["validation", "test"]
+    assert all(o["count"] == 0 and o["indices"] == [] for o in proto["overlaps"])
+    assert [o["total"] for o in proto["overlaps"]] == [4, TEST_BATCHES]
+    test = held["test"]
+    assert test["split"] == "test" and test["scored_once"] and test["n"] == TEST_BATCHES
+    assert test["label"] == "test (held out, scored once)"
+    assert [r["policy"] for r in test["rows"]] == POLICIES
+    assert [r["role"] for r in test["rows"]] == ["method"] + ["baseline"] * 3 + ["ablation"]
+    assert all(len(r["values"]) == TEST_BATCHES for r in test["rows"])
+    verdict = held["learned_something"]
+    assert verdict["split"] == "test" and verdict["ablation"] == "pennyworth-rules"
+    assert held["validation"] is None
+    held_out_only_for_test(json.dumps(held))
+    held_out_only_for_test(text)
+
+    # held-out.md is the report's table, held-out.png its plot; the manifest lists all four.
+    table = (out / "held-out.md").read_text()
+    assert "**test (held out, scored once)**" in table and "| pennyworth-rules | ablation" in table
+    assert "overlap: test: 0 of 4 equivalent to a training instance" in table
+    assert "overlap: validation: 0 of 4 equivalent to a training instance" in table
+    held_out_only_for_test(table)
+    png = (out / "held-out.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    manifest = json.loads((out / "clusteremu-manifest.json").read_text())
+    assert manifest["files"] == sorted(["tree.json", "report.json", "held-out.md", "held-out.png"])
+
+
+@pytest.mark.ray
+def test_the_held_out_numbers_are_the_saved_trees_actual_costs(synthesized: Synthesized) -> None:
+    """The test split is a pure function of (seed, "test", training and validation keys):
+    redrawn here, the saved tree, its ablation and the baselines cost exactly the report's
+    values (actual run times, the tree's own padding)."""
+    from scenarios.loader import load_scenario
+    from tuners.pennyworth import (
+        plan_examples,
+        scenario_problem,
+        training_keys,
+        validation_set,
     )
+    from tuners.pennyworth_eval import (
+        baseline_policies,
+        costs_of,
+        draw_batches,
+        rules_policy,
+        tree_policy,
+    )
+
+    out = synthesized.out
+    report = json.loads((out / "report.json").read_text())
+    tree = tree_of(out)
+    spec, base = load_scenario(SCENARIO), scenario_problem(SCENARIO)
+    plan = plan_examples(SCENARIO, base, 40, 5, 0, safety_z=2.0, time_limit_s=20.0)
+    validation = validation_set(spec, base, plan, 4, 32)
+    keys = training_keys(plan) | {b.key for b in validation.batches}
+    batches, overlap = draw_batches(spec, base, 0, "test", TEST_BATCHES, 32, keys)
+    assert overlap.count == 0 and len(batches) == TEST_BATCHES
+    policies: dict[str, Any] = {
+        POLICIES[0]: tree_policy(tree),
+        "pennyworth-rules": rules_policy(tree.safety_z),
+        **baseline_policies(),
+    }
+    costs = costs_of(policies, batches)
+    for row in report["held_out"]["test"]["rows"]:
+        assert row["values"] == pytest.approx(list(costs[row["policy"]]), rel=1e-12)
+
+
+@pytest.mark.ray
+def test_a_re_run_resumes_the_examples(
+    synthesized: Synthesized, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same command again: every chunk is on disk; the report is the JSON printed, and
+    the test batches (the baselines' costs on them) are the same."""
+    out = synthesized.out
+    first = json.loads((out / "report.json").read_text())
+    assert main(["synthesize", SCENARIO, "--out", str(out), *SMALL, "--trials", "1", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert again["chunks"] == {"total": 4, "already_done": 4, "solved": 0}
-    assert again["examples"] == report["examples"]
+    assert again["chunks"] == {"total": 1, "already_done": 1, "solved": 0}
+    assert again["examples"] == first["examples"]
     assert again == json.loads((out / "report.json").read_text())
+    rows = {r["policy"]: r["values"] for r in first["held_out"]["test"]["rows"]}
+    for r in again["held_out"]["test"]["rows"][1:4]:
+        assert r["values"] == rows[r["policy"]]  # baselines do not depend on the tree
 
 
 def _without_slo(tmp_path: Path) -> Path:
-    data = yaml.safe_load(resolve_path("pennyworth-max").read_text())
+    data = yaml.safe_load(resolve_path(SCENARIO).read_text())
     del data["slo"], data["scheduler"]
     path = tmp_path / "no-slo.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -88,13 +208,21 @@ def _without_slo(tmp_path: Path) -> Path:
         (["--workers", "0"], "--workers: expected at least 1, got 0"),
         (["--seed", "-1"], "--seed: expected a non-negative integer"),
         (["--batches", "many"], "invalid int value: 'many'"),
-        (["--batches", "10000000000000"], "--batches 10000000000000 of --jobs 6"),
+        (["--batches", "10000000000000"], "--batches 10000000000000 of --jobs 12"),
+        (["--test-batches", "-1"], "--test-batches: expected 0 to 10000, got -1"),
+        (["--test-batches", "10001"], "--test-batches: expected 0 to 10000, got 10001"),
+        (["--validation-batches", "0"], "--validation-batches: expected at least 1, got 0"),
+        (["--validation-batches", "10001"], "--validation-batches: expected at most 10000"),
+        (["--safety", "-1"], "--safety: expected 0 to 10 standard deviations, got -1.0"),
+        (["--safety", "nan"], "--safety: expected 0 to 10 standard deviations, got nan"),
+        (["--time-limit", "0"], "--time-limit: expected 0 < seconds <= 3600, got 0.0"),
+        (["--time-limit", "inf"], "--time-limit: expected 0 < seconds <= 3600, got inf"),
     ],
 )
 def test_bad_numbers_exit_2_and_write_nothing(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["synthesize", "pennyworth-max", "--out", str(tmp_path / "out"), *argv]) == 2
+    assert main(["synthesize", SCENARIO, "--out", str(tmp_path / "out"), *argv]) == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
@@ -113,15 +241,15 @@ def test_bad_scenario_or_out_exits_2_and_writes_nothing(
     refused("pennyworth-maz", out, "did you mean the shipped scenario pennyworth-max")
     refused(str(_without_slo(tmp_path)), out, "slo: synthesize needs an slo")
     (tmp_path / "file").write_text("x")
-    refused("pennyworth-max", tmp_path / "file", "is a file; expected a folder")
-    refused("pennyworth-max", tmp_path / "file" / "sub", "is a file, so no folder can be made")
+    refused(SCENARIO, tmp_path / "file", "is a file; expected a folder")
+    refused(SCENARIO, tmp_path / "file" / "sub", "is a file, so no folder can be made")
     out.mkdir()
     (out / "examples").write_text("x")
-    refused("pennyworth-max", out, "examples is a file; expected the examples folder")
+    refused(SCENARIO, out, "examples is a file; expected the examples folder")
     (out / "examples").unlink()
     (out / "examples").mkdir()
     (out / "examples" / "notes.txt").write_text("mine")
-    refused("pennyworth-max", out, "holds files but no _examples.json")
+    refused(SCENARIO, out, "holds files but no _examples.json")
 
 
 def test_examples_of_another_seed_are_refused(
@@ -130,11 +258,13 @@ def test_examples_of_another_seed_are_refused(
     from cluster.io import write_json
     from tuners.pennyworth import MANIFEST, plan_examples, scenario_problem
 
-    base = scenario_problem("pennyworth-max")
+    base = scenario_problem(SCENARIO)
     folder = tmp_path / "out" / "examples"
-    write_json(plan_examples("pennyworth-max", base, 10, 6, 0).manifest(), folder / MANIFEST)
+    write_json(
+        plan_examples(SCENARIO, base, 10, 12, 0, time_limit_s=20.0).manifest(), folder / MANIFEST
+    )
     before = (folder / MANIFEST).read_bytes()
-    argv = ["synthesize", "pennyworth-max", "--out", str(tmp_path / "out"), "--seed", "5"]
+    argv = ["synthesize", SCENARIO, "--out", str(tmp_path / "out"), "--seed", "5"]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "holds examples of another configuration: seed 0 (now 5)" in err
