@@ -98,7 +98,8 @@ MANIFEST = "_examples.json"
 #: Batches per Ray task (and per Parquet file); fixed, so the files do not depend on workers.
 CHUNK_BATCHES = 50
 #: The most seconds A* may spend on one batch before the generation stops (bad input).
-BATCH_TIME_LIMIT_S = 60.0
+#: The most seconds A* may spend on one example set before it is skipped (and counted).
+BATCH_TIME_LIMIT_S = 20.0
 #: The protocol's splits: training sets, validation batches, test batches.
 TRAIN, VALIDATION, TEST = "train", "validation", "test"
 #: Safety padding of the examples' plans (standard deviations of the run times).
@@ -107,8 +108,8 @@ _CHUNK_FILE = re.compile(r"^chunk-(\d{6})-([0-9a-f]{12})\.parquet$")
 
 
 class ExamplesError(ValueError):
-    """An examples folder holds other examples, or a batch cannot be solved; the message
-    names the folder (or option) and what was expected."""
+    """An examples folder holds other examples, or no example set could be solved; the
+    message names the folder (or option) and what was expected."""
 
 
 # --- the scenario and its batches ------------------------------------------------------------
@@ -399,9 +400,10 @@ def check_folder(folder: Path, plan: ExamplePlan) -> None:
 
 
 def _readable(path: Path) -> bool:
-    """Whether a chunk file is whole (its footer reads and it has rows)."""
+    """Whether a chunk file is whole (its footer reads; a chunk whose sets were all past
+    the time limit has no rows and is whole too)."""
     try:
-        return bool(pq.read_metadata(path).num_rows > 0)
+        return bool(pq.read_metadata(path).num_rows >= 0)
     except (OSError, pa.ArrowException):
         return False
 
@@ -815,7 +817,7 @@ def held_out_report(
         TEST,
         test_batches,
         jobs,
-        train | {b.key for b in validation.batches},
+        train | {b.plan_key for b in validation.batches},
     )
     z = tree.safety_z
     policies = {METHOD: tree_policy(tree, z), ABLATION: rules_policy(z), **baseline_policies()}
@@ -886,6 +888,11 @@ def synthesize(
         base.profiles or {},
         plan.seed,
     )
+    if space.examples.y.size == 0:
+        raise ExamplesError(
+            f"no example set of {plan.jobs} jobs was solved within --time-limit "
+            f"{plan.time_limit_s:g} s: raise --time-limit or use fewer --jobs"
+        )
     search = search_tree(space, validation, trials, plan.seed, workers, report("search"))
     seconds["search_s"] = search.wall_s
     t2 = time.perf_counter()

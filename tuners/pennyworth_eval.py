@@ -10,9 +10,10 @@ module draws such batches and prices plans on them:
   uniformly, and its actual run times as the engine draws them for the scenario run with
   those counts and seed `instance_seed(seed, split, i)` (common random numbers with
   `clusteremu run` and `clusteremu solve --knowledge actual`);
-- two batches are *equivalent* when they have the same task counts and the same run
-  times (rounded to a millisecond); `draw_batches` drops and redraws any batch equivalent
-  to a training instance, and reports how many it dropped;
+- a batch is *equivalent* to a training set when it has the same task counts (a policy
+  plans on the means, so it is then the same input to it, whatever the run times; the
+  looser test, counts and run times to a millisecond, is `ActualBatch.key`);
+  `draw_batches` drops and redraws such batches, and reports how many it dropped;
 - a policy plans a batch on the task means (a `Problem`); `actual_cost` prices the plan
   with the actual run times, as the emulator runs it (each VM its list in order:
   `tests/tuners/test_pennyworth_eval.py` checks it against `clusteremu run`'s
@@ -91,8 +92,14 @@ class ActualBatch:
 
     @property
     def key(self) -> Hashable:
-        """Equivalence: the same task counts and the same run times (to 1 ms)."""
+        """The same task counts and the same run times (to 1 ms): the same instance."""
         return batch_key(self.problem.counts, self.runtime_s)
+
+    @property
+    def plan_key(self) -> Hashable:
+        """The same task counts: what a policy planning on the means sees, so a batch with
+        a training set's counts is the same input to it (the stricter check)."""
+        return batch_key(self.problem.counts, None)
 
 
 def batch_key(counts: Sequence[int], runtime_s: FloatArray | None) -> Hashable:
@@ -129,12 +136,15 @@ def draw_batches(
     jobs: int,
     train_keys: Iterable[Hashable] = (),
 ) -> tuple[list[ActualBatch], Overlap]:
-    """`count` batches of `split`, none equivalent to a training instance (such a batch is
-    dropped and the next index drawn); the overlap report says how many were dropped."""
+    """`count` batches of `split`, none with the task counts of a training set (or of an
+    earlier split's batch: `train_keys` are `batch_key(counts, None)` keys): such a batch
+    is dropped and the next index drawn; the overlap report says how many were dropped.
+    Equal counts are the stricter check: policies plan on the means, so two batches with
+    the same counts are the same input to them, whatever their run times."""
     result = drop_equivalent(
         list(train_keys),
         lambda i: draw_batch(spec, base, seed, split, i, jobs),
-        lambda b: b.key,
+        lambda b: b.plan_key,
         count,
         split=split,
         unique=True,

@@ -187,6 +187,11 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         if result.report is not None:
             (stage / "held-out.md").write_text(result.report.to_table() + "\n", encoding="utf-8")
             result.report.plot(stage / "held-out.png")
+        else:  # no test split: no held-out report may be left from an earlier run
+            (stage / "held-out.md").write_text(
+                "No held-out test batches were scored (--test-batches 0).\n", encoding="utf-8"
+            )
+            (out / "held-out.png").unlink(missing_ok=True)
     if args.json:
         print(to_json({**report, "rules": result.tree.explain()} if args.explain else report))
         return 0
@@ -268,8 +273,9 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
     if held is not None:
         print(_held_out_lines(held))
     print(
-        f"wrote {out / 'tree.json'}, {out / 'report.json'}, {out / 'held-out.md'}, "
-        f"{out / 'held-out.png'} and {out / EXAMPLES}/ in {report['wall_s']:.1f} s"
+        f"wrote {out / 'tree.json'}, {out / 'report.json'}, {out / 'held-out.md'}"
+        + (f", {out / 'held-out.png'}" if held is not None else "")
+        + f" and {out / EXAMPLES}/ in {report['wall_s']:.1f} s"
     )
 
 
