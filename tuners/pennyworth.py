@@ -103,7 +103,7 @@ BATCH_TIME_LIMIT_S = 20.0
 #: The protocol's splits: training sets, validation batches, test batches.
 TRAIN, VALIDATION, TEST = "train", "validation", "test"
 #: Safety padding of the examples' plans (standard deviations of the run times).
-EXAMPLE_SAFETY_Z = 2.0
+EXAMPLE_SAFETY_Z = 3.0
 _CHUNK_FILE = re.compile(r"^chunk-(\d{6})-([0-9a-f]{12})\.parquet$")
 
 
@@ -636,7 +636,7 @@ def search_space() -> dict[str, Any]:
         "min_samples_leaf": tune.lograndint(1, 65),
         "ccp_alpha": tune.loguniform(1e-6, 1e-2),
         "examples_fraction": tune.choice([0.25, 0.5, 0.75, 1.0]),
-        "safety_z": tune.uniform(1.0, 4.0),
+        "safety_z": tune.uniform(2.0, 5.0),
     }
 
 

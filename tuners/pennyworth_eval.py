@@ -1,9 +1,9 @@
 """Judging Pennyworth policies out of sample, under the paper's own protocol.
 
-The Pennyworth paper (Gandhi, Sabharwal et al.; see docs/pennyworth.md) compares a policy
-applied with *estimates* (task means) against the optimum computed with *perfect
-knowledge* of every job's actual run time, on batches of 32 jobs over 10 tasks. This
-module draws such batches and prices plans on them:
+The Pennyworth paper (policy synthesis from optimal allocations; docs/pennyworth.md)
+compares a policy applied with *estimates* (task means) against the optimum computed with
+*perfect knowledge* of every job's actual run time, on batches of 32 jobs over 10 tasks.
+This module draws such batches and prices plans on them:
 
 - a batch of a split ("validation" or "test") is drawn from the evaluation protocol's
   per-instance stream (`tuners.protocol.instance_rng(seed, split, i)`): its jobs' tasks

@@ -1,7 +1,7 @@
 """`clusteremu synthesize`: learn a RAD-tree policy from A*-optimal plans (Pennyworth).
 
-    clusteremu synthesize SCENARIO --out DIR [--batches 2000] [--jobs 12] [--trials 8]
-                          [--validation-batches N] [--test-batches 50] [--safety 2]
+    clusteremu synthesize SCENARIO --out DIR [--batches 800] [--jobs 8] [--trials 8]
+                          [--validation-batches N] [--test-batches 50] [--safety 3]
                           [--time-limit 20] [--workers W] [--seed 0] [--explain] [--json]
 
 Draws `--batches` example job sets of `--jobs` jobs over varying task mixes, plans each by
@@ -46,8 +46,10 @@ def add_parser(sub: Any) -> None:
         required=True,
         help="folder for tree.json, report.json and examples/ (Parquet)",
     )
-    p.add_argument("--batches", type=int, default=2000, help="example job sets solved by A*")
-    p.add_argument("--jobs", type=int, default=12, help="jobs per example set (default 12)")
+    p.add_argument(
+        "--batches", type=int, default=800, help="example job sets solved by A* (default 800)"
+    )
+    p.add_argument("--jobs", type=int, default=8, help="jobs per example set (default 8)")
     p.add_argument(
         "--validation-batches",
         type=int,
@@ -64,8 +66,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--safety",
         type=float,
-        default=2.0,
-        help="margin of the examples' plans, in standard deviations of the run times (default 2)",
+        default=3.0,
+        help="margin of the examples' plans, in standard deviations of the run times (default 3)",
     )
     p.add_argument(
         "--time-limit",

@@ -360,9 +360,13 @@ def _extension_bound(
     theta: float,
     nested: bool,
     rem: FloatArray,
+    slack_s: float,
 ) -> float:
     """An upper bound on the profit that items i0.. (appended after a set of run time
-    `load`, in run order) can add, SLO terms included (see `_search`)."""
+    `load`, in run order) can add, SLO terms included (see `_search`). rtpt: `slack_s`
+    is a proven lower bound L on the set's least total lateness (s), already charged:
+    pen x max(L, V) = pen x L + pen x max over prefixes r of (load up to r - (due_r -
+    delay - load + L))+, so the nested capacities rise by L."""
     m = e.size
     ub = 0.0
     if mode == 0:  # one deadline: fractional knapsack, overflow paid at pen per second
@@ -397,7 +401,7 @@ def _extension_bound(
                     ub += w[r]
             return ub
         for r in range(i0, m):
-            rem[r] = due[r] - delay - load
+            rem[r] = due[r] - delay - load + slack_s
         for t in range(m):
             j = rorder[t]
             if j < i0:
@@ -588,22 +592,9 @@ def _search(
         else:
             slo_lb = nu * late
         base = sw - fixed - slo_lb
-        if mode == 1 and late_s > 0.0:
-            ext = _extension_bound(
-                i + 1, load, e, w, due, rorder, mode, delay, pen, mu, nu, theta, False, rem
-            )
-        else:
-            ext = _extension_bound(
-                i + 1, load, e, w, due, rorder, mode, delay, pen, mu, nu, theta, nested, rem
-            )
-        if mode == 1 and late_s <= 0.0:
-            # on time so far: the nested bound holds without subtracting anything
-            plain = 0.0
-            for r in range(i + 1, m):
-                if w[r] > 0.0:
-                    plain += w[r]
-            if ext > plain:
-                ext = plain
+        ext = _extension_bound(
+            i + 1, load, e, w, due, rorder, mode, delay, pen, mu, nu, theta, nested, rem, lb_s
+        )
         if base + ext < thr[0]:
             continue
         # the exact SLO terms of this set
@@ -615,8 +606,13 @@ def _search(
                     return -1  # too many late jobs on one VM to order exactly
                 best_t, _ = _min_tardiness(sub_e[:q], sub_d[:q], delay)
                 tex = best_t
-            slo_lb = pen * (tex if tex > lmax else lmax)
-            base = sw - fixed - slo_lb
+            if tex > lb_s:
+                lb_s = tex
+                ext = _extension_bound(
+                    i + 1, load, e, w, due, rorder, mode, delay, pen, mu, nu, theta, nested,
+                    rem, lb_s,
+                )
+            base = sw - fixed - pen * lb_s
             exact = sw - fixed - pen * tex
             lat_exact = tex
         elif mode <= 1:
@@ -1262,7 +1258,8 @@ class _Solver:
                     down_hi[branch] = math.floor(value)
                     up_lo = list(node.lo)
                     up_lo[branch] = math.ceil(value)
-                    for child in (_Node(node.lo, tuple(down_hi)), _Node(tuple(up_lo), node.hi)):
+                    # more VMs first: it is where the incumbents are
+                    for child in (_Node(tuple(up_lo), node.hi), _Node(node.lo, tuple(down_hi))):
                         heapq.heappush(heap, (node_lb, seq, child))
                         seq += 1
                     continue
