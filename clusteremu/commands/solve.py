@@ -1,21 +1,30 @@
-"""`clusteremu solve`: the A*-optimal plan of a scenario's batch (Pennyworth, seed 000).
+"""`clusteremu solve`: the optimal plan of a scenario's batch (Pennyworth).
 
-    clusteremu solve SCENARIO [--set PATH=VALUE ...] [--json]
+    clusteremu solve SCENARIO [--set PATH=VALUE ...] [--seed S] [--knowledge mean|actual]
+                     [--time-limit 600] [--json]
 
 The scenario's classes are tasks arriving as one batch (`arrival: {kind: batch, count}`);
-each task's mean run time on a node type (`runtime_by_node_type`) is the estimate; the
-rentable node types are the VM types (all types if none is marked rentable); `slo:` is the
-objective. Prints the plan of least cost, eq. 1 of the seed: for every VM its start-up
-cost plus price x the run times of its jobs, plus the SLO loss. `--json` prints exactly
-`{"cost": <dollars incl. SLO loss>, "slo_loss_usd": x, "vms": [{"type": "<name>",
-"jobs": [{"id": <job index>, "class": "<task>"}, ...]}, ...]}`; job indices number the batch
-as the engine does (class by class, in class order).
+the rentable node types are the VM types (all types if none is marked rentable); `slo:` is
+the objective. Prints the plan of least cost: for every VM its start-up cost plus price x
+the run times of its jobs, plus the SLO loss.
+
+`--knowledge mean` (the default) plans with each task's mean run time on a node type
+(`runtime_by_node_type`), the estimate a policy has. `--knowledge actual` plans with the
+run time each job actually has in `clusteremu run SCENARIO --seed S` (the same draws:
+common random numbers), the Pennyworth paper's perfect-knowledge optimum. Both are exact
+(`cluster/policies/pennyworth/exact.py`); when `--time-limit` stops the search first, the
+best plan found is printed with `"optimal": false` and a proven lower bound.
+
+`--json` prints `{"cost": <dollars incl. SLO loss>, "slo_loss_usd": x, "optimal": bool,
+"lower_bound_usd": y, "knowledge": "mean"|"actual", "seed": S, "vms": [{"type": "<name>",
+"jobs": [{"id": <job index>, "class": "<task>", "run_s": <s>}, ...]}, ...]}`; job indices
+number the batch as the engine does (class by class, in class order).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import math
 from typing import Any
 
 from cluster.io import to_json
@@ -24,24 +33,47 @@ from scenarios.loader import load_scenario
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("solve", help="A*-optimal VM renting and job order for a batch (Pennyworth)")
+    p = sub.add_parser("solve", help="optimal VM renting and job order for a batch (Pennyworth)")
     p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
     p.add_argument("--set", action="append", metavar="PATH=VALUE", help="override a field")
     p.add_argument(
-        "--time-limit", type=float, default=600.0, help="seconds before giving up (default 600)"
+        "--seed", type=int, default=None, help="the run's seed (default: the scenario's)"
+    )
+    p.add_argument(
+        "--knowledge",
+        choices=("mean", "actual"),
+        default="mean",
+        help="plan on the task means (default) or on each job's actual run time in"
+        " `clusteremu run SCENARIO --seed S`",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=600.0,
+        help="seconds before the best plan so far is printed unproven (default 600)",
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_solve)
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from cluster.policies.pennyworth.astar import SearchLimit, solve
-    from cluster.policies.pennyworth.plan import assign_ids
+    from cluster.policies.pennyworth.exact import (
+        MAX_JOBS,
+        engine_runtimes,
+        job_problem,
+        mean_job_problem,
+        solve_jobs,
+    )
     from cluster.policies.pennyworth.problem import ScenarioFieldError, checked_problem
     from cluster.workload import BatchArrivals
     from clusteremu.cli import UsageError
 
-    spec = load_scenario(args.scenario, list(args.set or []))
+    if not (math.isfinite(args.time_limit) and 0 < args.time_limit <= 86_400):
+        raise UsageError(f"--time-limit: expected 0 < seconds <= 86400, got {args.time_limit}")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed: expected a non-negative integer, got {args.seed}")
+    overrides = list(args.set or []) + ([f"seed={args.seed}"] if args.seed is not None else [])
+    spec = load_scenario(args.scenario, overrides)
     source = str(args.scenario)
     for i, c in enumerate(spec.classes):
         if not isinstance(c.arrival, BatchArrivals):
@@ -56,36 +88,56 @@ def cmd_solve(args: argparse.Namespace) -> int:
             )
     try:
         problem = checked_problem(spec, "solve")
+        if problem.jobs > MAX_JOBS:
+            raise ScenarioFieldError(
+                "workload.classes",
+                f"solve plans at most {MAX_JOBS} jobs exactly, the batch has {problem.jobs}",
+            )
+        if args.knowledge == "actual":
+            runtime, _ = engine_runtimes(spec, problem)
+            jp = job_problem(problem, runtime)
+        else:
+            jp = mean_job_problem(problem)
     except ScenarioFieldError as exc:
         raise ScenarioError(source, [(exc.field, exc.expected)]) from None
-    try:
-        found = solve(problem, time_limit_s=args.time_limit)
-    except SearchLimit as exc:
-        raise UsageError(
-            f"{source}: {exc}; the batch is too large to solve exactly in --time-limit"
-        ) from None
-    ids = assign_ids(problem, found.plan)
+    found = solve_jobs(jp, args.time_limit)
     vms: list[dict[str, Any]] = [
         {
-            "type": problem.type_names[k],
+            "type": jp.type_names[k],
             "jobs": [
-                {"id": j, "class": problem.task_names[t]}
-                for j, t in zip(job_ids, tasks, strict=True)
+                {
+                    "id": int(jp.job_ids[j]),
+                    "class": jp.task_names[jp.task_of[j]],
+                    "run_s": float(jp.runtime_s[j, k]),
+                }
+                for j in jobs
             ],
         }
-        for (k, tasks), job_ids in zip(found.plan.vms, ids, strict=True)
+        for k, jobs in found.plan.vms
     ]
-    out = {"cost": found.cost, "slo_loss_usd": found.slo_loss, "vms": vms}
+    out = {
+        "cost": found.cost,
+        "slo_loss_usd": found.slo_loss,
+        "optimal": bool(found.optimal),
+        "lower_bound_usd": found.lower_bound_usd,
+        "knowledge": args.knowledge,
+        "seed": spec.seed,
+        "vms": vms,
+    }
     if args.json:
         print(to_json(out))
         return 0
+    proof = (
+        "proven optimal"
+        if found.optimal
+        else f"NOT proven optimal: the optimum is at least ${found.lower_bound_usd:.6f}"
+    )
     print(
-        f"{spec.name}: {problem.jobs} jobs, {len(vms)} VMs, cost ${found.cost:.6f} "
-        f"(SLO loss ${found.slo_loss:.6f}); A* expanded {found.expanded} vertices "
-        f"in {found.seconds:.2f} s"
+        f"{spec.name} (seed {spec.seed}, {args.knowledge} run times): {problem.jobs} jobs, "
+        f"{len(vms)} VMs, cost ${found.cost:.6f} (SLO loss ${found.slo_loss:.6f}), {proof}; "
+        f"{found.seconds:.2f} s"
     )
     for i, vm in enumerate(vms):
         jobs = ", ".join(f"{j['class']}#{j['id']}" for j in vm["jobs"])
         print(f"  VM {i} {vm['type']}: {jobs}")
-    print(file=sys.stderr, end="")
     return 0

@@ -651,6 +651,152 @@ def _search(
     return nodes
 
 
+@njit(cache=True)
+def _cover_search(
+    masks: IntArray,
+    rc: FloatArray,
+    ks: IntArray,
+    cost: FloatArray,
+    link: FloatArray,
+    starts: IntArray,
+    cols: IntArray,
+    job_order: IntArray,
+    lo: IntArray,
+    hi: IntArray,
+    pen_lo: FloatArray,
+    link_mode: int,
+    link_rhs: float,
+    link_price: float,
+    dual: float,
+    best_value: float,
+    stop_value: float,
+    node_limit: int,
+    best_cols: IntArray,
+) -> tuple[float, int, int, bool]:
+    """Depth-first exact cover over columns: the partition of the jobs of least value
+    inside a count box, below `best_value` ($).
+
+    A partition's value is sum cost (+ avg: link_price x (sum link - link_rhs)+;
+    percentile: infeasible when sum link > link_rhs) and at least dual + sum rc + the
+    lower count rows' slack terms pen_lo x (count - lo) (index K: all VMs), which
+    prunes. The next job to cover is the first uncovered in `job_order`; its
+    columns (`cols[starts[j]:starts[j+1]]`, by reduced cost) are tried in turn. Stops at
+    a partition of value <= `stop_value` (the node's bound: optimal) or after
+    `node_limit` nodes. Returns (best value, columns in `best_cols`, nodes, exhausted).
+    """
+    n = job_order.size
+    kinds = lo.size - 1
+    full = 0
+    for j in range(n):
+        full |= 1 << job_order[j]
+    chosen = np.zeros(n + 1, dtype=np.int64)
+    pos = np.zeros(n + 1, dtype=np.int64)
+    job_at = np.zeros(n + 1, dtype=np.int64)
+    cov = np.zeros(n + 2, dtype=np.int64)
+    rcs = np.zeros(n + 2)
+    cnt = np.zeros(kinds + 1, dtype=np.int64)
+    n_best = -1
+    nodes = 0
+    d = 0
+    cov[0] = 0
+    rcs[0] = 0.0
+    job_at[0] = job_order[0]
+    pos[0] = starts[job_order[0]]
+    exhausted = True
+    while d >= 0:
+        if nodes >= node_limit:
+            exhausted = False
+            break
+        j = job_at[d]
+        end = starts[j + 1]
+        placed = False
+        while pos[d] < end:
+            c = cols[pos[d]]
+            pos[d] += 1
+            nodes += 1
+            if masks[c] & cov[d]:
+                continue
+            r = rcs[d] + rc[c]
+            if dual + r >= best_value:
+                pos[d] = end  # columns are by reduced cost: none after it fits either
+                break
+            k = ks[c]
+            if cnt[k] + 1 > hi[k] or cnt[kinds] + 1 > hi[kinds]:
+                continue
+            add = 0.0
+            if cnt[k] + 1 > lo[k]:
+                add += pen_lo[k]
+            if cnt[kinds] + 1 > lo[kinds]:
+                add += pen_lo[kinds]
+            if dual + r + add >= best_value:
+                continue
+            new_cov = cov[d] | masks[c]
+            # VMs still owed to the lower counts need a job each
+            left = 0
+            rest = full & ~new_cov
+            tmp = rest
+            while tmp:
+                tmp &= tmp - 1
+                left += 1
+            owed = 0
+            for kk in range(kinds):
+                need = lo[kk] - cnt[kk] - (1 if kk == k else 0)
+                if need > 0:
+                    owed += need
+            need_all = lo[kinds] - cnt[kinds] - 1
+            if need_all > owed:
+                owed = need_all
+            if owed > left:
+                continue
+            chosen[d] = c
+            cnt[k] += 1
+            cnt[kinds] += 1
+            cov[d + 1] = new_cov
+            rcs[d + 1] = r + add
+            if rest == 0:
+                # a partition: its value
+                value = 0.0
+                total = 0.0
+                for t in range(d + 1):
+                    value += cost[chosen[t]]
+                    total += link[chosen[t]]
+                ok = True
+                if link_mode == 2:
+                    if total > link_rhs:
+                        value += link_price * (total - link_rhs)
+                elif link_mode == 3:
+                    if total > link_rhs + 0.5:
+                        ok = False
+                if ok and value < best_value:
+                    best_value = value
+                    n_best = d + 1
+                    for t in range(d + 1):
+                        best_cols[t] = chosen[t]
+                    if value <= stop_value:
+                        return best_value, n_best, nodes, True
+                cnt[k] -= 1
+                cnt[kinds] -= 1
+                continue
+            # descend: the next uncovered job in order
+            nxt = 0
+            while (rest >> job_order[nxt]) & 1 == 0:
+                nxt += 1
+            job_at[d + 1] = job_order[nxt]
+            pos[d + 1] = starts[job_order[nxt]]
+            d += 1
+            placed = True
+            break
+        if placed:
+            continue
+        # backtrack
+        d -= 1
+        if d >= 0:
+            c = chosen[d]
+            cnt[ks[c]] -= 1
+            cnt[kinds] -= 1
+    return best_value, n_best, nodes, exhausted
+
+
 # -- one exact solve: a variant of the problem --------------------------------------
 
 
@@ -796,7 +942,8 @@ class _NodeLP:
     """The master LP of one node: its duals as multipliers and their dual value ($).
     `y[j]` covering duals (>= 0), `mu` (avg) / `nu` (percentile) the linking row's,
     `fixed[k]` each type's start-up cost less its VM-count duals ($), `counts[i]` the
-    LP's VM count of type i (i = types: all)."""
+    LP's VM count of type i (i = types: all), `pen_lo[i]` the dual of its lower count
+    row ($ per VM over it)."""
 
     y: FloatArray
     mu: float
@@ -804,6 +951,7 @@ class _NodeLP:
     fixed: FloatArray
     dual: float
     counts: FloatArray
+    pen_lo: FloatArray
 
 
 @dataclass
@@ -1014,9 +1162,12 @@ class _Solver:
             dual -= (mu + nu) * rhs
             at += 1
         fixed = np.array(self.jp.startup_usd, dtype=np.float64)
+        pen_lo = np.zeros(self.kinds + 1)
         for t, (i, value, sign) in enumerate(count_rows):
             lam_i = float(lam[at + t])  # <= 0
             dual += sign * value * lam_i
+            if sign < 0:
+                pen_lo[i] = -lam_i
             # a column of type i has coefficient `sign` in this row: its reduced cost
             # (c - A'lam) loses sign x lam_i
             if i < self.kinds:
@@ -1027,7 +1178,7 @@ class _Solver:
         counts = np.array(
             [x[ks == k].sum() for k in range(self.kinds)] + [x.sum()], dtype=np.float64
         )
-        return _NodeLP(y, mu, nu, fixed, dual, counts)
+        return _NodeLP(y, mu, nu, fixed, dual, counts, pen_lo)
 
     def mip(
         self,
@@ -1146,8 +1297,68 @@ class _Solver:
             self.best_plan, self.best_val = plan, val
         return val
 
+    def _cover(
+        self,
+        node: _Node,
+        lp: _NodeLP,
+        masks: IntArray,
+        ks: IntArray,
+        f: FloatArray,
+        rc: FloatArray,
+        node_lb: float,
+        tol: float,
+    ) -> tuple[list[tuple[int, list[int]]] | None, float, bool]:
+        """The least-value partition of the jobs among these columns inside the box, by
+        `_cover_search`: (VMs or None, bound $, solved: the search was exhaustive or met
+        the node's bound)."""
+        n = self.n
+        order = np.argsort(rc, kind="stable")
+        bits = (masks[order][None, :] >> np.arange(n, dtype=np.int64)[:, None]) & 1
+        jobs, pos = np.nonzero(bits)  # by job, then by reduced cost
+        cols = order[pos].astype(np.int64)
+        starts = np.searchsorted(jobs, np.arange(n + 1)).astype(np.int64)
+        sizes = np.diff(starts)
+        job_order = np.argsort(sizes, kind="stable").astype(np.int64)
+        big = np.iinfo(np.int64).max // 4
+        lo = np.array(node.lo, dtype=np.int64)
+        hi = np.array([big if math.isinf(h) else int(h) for h in node.hi], dtype=np.int64)
+        link, rhs, price = self._link(f)
+        mode = self.v.mode if link is not None else 0
+        cost = f[:, 0] + f[:, 1]
+        best_cols = np.zeros(n + 1, dtype=np.int64)
+        value, count, nodes, exhausted = _cover_search(
+            masks,
+            rc,
+            ks,
+            cost,
+            np.zeros(len(masks)) if link is None else np.ascontiguousarray(link),
+            starts,
+            cols,
+            job_order,
+            lo,
+            hi,
+            lp.pen_lo,
+            mode,
+            rhs,
+            price,
+            lp.dual,
+            self.best_val,
+            node_lb + tol,
+            3_000_000,
+            best_cols,
+        )
+        self.stats.nodes += nodes
+        vms = None
+        if count > 0:
+            vms = [(int(ks[c]), _jobs_of(int(masks[c]))) for c in best_cols[:count]]
+        if count > 0 and value <= node_lb + tol:
+            return vms, value, True
+        if exhausted:
+            return vms, min(value, self.best_val), True
+        return vms, -math.inf, False
+
     def _leaf(
-        self, node: _Node, lp: _NodeLP, max_profit: float, tol: float
+        self, node: _Node, lp: _NodeLP, max_profit: float, node_lb: float, tol: float
     ) -> tuple[float, bool]:
         """The cheapest plan in the box below the incumbent (made the incumbent): (the
         node's bound $, solved).
@@ -1164,9 +1375,11 @@ class _Solver:
             all_masks: list[IntArray] = []
             all_k: list[IntArray] = []
             all_f: list[FloatArray] = []
+            all_rows: list[FloatArray] = []
             for k in range(self.kinds):
                 masks, rows, _ = self.run_search(k, lp, -g, dynamic=False)
                 if len(masks):
+                    all_rows.append(rows)
                     all_masks.append(masks)
                     all_k.append(np.full(len(masks), k, dtype=np.int64))
                     loss = self.pen * rows[:, 1] if self.v.mode <= 1 else np.zeros(len(rows))
@@ -1178,12 +1391,17 @@ class _Solver:
                     return self.best_val, True
                 g = 4.0 * g
                 continue
-            budget = self.deadline - time.perf_counter()
-            if budget <= 0:
-                raise _Stop(-math.inf)
-            vms, bound, solved = self.mip(
-                np.concatenate(all_masks), np.concatenate(all_k), np.vstack(all_f), budget, node
-            )
+            masks_e = np.concatenate(all_masks)
+            ks_e = np.concatenate(all_k)
+            f_e = np.vstack(all_f)
+            rc_e = -np.concatenate([r[:, 4] for r in all_rows])
+            vms, bound, solved = self._cover(node, lp, masks_e, ks_e, f_e, rc_e, node_lb, tol)
+            if not solved:
+                budget = self.deadline - time.perf_counter()
+                if budget <= 0:
+                    raise _Stop(-math.inf)
+                self.consider(vms)
+                vms, bound, solved = self.mip(masks_e, ks_e, f_e, budget, node)
             val = self.consider(vms)
             if solved and vms is not None and val > bound + tol:
                 return -math.inf, False  # the columns and the plan disagree: no proof
@@ -1263,7 +1481,7 @@ class _Solver:
                         heapq.heappush(heap, (node_lb, seq, child))
                         seq += 1
                     continue
-                leaf_bound, solved = self._leaf(node, lp, max_profit, tol)
+                leaf_bound, solved = self._leaf(node, lp, max_profit, node_lb, tol)
                 if not solved:
                     rest = min((b for b, _, _ in heap), default=inf)
                     here = max(node_lb, leaf_bound)
