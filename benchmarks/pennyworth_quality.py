@@ -14,7 +14,7 @@ limit stops it). The Pennyworth paper reports the tree within 9% (one type) and 
 
     python benchmarks/pennyworth_quality.py [--slos max,rtpt,avg,percentile] [--types 1,3]
         [--sets 400] [--jobs 10] [--trials 8] [--validation 30] [--test 30]
-        [--time-limit 120] [--trees DIR] [--json]
+        [--time-limit 120] [--trees DIR] [--variant trained|empty|shuffled] [--json]
 
 With `--trees DIR` the trees are written to DIR/<slo>-<types>.json (and read from there
 on a later run instead of being synthesised again). Prints one table row per SLO and type
@@ -51,9 +51,11 @@ from tuners.pennyworth_eval import (
     baseline_policies,
     costs_of,
     draw_batches,
+    empty_tree,
     optima_of,
     ratio_to,
     rules_policy,
+    shuffled_tree,
     tree_policy,
 )
 from tuners.protocol import learned_something, mean_interval, paired_interval
@@ -117,6 +119,10 @@ def evaluate(slo: str, types: int, args: argparse.Namespace, folder: Path) -> di
     scenario = scenario_with_types(slo, types, folder)
     name = f"{slo}-{types}"
     tree, synth_s = get_tree(scenario, args, name, folder)
+    if args.variant == "empty":
+        tree = empty_tree(tree)
+    elif args.variant == "shuffled":
+        tree = shuffled_tree(tree)
     spec = load_scenario(scenario)
     base = scenario_problem(scenario)
     jobs = scenario_jobs(spec)
@@ -202,6 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trees", default=None, help="folder to keep / reuse the trees in")
+    p.add_argument(
+        "--variant",
+        choices=("trained", "empty", "shuffled"),
+        default="trained",
+        help="replace the tree by an empty or a shuffled-label one (the learned-something"
+        " column must then say no)",
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     rows = []

@@ -185,6 +185,26 @@ def tree_policy(tree: RadTree, safety_z: float | None = None) -> PlanFn:
     return lambda problem: tree.plan(problem.with_safety(z))
 
 
+def empty_tree(tree: RadTree) -> RadTree:
+    """`tree` with one leaf that ranks no decision: the feasibility rules decide everything
+    (what a learned-something check must not accept)."""
+    return dataclasses.replace(
+        tree,
+        feature=np.array([-2]),
+        threshold=np.array([-2.0]),
+        left=np.array([-1]),
+        right=np.array([-1]),
+        counts=np.zeros((1, tree.classes.size)),
+    )
+
+
+def shuffled_tree(tree: RadTree, seed: int = 7) -> RadTree:
+    """`tree` with the decision labels of its classes shuffled (a tree fitted on shuffled
+    labels: the same splits, meaningless decisions)."""
+    rng = np.random.default_rng(seed)
+    return dataclasses.replace(tree, classes=rng.permutation(tree.classes))
+
+
 def rules_policy(safety_z: float) -> PlanFn:
     """The feasibility rules alone (the tree's ablation), with the same padding."""
     return lambda problem: rules_plan(problem.with_safety(safety_z))

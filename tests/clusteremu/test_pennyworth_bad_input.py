@@ -30,7 +30,8 @@ def _tree_file(folder: Path) -> Path:
     xs, ys = [], []
     rng = np.random.default_rng(0)
     for _ in range(12):
-        counts = np.bincount(rng.integers(0, len(base.task_names), 4), minlength=8)
+        n = len(base.task_names)
+        counts = np.bincount(rng.integers(0, n, 4), minlength=n)
         p = with_counts(base, counts.tolist())
         x, y = examples_of_plan(p, solve(p).plan)
         xs.append(x)

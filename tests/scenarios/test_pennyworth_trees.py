@@ -9,7 +9,6 @@ The same check fails for an empty tree and for a tree with shuffled labels."""
 
 from __future__ import annotations
 
-import dataclasses
 from functools import cache
 from pathlib import Path
 
@@ -27,7 +26,9 @@ from tuners.pennyworth_eval import (
     batch_key,
     costs_of,
     draw_batches,
+    empty_tree,
     rules_policy,
+    shuffled_tree,
     tree_policy,
 )
 from tuners.protocol import learned_something
@@ -55,24 +56,6 @@ def check_batches(kind: str) -> tuple[ActualBatch, ...]:
     batches, overlap = draw_batches(spec, base, 0, SPLIT, BATCHES, 32, train)
     assert overlap.count == 0 and len(batches) == BATCHES
     return tuple(batches)
-
-
-def empty_tree(tree: RadTree) -> RadTree:
-    """One leaf that ranks no decision: the feasibility rules decide everything."""
-    return dataclasses.replace(
-        tree,
-        feature=np.array([-2]),
-        threshold=np.array([-2.0]),
-        left=np.array([-1]),
-        right=np.array([-1]),
-        counts=np.zeros((1, tree.classes.size)),
-    )
-
-
-def shuffled_tree(tree: RadTree) -> RadTree:
-    """The same splits, with the decision labels of the classes shuffled."""
-    rng = np.random.default_rng(7)
-    return dataclasses.replace(tree, classes=rng.permutation(tree.classes))
 
 
 @pytest.mark.parametrize("kind", KINDS)

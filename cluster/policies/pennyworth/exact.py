@@ -292,9 +292,7 @@ def best_order(
         if not exact:
             return tuple(edd)
         raise ValueError(f"rtpt: a VM of {len(edd)} late jobs is too large to order exactly")
-    _, order = _min_tardiness(
-        np.array([e[j] for j in edd]), np.array([due[j] for j in edd]), delay
-    )
+    _, order = _min_tardiness(np.array([e[j] for j in edd]), np.array([due[j] for j in edd]), delay)
     return tuple(edd[i] for i in order)
 
 
@@ -396,9 +394,31 @@ def _extension_bound(
         return ub
     if mode == 1:  # rtpt: nested capacities due[r] - delay - load over EDD prefixes
         if not nested:
-            for r in range(i0, m):
-                if w[r] > 0.0:
+            # an item worth more than pen per second: only the loosest prefix (the last
+            # due date), overflow paid at pen per second (as for max)
+            cap = due[m - 1] - delay - load + slack_s
+            if cap < 0.0:
+                cap = 0.0
+            for t in range(m):
+                r = rorder[t]
+                if r < i0:
+                    continue
+                if w[r] <= 0.0:
+                    break
+                if cap >= e[r]:
                     ub += w[r]
+                    cap -= e[r]
+                elif cap > 0.0:
+                    frac = cap / e[r]
+                    ub += w[r] * frac
+                    rest = w[r] * (1.0 - frac) - pen * (e[r] - cap)
+                    if rest > 0.0:
+                        ub += rest
+                    cap = 0.0
+                else:
+                    rest = w[r] - pen * e[r]
+                    if rest > 0.0:
+                        ub += rest
             return ub
         for r in range(i0, m):
             rem[r] = due[r] - delay - load + slack_s
@@ -609,8 +629,21 @@ def _search(
             if tex > lb_s:
                 lb_s = tex
                 ext = _extension_bound(
-                    i + 1, load, e, w, due, rorder, mode, delay, pen, mu, nu, theta, nested,
-                    rem, lb_s,
+                    i + 1,
+                    load,
+                    e,
+                    w,
+                    due,
+                    rorder,
+                    mode,
+                    delay,
+                    pen,
+                    mu,
+                    nu,
+                    theta,
+                    nested,
+                    rem,
+                    lb_s,
                 )
             base = sw - fixed - pen * lb_s
             exact = sw - fixed - pen * tex
@@ -671,6 +704,7 @@ def _cover_search(
     best_value: float,
     stop_value: float,
     node_limit: int,
+    quantum: float,
     best_cols: IntArray,
 ) -> tuple[float, int, int, bool]:
     """Depth-first exact cover over columns: the partition of the jobs of least value
@@ -680,7 +714,8 @@ def _cover_search(
     percentile: infeasible when sum link > link_rhs) and at least dual + sum rc + the
     lower count rows' slack terms pen_lo x (count - lo) (index K: all VMs), which
     prunes. The next job to cover is the first uncovered in `job_order`; its
-    columns (`cols[starts[j]:starts[j+1]]`, by reduced cost) are tried in turn. Stops at
+    columns (`cols[starts[j]:starts[j+1]]`, by reduced cost rounded down to `quantum`,
+    ties in any order) are tried in turn. Stops at
     a partition of value <= `stop_value` (the node's bound: optimal) or after
     `node_limit` nodes. Returns (best value, columns in `best_cols`, nodes, exhausted).
     """
@@ -718,8 +753,10 @@ def _cover_search(
                 continue
             r = rcs[d] + rc[c]
             if dual + r >= best_value:
-                pos[d] = end  # columns are by reduced cost: none after it fits either
-                break
+                if dual + r - quantum >= best_value:
+                    pos[d] = end  # by reduced cost: none after it fits either
+                    break
+                continue
             k = ks[c]
             if cnt[k] + 1 > hi[k] or cnt[kinds] + 1 > hi[kinds]:
                 continue
@@ -983,9 +1020,7 @@ class _Solver:
 
     # -- the search kernel ---------------------------------------------------------
 
-    def _weights(
-        self, k: int, y: FloatArray, mu: float, nu: float
-    ) -> tuple[FloatArray, IntArray]:
+    def _weights(self, k: int, y: FloatArray, mu: float, nu: float) -> tuple[FloatArray, IntArray]:
         it = self.items[k]
         w = y[it.jobs] - it.c
         if self.v.mode == 3:
@@ -1144,7 +1179,10 @@ class _Solver:
             blocks.append(sparse.csc_matrix(row))
             b.append(np.array([sign * value]))
         res = linprog(
-            c, A_ub=sparse.vstack(blocks).tocsc(), b_ub=np.concatenate(b), bounds=(0, None),
+            c,
+            A_ub=sparse.vstack(blocks).tocsc(),
+            b_ub=np.concatenate(b),
+            bounds=(0, None),
             method="highs",
         )
         if res.status != 0:
@@ -1241,7 +1279,9 @@ class _Solver:
             integrality=integrality,
             bounds=Bounds(lb, ub),
             constraints=[
-                LinearConstraint(sparse.vstack(rows).tocsc(), np.concatenate(lo), np.concatenate(hi))
+                LinearConstraint(
+                    sparse.vstack(rows).tocsc(), np.concatenate(lo), np.concatenate(hi)
+                )
             ],
             options={"time_limit": max(time_limit, 0.1), "mip_rel_gap": 0.0, "disp": False},
         )
@@ -1312,41 +1352,68 @@ class _Solver:
         `_cover_search`: (VMs or None, bound $, solved: the search was exhaustive or met
         the node's bound)."""
         n = self.n
-        order = np.argsort(rc, kind="stable")
-        bits = (masks[order][None, :] >> np.arange(n, dtype=np.int64)[:, None]) & 1
-        jobs, pos = np.nonzero(bits)  # by job, then by reduced cost
-        cols = order[pos].astype(np.int64)
-        starts = np.searchsorted(jobs, np.arange(n + 1)).astype(np.int64)
-        sizes = np.diff(starts)
-        job_order = np.argsort(sizes, kind="stable").astype(np.int64)
+        quantum = 1e-9
+        # run time of each column: its jobs' run times on its type
+        bits = ((masks[None, :] >> np.arange(n, dtype=np.int64)[:, None]) & 1).astype(bool)
+        runtime = np.where(np.isfinite(self.jp.runtime_s), self.jp.runtime_s, 0.0)
+        load = np.einsum("jc,jc->c", bits, runtime[:, ks])
         big = np.iinfo(np.int64).max // 4
         lo = np.array(node.lo, dtype=np.int64)
         hi = np.array([big if math.isinf(h) else int(h) for h in node.hi], dtype=np.int64)
         link, rhs, price = self._link(f)
         mode = self.v.mode if link is not None else 0
         cost = f[:, 0] + f[:, 1]
+        link_arr = np.zeros(len(masks)) if link is None else np.ascontiguousarray(link)
         best_cols = np.zeros(n + 1, dtype=np.int64)
-        value, count, nodes, exhausted = _cover_search(
-            masks,
-            rc,
-            ks,
-            cost,
-            np.zeros(len(masks)) if link is None else np.ascontiguousarray(link),
-            starts,
-            cols,
-            job_order,
-            lo,
-            hi,
-            lp.pen_lo,
-            mode,
-            rhs,
-            price,
-            lp.dual,
-            self.best_val,
-            node_lb + tol,
-            3_000_000,
-            best_cols,
-        )
+        rng = np.random.default_rng(0)
+        rounded = np.floor(rc / quantum)
+        value, count, nodes, exhausted = self.best_val, -1, 0, False
+        # restarts: fullest VMs first, then shuffled ties; the last one runs longest
+        limits = [100_000, 100_000, 100_000, 2_000_000]
+        for attempt, limit in enumerate(limits):
+            tie = (
+                -load
+                if attempt in (0, len(limits) - 1)
+                else -load * rng.uniform(0.7, 1.3, load.size)
+            )
+            order = np.lexsort((tie, rounded))
+            bits_o = bits[:, order]
+            jobs, pos = np.nonzero(bits_o)  # by job, then by (reduced cost, tie)
+            cols = order[pos].astype(np.int64)
+            starts = np.searchsorted(jobs, np.arange(n + 1)).astype(np.int64)
+            job_order = np.argsort(np.diff(starts), kind="stable").astype(np.int64)
+            found_value, found, used, exhausted = _cover_search(
+                masks,
+                rc,
+                ks,
+                cost,
+                link_arr,
+                starts,
+                cols,
+                job_order,
+                lo,
+                hi,
+                lp.pen_lo,
+                mode,
+                rhs,
+                price,
+                lp.dual,
+                value,
+                node_lb + tol,
+                limit,
+                quantum,
+                best_cols,
+            )
+            nodes += used
+            if found > 0:
+                value, count = found_value, found
+                kept = best_cols[:count].copy()
+            if exhausted or (count > 0 and value <= node_lb + tol):
+                break
+            if time.perf_counter() > self.deadline:
+                break
+        if count > 0:
+            best_cols[:count] = kept
         self.stats.nodes += nodes
         vms = None
         if count > 0:
@@ -1405,6 +1472,8 @@ class _Solver:
             val = self.consider(vms)
             if solved and vms is not None and val > bound + tol:
                 return -math.inf, False  # the columns and the plan disagree: no proof
+            if solved and vms is not None and val <= node_lb + tol:
+                return val, True  # meets the node's bound: optimal in the box
             if not solved:  # stopped: plans outside E(g) cost more than dual + g - slack
                 return (bound if g >= full else min(bound, lp.dual + g - slack)), False
             if g >= full:
@@ -1443,8 +1512,10 @@ class _Solver:
         if not math.isfinite(self.best_val):
             raise ValueError("exact: no incumbent plan and no cutoff")
         tol = 1e-9 * max(1.0, abs(self.best_val))
-        # an artificial VM over an upper count costs more than any plan
-        self.big_m = 10.0 * (abs(self.best_val) + 1.0)
+        # An artificial VM over an upper count (any cost keeps the LP a relaxation):
+        # twice the incumbent, above the LP's marginal value of a VM, yet on the scale
+        # of real costs so that the duals keep the pricing bounds tight.
+        self.big_m = 2.0 * abs(self.best_val) + 1e-6
         inf = math.inf
         root = _Node(tuple([0] * (self.kinds + 1)), tuple([inf] * (self.kinds + 1)))
         heap: list[tuple[float, int, _Node]] = [(-inf, 0, root)]

@@ -72,7 +72,17 @@ def scenario(tmp_path: Path, **changes: object) -> Path:
 def test_solve_json_contract_and_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["solve", str(scenario(tmp_path)), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"cost", "slo_loss_usd", "vms"}
+    assert set(out) == {
+        "cost",
+        "slo_loss_usd",
+        "optimal",
+        "lower_bound_usd",
+        "knowledge",
+        "seed",
+        "vms",
+    }
+    assert out["optimal"] is True and out["knowledge"] == "mean"
+    assert out["lower_bound_usd"] == pytest.approx(out["cost"])
     # Price 0.001 $/s small, 0.002 large. One small VM: 0.5 + 0.001 x 210 = 0.71; the
     # large runs a in 50 s for the same money but costs 1.0 to start: one small VM wins.
     assert out["cost"] == pytest.approx(0.71)
@@ -81,6 +91,7 @@ def test_solve_json_contract_and_cost(tmp_path: Path, capsys: pytest.CaptureFixt
     jobs = out["vms"][0]["jobs"]
     assert sorted(j["id"] for j in jobs) == [0, 1, 2]
     assert {j["id"]: j["class"] for j in jobs} == {0: "a", 1: "a", 2: "b"}
+    assert all(j["run_s"] > 0 for j in jobs)
 
 
 def test_a_tight_deadline_makes_the_loss_part_of_the_cost(
@@ -125,6 +136,33 @@ def test_a_task_with_no_run_time_on_any_type_is_refused(
 
 
 def test_shipped_scenarios_solve(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["solve", "pennyworth-avg", "--json"]) == 0
+    assert main(["solve", "pennyworth-max", "--json", "--time-limit", "120"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert sum(len(vm["jobs"]) for vm in out["vms"]) == 8
+    assert sum(len(vm["jobs"]) for vm in out["vms"]) == 32
+    assert out["lower_bound_usd"] <= out["cost"] + 1e-12
+
+
+def test_actual_knowledge_plans_the_run_times_of_the_same_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--knowledge actual --seed S` plans with the run times `clusteremu run --seed S`
+    draws (common random numbers): every job's `run_s` is the engine's, the plan is no
+    dearer than the means' plan priced on those run times, and another seed draws other
+    run times."""
+    from cluster.jobs import generate_jobs, replication_seed, runtime_table
+    from scenarios.loader import load_scenario
+
+    args = ["solve", "pennyworth-max", "--json", "--knowledge", "actual", "--time-limit", "120"]
+    assert main([*args, "--seed", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["knowledge"] == "actual" and out["seed"] == 3
+    spec = load_scenario("pennyworth-max", ["seed=3"])
+    table = runtime_table(spec, generate_jobs(spec, replication_seed(spec, 0)))
+    types = [t.name for t in spec.node_types]
+    for vm in out["vms"]:
+        for job in vm["jobs"]:
+            assert job["run_s"] == pytest.approx(table[types.index(vm["type"]), job["id"]])
+    assert sorted(j["id"] for vm in out["vms"] for j in vm["jobs"]) == list(range(32))
+    assert main([*args, "--seed", "4"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert other["cost"] != out["cost"]

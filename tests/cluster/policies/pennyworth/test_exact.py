@@ -91,9 +91,15 @@ def random_job_problem(rng: np.random.Generator, kind: str, types: int, jobs: in
             runtime[t, 0] = 100.0
     tight = rng.random() < 0.4  # bounds some jobs cannot meet even alone
     slo = {
-        "max": Slo("max", 0.01, deadline_s=float(rng.uniform(50, 250) if tight else rng.uniform(200, 900))),
-        "rtpt": Slo("rtpt", 0.01, factor=float(rng.uniform(0.7, 1.2) if tight else rng.uniform(1.0, 3.0))),
-        "avg": Slo("avg", 0.02, target_s=float(rng.uniform(30, 150) if tight else rng.uniform(100, 600))),
+        "max": Slo(
+            "max", 0.01, deadline_s=float(rng.uniform(50, 250) if tight else rng.uniform(200, 900))
+        ),
+        "rtpt": Slo(
+            "rtpt", 0.01, factor=float(rng.uniform(0.7, 1.2) if tight else rng.uniform(1.0, 3.0))
+        ),
+        "avg": Slo(
+            "avg", 0.02, target_s=float(rng.uniform(30, 150) if tight else rng.uniform(100, 600))
+        ),
         "percentile": Slo(
             "percentile",
             0.02,
@@ -144,11 +150,15 @@ def test_best_order_is_the_least_loss_order() -> None:
         for _ in range(20):
             p = random_job_problem(rng, kind, types=1, jobs=int(rng.integers(1, 6)))
             jobs = list(range(p.jobs))
-            best = min(
-                job_plan_cost(p, JobPlan(((0, perm),)))[0]
-                for perm in itertools.permutations(jobs)
+            best = (
+                min(
+                    job_plan_cost(p, JobPlan(((0, perm),)))[0]
+                    for perm in itertools.permutations(jobs)
+                    if all(math.isfinite(p.runtime_s[j, 0]) for j in jobs)
+                )
                 if all(math.isfinite(p.runtime_s[j, 0]) for j in jobs)
-            ) if all(math.isfinite(p.runtime_s[j, 0]) for j in jobs) else None
+                else None
+            )
             if best is None:
                 continue
             order = best_order(p, 0, jobs)

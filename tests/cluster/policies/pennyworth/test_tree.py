@@ -157,7 +157,9 @@ def test_plans_of_unseen_batches_place_every_job_once_legally(kind: str) -> None
 def test_a_3000_job_batch_is_planned() -> None:
     base = base_problem("max")
     rng = np.random.default_rng(3000)
-    counts = np.bincount(rng.integers(0, len(base.task_names), 3000), minlength=8).tolist()
+    counts = np.bincount(
+        rng.integers(0, len(base.task_names), 3000), minlength=len(base.task_names)
+    ).tolist()
     problem = with_counts(base, counts)
     plan = trained("max").tree.plan(problem)
     assert sum(len(ts) for _, ts in plan.vms) == 3000
