@@ -208,7 +208,7 @@ def _without_slo(tmp_path: Path) -> Path:
         (["--workers", "0"], "--workers: expected at least 1, got 0"),
         (["--seed", "-1"], "--seed: expected a non-negative integer"),
         (["--batches", "many"], "invalid int value: 'many'"),
-        (["--batches", "10000000000000"], "--batches 10000000000000 of --jobs 12"),
+        (["--batches", "10000000000000"], "--batches 10000000000000 of --jobs 8"),
         (["--test-batches", "-1"], "--test-batches: expected 0 to 10000, got -1"),
         (["--test-batches", "10001"], "--test-batches: expected 0 to 10000, got 10001"),
         (["--validation-batches", "0"], "--validation-batches: expected at least 1, got 0"),
@@ -261,7 +261,7 @@ def test_examples_of_another_seed_are_refused(
     base = scenario_problem(SCENARIO)
     folder = tmp_path / "out" / "examples"
     write_json(
-        plan_examples(SCENARIO, base, 10, 12, 0, time_limit_s=20.0).manifest(), folder / MANIFEST
+        plan_examples(SCENARIO, base, 10, 8, 0, time_limit_s=20.0).manifest(), folder / MANIFEST
     )
     before = (folder / MANIFEST).read_bytes()
     argv = ["synthesize", SCENARIO, "--out", str(tmp_path / "out"), "--seed", "5"]
