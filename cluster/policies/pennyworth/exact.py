@@ -801,9 +801,8 @@ def _cover_search(
                 if link_mode == 2:
                     if total > link_rhs:
                         value += link_price * (total - link_rhs)
-                elif link_mode == 3:
-                    if total > link_rhs + 0.5:
-                        ok = False
+                elif link_mode == 3 and total > link_rhs + 0.5:
+                    ok = False
                 if ok and value < best_value:
                     best_value = value
                     n_best = d + 1
@@ -937,10 +936,7 @@ def _variant_value(jp: JobProblem, v: _Variant, plan: JobPlan) -> float:
         return job_plan_cost(jp, plan)[0]
     cost, loss = job_plan_cost(jp, plan)
     resp, _ = response_times(jp, plan)
-    if v.strict:
-        late = int(np.sum(resp >= v.theta))
-    else:
-        late = int(np.sum(resp > v.theta))
+    late = int(np.sum(resp >= v.theta)) if v.strict else int(np.sum(resp > v.theta))
     return cost - loss if late <= v.allowed else math.inf
 
 
