@@ -1,4 +1,5 @@
-"""Cost of WHAM's decision against EQUI's, inside the compiled loop (seed 004 allocators).
+"""Cost of WHAM's decision against EQUI's, inside the compiled loop (the WHAM paper's
+allocators).
 
 Runs the shipped Appendix H scenario (`scenarios/appendix-h.yaml`, mean-field rates) at
 n = 256 cores with 10^6 jobs under EQUI and WHAM in one process, after a small warm-up run

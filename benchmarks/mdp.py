@@ -1,11 +1,11 @@
-"""Learned speed-up MDP (seed 001): solver and estimator speed, and the learning table.
+"""Learned speed-up MDP (the MDP paper): solver and estimator speed, and the learning table.
 
 1. Relative value iteration with B = 50 jobs per class (2,601 states) and 21 actions
    (M = 20), for Table 1's examples and a heavily loaded system: wall time per solve (after
    compilation), sweeps, and E[N]; and one three-class system (B = 10, 66 share vectors).
 2. One MLE over 10,000 departures (Example 1, optimal policy): wall time of `mle` on the
    sufficient statistics, and of rebuilding the state path from the per-job records first.
-3. (unless --quick) The learning table: every Table 1 example with the seed's algorithm and
+3. (unless --quick) The learning table: every Table 1 example with the paper's algorithm and
    number of iterations; the final estimates and the exact E[N] of the learned policy under
    the true parameters against the optimal policy's, and the change-point experiment's
    tracking delays.

@@ -1,4 +1,4 @@
-"""Predictive provisioner (seed 002): training time, and the engine's speed with usages.
+"""Predictive provisioner (the thesis): training time, and the engine's speed with usages.
 
 1. Training: profiling runs of the shipped `ml-workflow` scenario (1,300 runs: 35,100
    rows, the thesis's data set had 34,368) and training of the heavy tasks' classifiers

@@ -1,5 +1,5 @@
 """Compare policies on the same scenario and seeds: rows, a terminal table, a PNG chart;
-and sweeps of one scenario field (`--grid`) that draw seed 004's Section 7 figures
+and sweeps of one scenario field (`--grid`) that draw the WHAM paper's Section 7 figures
 (normalised holding cost vs n with the mean-field lower bound, WHAM vs heuristics)."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cluster.io import number_text
 from cluster.model import SimulationSpec
+from cluster.plotting import scale_axis
 from cluster.runner import run_spec, with_policies
 
 
@@ -39,18 +41,19 @@ EXTRA_COLUMNS = ("score", "mean_setup_s")
 def table_text(rows: list[dict[str, Any]], metric: str) -> str:
     """A plain-text table: one line per policy with the metric and its 95% half-width, plus
     the scenario's selected metrics (`score`) and the mean set-up delay (s) when the runs
-    report them."""
+    report them. A value without meaning (one replication's interval, a metric of a
+    zero-length window) is `n/a`."""
     width = max(len(r["policy"]) for r in rows)
     extra = [k for k in EXTRA_COLUMNS if k != metric and any(k in r["summary"] for r in rows)]
     head = f"{'policy':<{width}}  {metric:>22}  {'ci95':>10}  {'jobs':>9}"
     lines = [head + "".join(f"  {k:>12}" for k in extra)]
     for r in rows:
         s = r["summary"]
-        ci = s.get("ci95", {}).get(metric, float("nan"))
+        ci = s.get("ci95", {}).get(metric)
         lines.append(
-            f"{r['policy']:<{width}}  {s.get(metric, float('nan')):>22.6g}  "
-            f"{ci:>10.3g}  {s['jobs_completed']:>9}"
-            + "".join(f"  {s.get(k, float('nan')):>12.6g}" for k in extra)
+            f"{r['policy']:<{width}}  {number_text(s.get(metric)):>22}  "
+            f"{number_text(ci, '.3g'):>10}  {s['jobs_completed']:>9}"
+            + "".join(f"  {number_text(s.get(k)):>12}" for k in extra)
         )
     return "\n".join(lines)
 
@@ -70,6 +73,7 @@ def plot_comparison(
     errors = [0.0 if e != e else e for e in errors]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(rows) + 2), 4.0))
     ax.bar(range(len(rows)), values, yerr=errors, capsize=6, color="#4c72b0")
+    scale_axis(ax, values)  # a log axis when the bars span more than 10x
     ax.set_xticks(range(len(rows)), labels, rotation=15, ha="right")
     ax.set_ylabel(metric)
     ax.set_title(
@@ -83,7 +87,7 @@ def plot_comparison(
     return path
 
 
-# --- sweeps over one scenario field (seed 004, Section 7) ----------------------------------
+# --- sweeps over one scenario field (the WHAM paper, Section 7) ----------------------------
 
 #: Policies whose curves go on the convergence figure (a); all others go on figure (b).
 OPTIMAL_POLICIES = ("wham", "fw-cam")
@@ -99,7 +103,7 @@ def parse_grid(text: str) -> tuple[str, list[str]]:
 
 
 def total_cores(spec: SimulationSpec) -> float:
-    """n: the cores of every pool plus every node (the normalisation of seed 004's cost)."""
+    """n: the cores of every pool plus every node (the WHAM paper's normalisation of the cost)."""
     return float(sum(p.cores for p in spec.pools) + sum(spec.node_type(t).cpu for t in spec.nodes))
 
 
@@ -174,15 +178,18 @@ def grid_table_text(records: list[dict[str, Any]]) -> str:
             )
             ci = r["ci95"]
             ci_text = f"±{ci:.4f}" if ci == ci else "±  n/a "
-            cells.append(f"{r['normalised_holding_cost']:.4f}{ci_text} [{gap:+5.1f}%]")
+            gap_text = f"{gap:+5.1f}%" if gap == gap else "  n/a "
+            cost = number_text(r["normalised_holding_cost"], ".4f")
+            cells.append(f"{cost}{ci_text} [{gap_text}]")
         lines.append(
-            f"{first['cores']:>8g}  {bound:>8.5f}  " + "  ".join(f"{c:>24}" for c in cells)
+            f"{first['cores']:>8g}  {number_text(bound, '.5f'):>8}  "
+            + "  ".join(f"{c:>24}" for c in cells)
         )
     return "\n".join(lines)
 
 
 def plot_grid(records: list[dict[str, Any]], title: str, out_dir: Path) -> list[Path]:
-    """The two figures of seed 004's Section 7 as PNGs.
+    """The two figures of the WHAM paper's Section 7 as PNGs.
 
     (a) `convergence.png`: WHAM and FW-CAM (and any other policy in OPTIMAL_POLICIES) vs n,
     with the mean-field lower bound; (b) `heuristics.png`: WHAM vs every other policy
@@ -226,6 +233,8 @@ def plot_grid(records: list[dict[str, Any]], title: str, out_dir: Path) -> list[
         shown_y = [r["normalised_holding_cost"] for r in records if r["policy"] in shown]
         if shown_y and min(shown_y) > 0 and max(shown_y) > 4 * min(shown_y):
             ax.set_yscale("log")  # FW-CAM far from the bound at small n would flatten the rest
+        else:
+            scale_axis(ax, shown_y)  # wide with zeros among them: symlog
         ax.set_xlabel("n (cores)")
         ax.set_ylabel("normalised holding cost (1/n) Σ c_i λ_i E[T_i]")
         ax.set_title(f"{title}: {subtitle}")

@@ -132,6 +132,21 @@ def _clean(value: Any) -> Any:
     return value
 
 
+#: How a number that has no meaning for a run (NaN: a zero-length measurement window, no
+#: measured job, an interval from one sample) is printed; JSON writes it as null.
+NOT_APPLICABLE = "n/a"
+
+
+def number_text(value: Any, spec: str = ".6g") -> str:
+    """`value` formatted with `spec`, or `n/a` for NaN and None (no meaning for the run);
+    anything else that is not a number is `str(value)`."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NOT_APPLICABLE
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return format(value, spec)
+    return str(value)
+
+
 def to_json(data: Any) -> str:
     return json.dumps(_clean(data), indent=2, sort_keys=False)
 

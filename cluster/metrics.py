@@ -4,7 +4,10 @@ Summary keys (a public contract, see docs/scenarios.md): `jobs_completed`,
 `mean_response_time_s`, `p50/p95/p99_response_time_s`, `mean_jobs_in_system`
 (time-average), `holding_cost_rate` (cost units per second), `utilization` (busy cores over
 all cores, 0..1), `cost_usd`, `throughput_per_s`, `per_class`; with several replications each
-mean carries a 95% confidence half-width under `ci95`.
+mean carries a 95% confidence half-width under `ci95`. A metric without meaning for a run
+is NaN (null in JSON, `n/a` when printed), never 0: the time-averages and the throughput
+with a zero-length measurement window (a batch), the response times with no measured job,
+a half-width from one replication.
 """
 
 from __future__ import annotations
@@ -197,7 +200,8 @@ def _with_slo(
     measured: np.ndarray,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Per-job money and SLO loss columns and the summary's `slo_loss_usd` and `total_usd`
-    (money plus SLO loss: seed 000's eq. 1), for a scenario with `slo:` (`cluster.money`)."""
+    (money plus SLO loss: the Pennyworth paper's eq. 1), for a scenario with `slo:`
+    (`cluster.money`)."""
     from cluster.money import job_money, slo_losses
 
     s = run.state
@@ -311,7 +315,10 @@ def summarize(
     wait = jf[JF.START][measured] - jf[JF.ARRIVAL][measured]
     window = float(s.fstate[FS.MEASURED_TIME])
     n_classes = len(spec.classes)
-    mean_n = s.area_class / window if window > 0 else np.zeros(n_classes)
+    # A zero-length measurement window (a batch arriving at one instant) has no
+    # time-averages: those metrics are NaN (printed n/a, null in JSON), never 0.
+    nan = float("nan")
+    mean_n = s.area_class / window if window > 0 else np.full(n_classes, nan)
     hold = np.array([c.holding_cost for c in spec.classes])
     arrivals_in_window = _arrivals_in_window(run)
     used = run.nodes_used
@@ -332,11 +339,11 @@ def summarize(
         "holding_cost_rate": float(np.dot(hold, mean_n)),
         "utilization": float(s.fstate[FS.BUSY_AREA] / (total_cores * window))
         if window > 0 and total_cores > 0
-        else 0.0,
+        else nan,
         "cost_usd": startup + operating + pool_cost,
         "startup_usd": startup,
         "operating_usd": operating + pool_cost,
-        "throughput_per_s": float(arrivals_in_window.sum() / window) if window > 0 else 0.0,
+        "throughput_per_s": float(arrivals_in_window.sum() / window) if window > 0 else nan,
         "simulated_time_s": elapsed,
         "measured_time_s": window,
         "events": run.events,
@@ -363,7 +370,7 @@ def summarize(
             "jobs_failed": int(failed_class[c]),
             "mean_jobs_in_system": float(mean_n[c]),
             "holding_cost_rate": float(hold[c] * mean_n[c]),
-            "throughput_per_s": float(arrivals_in_window[c] / window) if window > 0 else 0.0,
+            "throughput_per_s": float(arrivals_in_window[c] / window) if window > 0 else nan,
         }
     summary["per_class"] = per_class
     return summary

@@ -181,8 +181,9 @@ class ScoreBounds:
 
 @dataclass(frozen=True)
 class ScoreMetric:
-    """The seed's `score` (eq. 2) as a summary metric; bounds per class name (a class
-    without bounds gets exec [0, 2 x its largest mean run time], wait [0, its timeout])."""
+    """The Learning to Score paper's `score` (eq. 2) as a summary metric; bounds per class
+    name (a class without bounds gets exec [0, 2 x its largest mean run time], wait [0, its
+    timeout])."""
 
     bounds: Mapping[str, ScoreBounds] = field(default_factory=dict)
 

@@ -1,4 +1,4 @@
-"""Per-job money and SLO loss of a run (seed 000, Pennyworth; any scenario with `slo:`).
+"""Per-job money and SLO loss of a run (the Pennyworth paper; any scenario with `slo:`).
 
 Node money is what `metrics.node_money` sums: a node's start-up cost once, plus its price
 from ready to release. Each job carries a share of its node's money, so that the shares
@@ -12,7 +12,7 @@ add up to what the nodes that ran jobs cost:
 A job's response time for the SLO is end − arrival, less the time it waited for its node
 to boot (the overlap of [arrival, start] with the node's [rented, ready] interval) unless
 the SLO counts start-up delays (`count_startup_delay: true`): so a batch planned at time 0
-on fresh VMs gets exactly the response times of seed 000's eq. 1.
+on fresh VMs gets exactly the response times of the Pennyworth paper's eq. 1.
 """
 
 from __future__ import annotations

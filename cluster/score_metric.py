@@ -1,4 +1,5 @@
-"""Summary metrics of the world model and the seed's score (eq. 2), for every placer.
+"""Summary metrics of the world model and the Learning to Score paper's score (eq. 2), for
+every placer.
 
 `build_result` (cluster/metrics.py) calls `scenario_metrics` for every run, so `run`,
 `compare`, `sweep` and tuning see the same keys whatever the policies:
@@ -9,7 +10,7 @@
   `data_transfer_mb` (MB of per-start data moved);
 - when the scenario selects it (``metrics: {score: ...}``): `per_function` and `score`.
 
-The score (Asenov et al., "Learning to Score", eq. 2; SPEC.md section 4): per function f
+The score (Asenov et al., "Learning to Score", eq. 2; docs/scoring.md): per function f
 (job class), mean execution time fet_f, mean wait time wait_f and success ratio
 N_success / N_total over the requests that arrived in the measurement window, each
 normalised to [0, 1] with fixed bounds; the score is their mean over functions, with the

@@ -1,4 +1,4 @@
-"""Service-level objectives and their losses, in dollars (seed 000, Pennyworth).
+"""Service-level objectives and their losses, in dollars (the Pennyworth paper).
 
 A batch's jobs get response times r_j (seconds). Four kinds of objective:
 

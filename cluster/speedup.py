@@ -1,6 +1,6 @@
 """Speed-up curves s(k): the rate at which a job does work on k cores.
 
-Every curve is linear below one core (s(x) = x for x < 1, as seed 001 defines) and is
+Every curve is linear below one core (s(x) = x for x < 1, as the MDP paper defines) and is
 validated to satisfy s(1) = 1, non-decreasing and concave on k >= 1. Work is measured in
 core-seconds at speed 1, so a job of size x on k cores of a speed-v node runs for
 x / (v * s(k)) seconds.
@@ -152,7 +152,7 @@ class SmoothRooftopSpeedup(Speedup):
     """A rooftop with a rounded knee: s(k) = ((k^-q + m^-q) / (1 + m^-q))^(-1/q) for k >= 1.
 
     The power mean of k and the cap m with exponent -q, scaled so s(1) = 1: concave,
-    strictly increasing and twice differentiable (seed 004's assumptions, which the sharp
+    strictly increasing and twice differentiable (the WHAM paper's assumptions, which the sharp
     rooftop breaks), tending to min(k, m) (times (1 + m^-q)^(1/q)) as the sharpness q grows.
     Its f of Definition 6.6 is c m^q / k^(q+1) (see cluster.policies.relaxed_bound).
     """

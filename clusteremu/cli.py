@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 from cluster.io import (
     OutputError,
     check_output_folder,
+    number_text,
     output_folder,
     to_json,
     write_json,
@@ -37,6 +38,7 @@ from cluster.policies import registry
 from cluster.policies.base import PolicyError
 from cluster.runner import ScenarioResult, run_spec, with_policies
 from clusteremu.plugins import add_plugin_option, load_plugins
+from clusteremu.progress import progress
 from scenarios.errors import ScenarioError, clip, shorten
 from scenarios.loader import check_policies, load_scenario, resolve_path, shipped_scenarios
 
@@ -84,7 +86,8 @@ POLICY_METRICS = (
     "used_cpu_core_h",
     "oom_kills",
     "failed_jobs",
-    # a scenario with `slo:` (`cluster.money`): its loss and money plus loss (eq. 1 of seed 000)
+    # a scenario with `slo:` (`cluster.money`): its loss and money plus loss (the Pennyworth
+    # paper's eq. 1)
     "slo_loss_usd",
     "total_usd",
 )
@@ -125,29 +128,10 @@ def check_out(args: argparse.Namespace, command: str, files: Sequence[str] | Non
 
 @contextmanager
 def progress_bar(enabled: bool, label: str) -> Iterator[Callable[[float], None]]:
-    """A tqdm bar on stderr, shown only after a second and only on a terminal."""
-    if not enabled or not sys.stderr.isatty():
-        yield lambda fraction: None
-        return
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=1000,
-        desc=label,
-        delay=1.0,
-        file=sys.stderr,
-        leave=False,
-        bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}",
-    )
-
-    def update(fraction: float) -> None:
-        bar.n = int(1000 * fraction)
-        bar.refresh()
-
-    try:
-        yield update
-    finally:
-        bar.close()
+    """Progress on stderr, called with the fraction done: a bar on a terminal, else a line
+    every few seconds (the one convention of `clusteremu.progress`)."""
+    with progress(label, enabled) as shown:
+        yield shown
 
 
 def _load(args: argparse.Namespace) -> SimulationSpec:
@@ -163,7 +147,7 @@ def _headline(summary: dict[str, Any]) -> str:
     def fmt(key: str) -> str:
         value = summary.get(key)
         ci = summary.get("ci95", {}).get(key)
-        text = f"{value:.6g}" if isinstance(value, float) else str(value)
+        text = number_text(value)  # NaN (no meaning for this run, e.g. a batch): n/a
         return text + (f" ± {ci:.3g}" if isinstance(ci, float) and ci == ci else "")
 
     keys = [
@@ -212,8 +196,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if args.ray:
         require_extra("ray", "ray", "run --ray")
+    variant = _run_variant(args.policy)
     check_out(args, "run")
     spec = _load(args)
+    if variant:  # --policy: the scenario with those policies, built and checked first
+        spec = check_variant(spec, ",".join(args.policy), variant)
     if args.ray:
         from actors.coordinator import reporting  # the Ray extra; imported only when asked for
         from actors.launch import run_on_ray
@@ -230,7 +217,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(to_json(result.summary))
     else:
-        print(f"{spec.name}: {spec.replications} replication(s), seed {spec.seed}")
+        chosen = "".join(f", {k} {v}" for k, v in variant.items())  # what --policy set
+        print(f"{spec.name}: {spec.replications} replication(s), seed {spec.seed}{chosen}")
         print(_headline(result.summary))
         if args.out:
             print(f"wrote {Path(args.out) / 'jobs.parquet'} and {Path(args.out) / 'summary.json'}")
@@ -271,6 +259,18 @@ def parse_policy(text: str) -> dict[str, str]:
                 )
         out[kind] = name
     return out
+
+
+def _run_variant(texts: Sequence[str]) -> dict[str, str]:
+    """`run --policy` (repeatable): one variant, as compare's `--policy` parses it, with
+    each kind at most once over all the options."""
+    variant: dict[str, str] = {}
+    for text in texts:
+        for kind, name in parse_policy(text).items():
+            if kind in variant:
+                raise UsageError(f"--policy {shorten(text)}: {kind} is given twice")
+            variant[kind] = name
+    return variant
 
 
 def check_variant(spec: SimulationSpec, text: str, variant: dict[str, str]) -> SimulationSpec:
@@ -387,12 +387,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _description(path: Path) -> str:
+    """A scenario file's `description:` (empty when it has none or cannot be read)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ""
+    text = data.get("description") if isinstance(data, dict) else None
+    return " ".join(str(text).split()) if text else ""
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    print("shipped scenarios:")
-    for path in shipped_scenarios():
-        print(f"  {path.stem:<24} {path}")
+    from cluster.policies.gpu_share import POLICIES as GPU_PLACERS
+
+    paths = shipped_scenarios()
+    folder = paths[0].parent if paths else ""
+    print(f"shipped scenarios (in {folder}; name one, e.g. `clusteremu run mm-c`):")
+    for path in paths:
+        print(f"  {path.stem:<24} {_description(path) or '(no description)'}")
+    print("registered policies (a scenario's scheduler block, or --policy KIND=NAME):")
     for kind in registry.KINDS:
-        print(f"{kind}s: {', '.join(registry.names(kind))}")
+        print(f"  {kind + 's:':<14} {', '.join(registry.names(kind))}")
+    print("GPU placers (clusteremu gpu-frag --policy NAME, on the Alibaba GPU trace):")
+    print(f"  {'placers:':<14} {', '.join(GPU_PLACERS)}")
     return 0
 
 
@@ -461,6 +480,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a scenario and print its summary")
     scenario_args(run)
+    run.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="KIND=NAME[,KIND=NAME]",
+        help="run with this policy instead of the scenario's, as in compare: sets "
+        "scheduler.KIND.name, e.g. placer=random-fit or placer=first-fit:key=value "
+        "(repeatable, each kind once)",
+    )
     run.add_argument(
         "--out", metavar="DIR", help="write DIR/jobs.parquet and DIR/summary.json together"
     )
@@ -533,6 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in COMMAND_MODULES:
         import_module(module).add_parser(sub)
+    _describe(sub)
     lines = [f"  {name:<10} {text}" for name, text in _helps(sub).items()]
     parser.description = (
         "clusteremu: a cluster emulator for scheduling and provisioning policies.\n\n"
@@ -541,6 +570,19 @@ def build_parser() -> argparse.ArgumentParser:
         "3 a policy's illegal decision, 130/143 interrupted."
     )
     return parser
+
+
+def _describe(sub: Any) -> None:
+    """Give every sub-command (and the verbs under one, `provision train`) that has no
+    `description=` its one-line help as one, so `clusteremu COMMAND --help` opens with
+    what the command does."""
+    for action in sub._choices_actions:
+        command = sub.choices[action.dest]
+        if not command.description:
+            command.description = action.help
+        for inner in command._actions:
+            if isinstance(inner, argparse._SubParsersAction):
+                _describe(inner)
 
 
 def _helps(sub: Any) -> dict[str, str]:

@@ -1,4 +1,6 @@
-"""The ML-workflow family (seed 002): one pipeline of 27 tasks run over many inputs.
+"""The ML-workflow family of the thesis (Jialun Song, "Designing and implementing a load
+aware scheduler for machine learning jobs", Uppsala University, 2021; reference in
+docs/provisioner.md): one pipeline of 27 tasks run over many inputs.
 
 Modelled on the thesis's production workflow (a retailer's sales forecasting): every *run*
 executes the same 27 tasks (no dependencies are modelled: all 27 start with the run) on one
@@ -231,7 +233,8 @@ def workflow_scenario(
     ]
     return {
         "name": "ml-workflow",
-        "description": "Seed 002's ML workflow: 27 tasks per run, Table 4 static requests",
+        "description": "ML workflow of Song's master's thesis: 27 tasks per run, its Table 4 "
+        "static requests",
         "seed": seed,
         "stop": {"jobs": runs * len(TASKS)},
         "cluster": {

@@ -4,9 +4,10 @@ The world a job runs in (docs/scenarios.md, "The world model"): a catalogue of c
 images and data items (`world:`), which images, data and model each workload class needs
 (`workload.classes[*].containers`, `data_in_mb`, ...), and each node type's bandwidths and
 pre-pulled cache (`cluster.node_types[*].registry_mbps`, ...). `metrics:` selects summary
-metrics beyond the standard ones (the seed's eq. 2 `score`). Units: MB (10^6 bytes) for
-sizes, Mbit/s for bandwidths, seconds for bounds. The engine turns them into state
-(`cluster.world`); `scenarios.world` checks the names and builds the model.
+metrics beyond the standard ones (the Learning to Score paper's eq. 2 `score`, see
+docs/scoring.md). Units: MB (10^6 bytes) for sizes, Mbit/s for bandwidths, seconds for
+bounds. The engine turns them into state (`cluster.world`); `scenarios.world` checks the
+names and builds the model.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class ScoreBoundsModel(_Strict):
 
 
 class ScoreMetricModel(_Strict):
-    """The seed's score (eq. 2): per workload class (function) bounds."""
+    """The Learning to Score paper's score (eq. 2): per workload class (function) bounds."""
 
     bounds: dict[str, ScoreBoundsModel] = Field(default_factory=dict)
 

@@ -23,8 +23,11 @@ command (`python3 -m venv .venv`, `.venv/bin/pip install ...`) are what `.ci/run
 before this test and are not repeated; the README's test command is this suite itself.
 
 An HTML comment just before a block steers it: `<!-- docs-test: skip REASON -->` (reported
-as a skip with the reason, e.g. a recipe that needs several machines) or
-`<!-- docs-test: slow -->` (marked `slow`, still run by CI).
+as a skip with the reason, e.g. a recipe that needs several machines),
+`<!-- docs-test: needs PATH REASON -->` (run when PATH, relative to the checkout, exists;
+else a skip naming PATH and REASON: data that lives outside the repository, such as the
+Alibaba trace in `../shared`) or `<!-- docs-test: slow -->` (marked `slow`, still run by
+CI).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ SETUP_DONE = (  # the README's install steps, done by .ci/run before the tests
 TEST_SUITE = ".venv/bin/python -m pytest -q"  # the README's test command: this suite
 COMMAND_TIMEOUT_S = 600
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w+-]*)\s*$")
-STEER = re.compile(r"<!--\s*docs-test:\s*(?P<what>skip|slow)\b\s*(?P<why>.*?)\s*-->")
+STEER = re.compile(r"<!--\s*docs-test:\s*(?P<what>skip|slow|needs)\b\s*(?P<why>.*?)\s*-->")
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     lang: str
     text: str
-    steer: str = ""  # "skip" or "slow"
+    steer: str = ""  # "skip", "slow" or "needs"
     reason: str = ""
 
     @property
@@ -237,6 +240,11 @@ def _param(block: Block) -> object:
         marks.append(pytest.mark.skip(reason=f"{block.id}: {block.reason or 'marked skip'}"))
     if block.steer == "slow":
         marks.append(pytest.mark.slow)
+    if block.steer == "needs":
+        path, _, why = block.reason.partition(" ")
+        if not (ROOT / path).exists():
+            reason = f"{block.id}: needs {path} ({why or 'not in the repository'}), absent"
+            marks.append(pytest.mark.skip(reason=reason))
     return pytest.param(block, id=block.id, marks=marks)
 
 
@@ -252,8 +260,10 @@ def test_the_readme_starts_with_the_install_and_test_commands() -> None:
     its test command; both stay the README's first two lines of code."""
     first = next(b for b in blocks_of(ROOT / "README.md") if b.lang in SHELL)
     lines = commands_of(first.text)
-    install = 'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev,ray,learn,rl]"'
+    install = 'python3 -m venv .venv && .venv/bin/pip install -q -e ".[dev,ray,grafana,learn,rl]"'
     assert lines[0].startswith(install)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'pip install --quiet -e ".[dev,ray,grafana,learn,rl]"' in ci, "CI installs otherwise"
     assert lines[1] == TEST_SUITE
     assert TEST_SUITE in (ROOT / ".ci" / "run").read_text()
 

@@ -1,5 +1,5 @@
-"""The train and test domains of "Learning to Score" (seed 003, Table II) and the tuning
-experiments drawn from them.
+"""The train and test domains of the Learning to Score paper (Asenov et al., "Learning to
+Score", Table II; docs/tuning.md) and the tuning experiments drawn from them.
 
 One experiment is one (cluster setup, workload, scheduling options) configuration of the
 cloud/edge family (`scenarios.faas`), seeded: every evaluation of the experiment runs the same
@@ -11,7 +11,7 @@ Table II               train                   test
 cluster setups         3 (cloud_cpu,           all 8
                        cloud_gpu,
                        edge_cloudlet)
-workload functions     the seed's 5            3 to 8 of 8 (+ python-pi, fio,
+workload functions     the paper's 5           3 to 8 of 8 (+ python-pi, fio,
                                                tf-gpu of faas-sim's raith21)
 requests per second    10                      5-30
 % of nodes to score    100                     10-100
@@ -22,9 +22,9 @@ number of nodes        30-180                  200-400
 =====================  ======================  =================================
 
 Both domains draw the network topology (``urban`` or ``internet``) independently of the
-setup, as the seed does. Requests per second is the rate of each inference and service
+setup, as the paper does. Requests per second is the rate of each inference and service
 function; training runs at 0.1/s and preprocessing at 1/s (faas-sim's profile). A run lasts
-100 simulated seconds (the seed's benchmark window); a request that finds no node within
+100 simulated seconds (the paper's benchmark window); a request that finds no node within
 30 s fails. The "min / max nodes per function" and "scale factor" are faas-sim's scaling
 options, the scoring placer's ``replicas`` (`cluster.policies.scoring.placer`).
 """
@@ -41,11 +41,11 @@ import numpy.typing as npt
 from cluster.policies.scoring.scorers import FIXED_WEIGHTS, SEED_SCORERS
 from scenarios import faas
 
-#: The weight vector's order: the seed's eight scorers.
+#: The weight vector's order: the paper's eight scorers.
 WEIGHT_NAMES: tuple[str, ...] = SEED_SCORERS
-#: The seed's "Fixed" weights: 1, and 0 for LeastAllocated and RequestedToCapacityRatio.
+#: The paper's "Fixed" weights: 1, and 0 for LeastAllocated and RequestedToCapacityRatio.
 FIXED: tuple[float, ...] = tuple(FIXED_WEIGHTS[n] for n in WEIGHT_NAMES)
-#: Simulated seconds per evaluation run (the seed's 100 s window).
+#: Simulated seconds per evaluation run (the paper's 100 s window).
 RUN_TIME_S = 100.0
 #: Seconds a request may wait for a node before it fails.
 TIMEOUT_S = 30.0
@@ -94,7 +94,7 @@ DOMAINS: dict[str, Domain] = {
         scale_factor=(1, 5),
         nodes=(200, 400),
     ),
-    # Not the seed's: small, short configurations for smoke tests and quick trials.
+    # Not the paper's: small, short configurations for smoke tests and quick trials.
     "tiny": Domain(
         "tiny",
         setups=("cloud_cpu", "edge_cloudlet"),

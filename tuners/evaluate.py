@@ -1,5 +1,5 @@
 """One evaluation of a tuning experiment: one emulator run of its scenario under a weight
-vector, scored by the seed's eq. 2 (`cluster.score_metric`).
+vector, scored by the Learning to Score paper's eq. 2 (`cluster.score_metric`).
 
 An `Experiment` is a scenario (a YAML-shaped dict whose placer is ``scoring``) and the coarse
 description the RL agent sees. It comes from a domain (`tuners.domains.sample_config`) or

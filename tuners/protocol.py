@@ -1130,8 +1130,11 @@ class Report:
         fig = Figure(figsize=(width * len(panels), 4.0))
         FigureCanvasAgg(fig)
         colours = {"method": "#4c72b0", "baseline": "#8c8c8c", "ablation": "#dd8452"}
+        from cluster.plotting import scale_axis
+
         for k, comp in enumerate(panels):
             ax = fig.add_subplot(1, len(panels), k + 1)
+            scale_axis(ax, [r.mean.estimate for r in comp.rows])  # log when over 10x
             for j, r in enumerate(comp.rows):
                 lo, hi = r.mean.low, r.mean.high
                 err = (

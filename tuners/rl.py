@@ -1,5 +1,6 @@
-"""The RL tuner of "Learning to Score" (seed 003): a Gymnasium environment whose episode is
-one tuning experiment, a Stable-Baselines3 SAC agent trained on it, and safe loading.
+"""The RL tuner of the Learning to Score paper (docs/tuning.md): a Gymnasium environment
+whose episode is one tuning experiment, a Stable-Baselines3 SAC agent trained on it, and
+safe loading.
 
 Episode (`TuningEnv`): `reset` draws an experiment from the domain and evaluates the Fixed
 weights (score r_0); each of the `budget - 1` steps evaluates the action's weights (r_i).
@@ -9,9 +10,10 @@ weights (score r_0); each of the `budget - 1` steps evaluates the action's weigh
   score / r_0 - 1) pairs, oldest first (the ratio clipped to [-1, 1]; zeros for frames not
   yet visited), and the step index / budget;
 - action: the weight vector in [0, 1]^8 (`tuners.domains.WEIGHT_NAMES` order);
-- reward: eq. 1, (max(r_1..r_n) - r_0) / r_0 at the last step n = budget - 1, 0 before.
+- reward: the paper's percentage-improvement reward (its eq. 1), (max(r_1..r_n) - r_0) / r_0
+  at the last step n = budget - 1, 0 before.
 
-Training (`train_agent`) runs SAC with the seed's 512x512x512 ReLU networks on parallel
+Training (`train_agent`) runs SAC with the paper's 512x512x512 ReLU networks on parallel
 environments (`SubprocVecEnv`, one process each); rewards are scaled for the learner by a
 running estimate of the return's spread (`VecNormalize`, rewards only), the environment's
 reward stays eq. 1. Torch runs on one thread in every process.

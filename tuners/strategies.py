@@ -2,15 +2,15 @@
 
 A strategy is created per experiment (`make_strategy`), asked for weights (`ask`) and told the
 score they got (`tell`), one evaluation at a time. Every strategy's first proposal is the
-seed's Fixed weights; its proposals depend only on its seed and the scores it was told, so a
-tuning is reproducible whatever the number of Ray workers.
+Learning to Score paper's Fixed weights; its proposals depend only on its seed and the
+scores it was told, so a tuning is reproducible whatever the number of Ray workers.
 
 =========  ======================================================================================
 ``fixed``  the Fixed weights only (one evaluation; the baseline)
 ``random`` Optuna's RandomSampler over [0, 1]^8
 ``tpe``    Optuna's TPESampler (the Fixed point and one random point start it, then TPE)
 ``bo``     Optuna's GPSampler: Bayesian optimisation with a Gaussian process (Matern 5/2 kernel,
-           log expected improvement; the seed used a squared-exponential kernel with UCB 0.5;
+           log expected improvement; the paper used a squared-exponential kernel with UCB 0.5;
            scikit-optimize is archived and Ray Tune dropped it). Needs torch (extra ``rl``).
 ``rl``     a Stable-Baselines3 SAC policy trained by `clusteremu train-rl` (`tuners.rl`),
            deterministic: the policy's mean action for the experiment's observation

@@ -486,7 +486,7 @@ def summary_table(table: pa.Table, metric: str = "mean_response_time_s") -> str:
             [str(v) for v in group]
             + [
                 f"{sum(values) / len(values):.6g}",
-                "" if ci != ci else f"{ci:.3g}",
+                "n/a" if ci != ci else f"{ci:.3g}",  # one seed: no interval
                 str(len(values)),
             ]
         )

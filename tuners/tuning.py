@@ -227,10 +227,11 @@ class TuningResult:
 
 
 def ci95(values: np.ndarray) -> float:
-    """95% Student-t half-width of the mean (0 for fewer than two values)."""
+    """95% Student-t half-width of the mean (NaN, null in JSON and `n/a` when printed, for
+    fewer than two values: one sample has no interval)."""
     n = len(values)
     if n < 2:
-        return 0.0
+        return float("nan")
     return float(stats.t.ppf(0.975, n - 1) * np.std(values, ddof=1) / math.sqrt(n))
 
 

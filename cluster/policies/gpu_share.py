@@ -28,7 +28,7 @@ Policies (scores; the best node wins):
   floor(100 sigma((F_before - F_after) / 1000)), the best GPU of the node (lowest index on
   ties); whole-GPU pods take the k free GPUs in index order.
 
-f_n(m), the fragment of node n for typical pod m (SPEC.md "GPU sharing and FGD"): all of
+f_n(m), the fragment of node n for typical pod m (the FGD paper; docs/gpu-frag.md): all of
 the node's free milli-GPU if m is CPU-only, or the node's model is not allowed for m, or
 fewer than k_m of its GPUs have d_m free, or the node lacks CPU for m; else the free
 milli-GPU of its GPUs with less than d_m free. Memory is ignored there.

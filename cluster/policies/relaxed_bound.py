@@ -1,8 +1,8 @@
 """The relaxed fixed-width problem (3) of "Mean field optimal Core Allocation across
-Malleable jobs" (seed 004), its KKT solution, the function f_i of Definition 6.6 and its
+Malleable jobs" (the WHAM paper), its KKT solution, the function f_i of Definition 6.6 and its
 inverse, and the mean-field lower bound on the normalised time-average holding cost.
 
-Notation (SPEC.md section 1): class i has arrival rate lambda_i (jobs/s), mean size E[X_i]
+Notation (docs/wham.md): class i has arrival rate lambda_i (jobs/s), mean size E[X_i]
 (core-seconds at speed 1), holding cost c_i (cost units per job-second) and speed-up s_i(k)
 on k cores. Problem (3):
 
@@ -162,8 +162,9 @@ def f_inverse(
 ) -> FloatArray:
     """Width k_i(nu) = max(1, f_i^{-1}(nu)), capped at `max_cores` (cores per job).
 
-    Closed forms (SPEC.md): power k^a -> c a / ((1 - a) nu); Amdahl -> sqrt(c p / ((1 - p) nu));
-    smooth rooftop (f = c m^q / k^(q+1)) -> (c m^q / nu)^(1/(q+1)).
+    Closed forms (docs/wham.md): power k^a -> c a / ((1 - a) nu);
+    Amdahl -> sqrt(c p / ((1 - p) nu)); smooth rooftop (f = c m^q / k^(q+1)) ->
+    (c m^q / nu)^(1/(q+1)).
     Rooftop: its cap; linear: `max_cores`; tabulated hull: the breakpoint where the step
     function f crosses nu; anything else: bisection on log k.
     """

@@ -1,6 +1,6 @@
 """Malleable core allocators of "Mean field optimal Core Allocation across Malleable jobs"
-(seed 004): WHAM (Definition 6.9), FW-CAM (Definition 5.1) and the GREEDY baseline of
-Section 7 (EQUI lives in `cluster.policies.fifo`).
+(the WHAM paper; docs/wham.md): WHAM (Definition 6.9), FW-CAM (Definition 5.1) and the
+GREEDY baseline of Section 7 (EQUI lives in `cluster.policies.fifo`).
 
 WHAM, at every event in a pool of n cores holding N jobs:
   * N > n (first mode): one core each to the n jobs with the largest c_i / (remaining
@@ -12,7 +12,7 @@ WHAM, at every event in a pool of n cores holding N jobs:
     log nu over the classes present (their job counts as weights), never over jobs;
     all n cores are used whenever some job can use more (widths are capped at n).
 FW-CAM: problem (3) solved with the budget n' = n - n^(1-delta) (sub-Halfin-Whitt back-off,
-delta = 1/3 by default, SPEC.md) for widths k_i; class i owns a pool n_i = rho_i n / n'
+delta = 1/3 by default, our choice) for widths k_i; class i owns a pool n_i = rho_i n / n'
 (rho_i its effective load in cores) and runs at most floor(n_i / k_i) jobs at k_i cores each,
 FCFS within the class; idle pool cores are never lent to other classes.
 GREEDY (Berg et al. 2017): maximise sum_j s_{i(j)}(k_j), i.e. equalise s_i'(k) across jobs
@@ -601,7 +601,7 @@ class Greedy(_PriceClearing):
 class FwCam(Allocator):
     """FW-CAM (Definition 5.1): fixed widths from problem (3) with budget n - n^(1-delta).
 
-    `delta` in (0, 1/2) sets the back-off; the paper's value was lost, 1/3 is SPEC.md's default.
+    `delta` in (0, 1/2) sets the back-off; the paper's value was lost, 1/3 is our default.
     Server counts are floor(n_i / k_i); a class whose pool holds less than one width still
     runs one job (at its whole pool, at least one core), and if the servers then need more
     than n cores the class with the most servers gives one up until they fit.

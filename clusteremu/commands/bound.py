@@ -1,5 +1,5 @@
-"""`clusteremu bound`: the mean-field lower bound of a malleable-pool scenario (seed 004,
-problem (3) solved by its KKT conditions; see docs/wham.md).
+"""`clusteremu bound`: the mean-field lower bound of a malleable-pool scenario (the WHAM
+paper's relaxed problem (3), solved by its KKT conditions; see docs/wham.md).
 
     clusteremu bound SCENARIO [--set PATH=VALUE ...] [--json]
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from cluster.io import output_folder, to_json, write_json, write_parquet
+from clusteremu.progress import progress
 
 #: Where the trace lies beside a checkout of clusteremu (`../shared`, never copied in).
 TRACE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba-gpu-v2023"
@@ -87,7 +88,15 @@ def cmd_gpu_frag(args: argparse.Namespace) -> int:
         nodes = load_nodes(args.nodes)
         pods = load_pods(args.pods, nodes.models)
     except TraceError as exc:
-        raise UsageError(str(exc)) from None
+        text = str(exc)
+        missing = not Path(args.nodes).exists() or not Path(args.pods).exists()
+        if missing:
+            text += (
+                f"; the trace is Alibaba's cluster-trace-gpu-v2023 (the alibaba/clusterdata "
+                f"repository on GitHub, folder cluster-trace-gpu-v2023/csv): put its CSV files "
+                f"in {TRACE_DIR} or give --nodes and --pods (docs/gpu-frag.md)"
+            )
+        raise UsageError(text) from None
     if nodes.gpu_capacity_milli == 0:
         raise UsageError(f"{args.nodes}: no node has a GPU")
     typical = typical_pods(pods.cpu_milli, pods.num_gpu, pods.gpu_milli, pods.model_mask)
@@ -98,15 +107,14 @@ def cmd_gpu_frag(args: argparse.Namespace) -> int:
         f"{len(typical.p)} typical pod types; {len(jobs)} replays ...",
         file=sys.stderr,
     )
-    if args.workers > 1 and len(jobs) > 1:
-        replays = _on_ray(jobs, nodes, pods, typical, args.workers)
-    else:
-        from tqdm import tqdm
-
-        replays = [
-            _replay_task(nodes, pods, p, s, typical)
-            for p, s in tqdm(jobs, disable=not sys.stderr.isatty(), desc="gpu-frag")
-        ]
+    with progress("gpu-frag", total=len(jobs), unit="replays") as shown:
+        if args.workers > 1 and len(jobs) > 1:
+            replays = _on_ray(jobs, nodes, pods, typical, args.workers, shown)
+        else:
+            replays = []
+            for p, s in jobs:
+                replays.append(_replay_task(nodes, pods, p, s, typical))
+                shown.update(done=len(replays))
     by_policy = {p: [r for r in replays if r.policy == p] for p in policies}
     result = {p: medians(rs) for p, rs in by_policy.items()}
     elapsed = time.perf_counter() - start
@@ -122,11 +130,14 @@ def cmd_gpu_frag(args: argparse.Namespace) -> int:
         row = "".join(f"{v:7.2f}" for v in r["unallocated_gpu_pct"].values())  # type: ignore[attr-defined]
         first = r["first_failure_arrived_pct"]
         print(f"{p:<15}{row}  {'none' if first is None else f'{first:.1f}%'}")
+    if args.out:
+        parquet, json_, png = (Path(args.out) / f"gpu-frag.{x}" for x in ("parquet", "json", "png"))
+        print(f"wrote {parquet}, {json_} and {png}")
     return 0
 
 
 def _on_ray(
-    jobs: list[tuple[str, int]], nodes: Any, pods: Any, typical: Any, workers: int
+    jobs: list[tuple[str, int]], nodes: Any, pods: Any, typical: Any, workers: int, shown: Any
 ) -> list[Any]:
     import ray
 
@@ -136,7 +147,12 @@ def _on_ray(
     try:
         task = ray.remote(num_cpus=1)(_replay_task)
         refs = [ray.put(x) for x in (nodes, pods, typical)]
-        return list(ray.get([task.remote(refs[0], refs[1], p, s, refs[2]) for p, s in jobs]))
+        tasks = [task.remote(refs[0], refs[1], p, s, refs[2]) for p, s in jobs]
+        pending = list(tasks)
+        while pending:  # progress as the replays finish, in any order
+            _, pending = ray.wait(pending, num_returns=1)
+            shown.update(done=len(tasks) - len(pending))
+        return list(ray.get(tasks))
     finally:
         if started:
             ray.shutdown()
@@ -175,13 +191,18 @@ def _plot(by_policy: dict[str, list[Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from cluster.plotting import scale_axis
+
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     x = np.arange(131)
+    plotted: list[float] = []
     for policy, replays in by_policy.items():
         med = np.median(np.vstack([r.curve() for r in replays]), axis=0)
+        plotted += med.tolist()
         ax.plot(x, med, label=policy, lw=1.6 if policy == "fgd" else 1.1)
     ax.set_xlim(0, 130)
-    ax.set_ylim(0, None)
+    if scale_axis(ax, plotted) == "linear":  # log (symlog) when the curves span over 10x
+        ax.set_ylim(0, None)
     ax.set_xlabel("arrived workloads, % of GPU capacity")
     ax.set_ylabel("unallocated GPU, %")
     ax.set_title("GPU sharing on the Alibaba trace (median over seeds)")

@@ -1,5 +1,9 @@
-"""`clusteremu learn`: learn Amdahl parameters online and re-solve the core split (seed 001,
-Algorithms 1a / 1b; see docs/mdp.md).
+"""`clusteremu learn`: learn Amdahl parameters online and re-solve the core split (the MDP
+paper's learning loops, Algorithms 1a / 1b; see docs/mdp.md).
+
+Algorithm 1a re-estimates from the last epoch's departures only, with epochs that grow
+(50 + n departures in epoch n by default), so it can follow parameters that change;
+Algorithm 1b re-estimates from all departures since the start, 100 per epoch by default.
 
 The files are written together (`cluster.io.output_folder`): an interrupted learner leaves
 the folder as it was.
@@ -10,8 +14,8 @@ The scenario has two (or more) classes in one pool (Poisson arrivals, exponentia
 a common mean, Amdahl speed-ups: their parallel fractions are the true theta). Learning
 settings come from `scheduler.allocator.params` of an `mdp` allocator (`truncation`,
 `actions`, `learn:`), and the options override them. Writes DIR/estimates.parquet (one row
-per iteration), DIR/estimates.png (estimates against the truth, like the seed's Figures
-4-8) and DIR/summary.json; with `--json` prints only
+per iteration), DIR/estimates.png (estimates against the truth, like the MDP paper's
+Figures 4-8) and DIR/summary.json; with `--json` prints only
 `{"theta": {<class>: <final estimate>}, "mean_jobs_in_system": <E[N] of the final policy>}`,
 where E[N] is the exact stationary mean of the final learned policy under the true
 parameters (at the end of the run, for change-point scenarios).
@@ -48,7 +52,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--algorithm",
         choices=ALGORITHMS,
-        help="1a: last epoch's data; 1b: all data (default: the scenario's)",
+        help="learning loop: 1a re-estimates from the last epoch's departures only, epochs "
+        "growing (50 + n departures by default; follows changing speed-ups); 1b re-estimates "
+        "from all departures so far, 100 per epoch (default: the scenario's)",
     )
     p.add_argument(
         "--iterations", type=int, help="number of epochs, >= 1 (default: the scenario's)"
@@ -172,11 +178,13 @@ def summary_of(result: LearnResult, config: LearnConfig) -> dict[str, Any]:
 
 def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
     """Estimates per iteration against the true theta (step lines), one panel per class,
-    and E[N] of the learned policy against the optimum (seed Figures 4-8)."""
+    and E[N] of the learned policy against the optimum (the MDP paper's Figures 4-8)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from cluster.plotting import scale_axis
 
     rows = result.rows
     it = [r["iteration"] for r in rows]
@@ -201,7 +209,9 @@ def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
         for n_c in change_epochs:
             if n_c is not None:
                 ax.axvline(n_c, color="tab:red", lw=0.6, ls=":")
-        ax.set_ylim(0.0, 1.05)
+        thetas = [r[f"{key}_{end}"] for r in rows for end in ("hat", "true")]
+        if scale_axis(ax, thetas) == "linear":  # log (symlog) when they span over 10x
+            ax.set_ylim(0.0, 1.05)
         ax.set_ylabel(f"theta ({result.class_names[c]})")
         ax.legend(loc="lower right")
     ax = axes[m]
@@ -209,6 +219,7 @@ def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
     ax.plot(
         it, [r["mean_jobs_optimal"] for r in rows], color="k", lw=1.2, label="optimal (true theta)"
     )
+    scale_axis(ax, [r[k] for r in rows for k in ("mean_jobs_learned", "mean_jobs_optimal")])
     ax.set_ylabel("E[N] (exact)")
     ax.set_xlabel("iteration")
     ax.legend(loc="upper right")

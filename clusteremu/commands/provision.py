@@ -1,4 +1,5 @@
-"""`clusteremu provision`: train the predictive provisioner, compare provisioners (seed 002).
+"""`clusteremu provision`: train the predictive provisioner, compare provisioners (after
+Jialun Song's master's thesis, "the thesis" below; see docs/provisioner.md).
 
     clusteremu provision train SCENARIO [--set PATH=VALUE ...] [--runs N] [--trials T]
                                         [--sampler tpe|gp] [--seed S] --out DIR [--json]
@@ -28,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from cluster.io import output_folder, to_json, write_json, write_parquet
+from clusteremu.progress import Progress, progress
 from scenarios.loader import load_scenario
 
 PROVISIONERS = ("static", "grouped", "vpa", "predictive")
@@ -87,7 +89,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise _usage_error(f"{args.scenario}: has no workload.usage; nothing to learn from")
     start = time.perf_counter()
     print(f"profiling {args.runs} runs of {spec.name} ...", file=sys.stderr)
-    prof = profile(spec, args.runs, args.seed)
+    with progress(f"provision train: profiling {spec.name}") as shown:
+        prof = profile(spec, args.runs, args.seed, shown)
     profiled = time.perf_counter() - start
 
     def report(name: str, task: Any) -> None:
@@ -174,7 +177,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise _usage_error(f"{args.scenario}: has no workload.usage; provisioners cannot differ")
     base_params = dict(spec.scheduler.provisioner.params)
     rows: list[dict[str, Any]] = []
-    for name in names:
+    shown = Progress(f"provision compare {spec.name}", total=len(names), unit="provisioners")
+    for i, name in enumerate(names):
         params: dict[str, Any] = {}
         if "retry_limit" in base_params:
             params["retry_limit"] = base_params["retry_limit"]
@@ -192,7 +196,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         start = time.perf_counter()
         print(f"running {spec.name} with provisioner {name} ...", file=sys.stderr)
         engine = Engine(run_spec)
-        result = engine.run()
+        try:
+            result = engine.run(lambda f, i=i: shown.update((i + f) / len(names), done=i))
+        except BaseException:
+            shown.close(finished=False)
+            raise
         s, jobs = result.summary, result.jobs
         kills = jobs.column("oom_kills").to_numpy()
         first_mem = _first_requests(engine, jobs)
@@ -215,6 +223,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "wall_s": time.perf_counter() - start,
             }
         )
+    shown.update(done=len(names))
+    shown.close()
     static = rows[0]
     for r in rows:
         r["memory_saving"] = 1.0 - r["reserved_memory_gb_h"] / static["reserved_memory_gb_h"]
@@ -251,6 +261,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"{100 * r['accuracy']:5.1f}% "
             f"{r['oom_kills']:5d} {r['retries']:7d} {r['failed_jobs']:6d}"
         )
+    if args.out is not None:
+        json_, parquet, png = (
+            Path(args.out) / f"provision-compare.{x}" for x in ("json", "parquet", "png")
+        )
+        print(f"wrote {json_}, {parquet} and {png}")
     return 0
 
 
@@ -286,6 +301,8 @@ def _plot(rows: list[dict[str, Any]], path: Path, name: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from cluster.plotting import scale_axis
+
     labels = [r["provisioner"] for r in rows]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, (res, used, unit) in zip(
@@ -299,6 +316,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, name: str) -> None:
         x = np.arange(len(rows))
         ax.bar(x - 0.2, [r[res] for r in rows], 0.4, label="reserved")
         ax.bar(x + 0.2, [r[used] for r in rows], 0.4, label="used")
+        scale_axis(ax, [r[k] for r in rows for k in (res, used)])  # log when over 10x
         for i, r in enumerate(rows):
             if r["failed_jobs"]:
                 ax.annotate(

@@ -59,8 +59,7 @@ def add_parser(sub: Any) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     from cluster.policies.pennyworth.exact import (
         MAX_JOBS,
-        engine_runtimes,
-        job_problem,
+        actual_job_problem,
         mean_job_problem,
         solve_jobs,
     )
@@ -94,8 +93,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
                 f"solve plans at most {MAX_JOBS} jobs exactly, the batch has {problem.jobs}",
             )
         if args.knowledge == "actual":
-            runtime, _ = engine_runtimes(spec, problem)
-            jp = job_problem(problem, runtime)
+            # the engine's draws and job ids (replication 0: `clusteremu run`'s first)
+            jp = actual_job_problem(spec, problem)
         else:
             jp = mean_job_problem(problem)
     except ScenarioFieldError as exc:

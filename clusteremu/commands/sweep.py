@@ -120,7 +120,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             f"{outcome.ran} run now in {outcome.wall_s:.1f} s"
         )
         print(summary_table(read_results(out)))
-        print(f"results: {out / 'runs'} (one Parquet file per cell)")
+        print(f"wrote {out / 'runs'}/ (one Parquet file per cell) and {out / 'sweep.json'}")
         if outcome.missing:
             print(
                 f"{len(outcome.missing)} cell(s) missing; re-run the same command to resume",

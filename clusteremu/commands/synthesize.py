@@ -2,7 +2,9 @@
 
     clusteremu synthesize SCENARIO --out DIR [--batches 800] [--jobs 8] [--trials 8]
                           [--validation-batches N] [--test-batches 50] [--safety 3]
-                          [--time-limit 20] [--workers W] [--seed 0] [--explain] [--json]
+                          [--time-limit 20] [--workers W] [--seed 0] [--explain]
+                          [--explain-full] [--json]
+    clusteremu synthesize --tree FILE [--explain | --explain-full] [--json]
 
 Draws `--batches` example job sets of `--jobs` jobs over varying task mixes, plans each by
 A* on the task means (with `--safety` standard deviations of the run times as margin) on
@@ -16,7 +18,10 @@ training or validation one) against its ablation (`pennyworth-rules`) and the ba
 Writes DIR/tree.json (the `pennyworth` placer's `tree:` file), DIR/report.json (the best
 parameters, the validation score, the held-out report, counts, wall seconds),
 DIR/held-out.md and DIR/held-out.png; prints a summary, or the report with `--json`;
-`--explain` prints the tree's rules (with `--json`: under "rules").
+`--explain` prints a digest of the tree (size, the features that matter most, the decisions
+to depth 3; with `--json`: under "explain"), `--explain-full` every rule as if/else (under
+"rules"). `clusteremu synthesize --tree FILE [--explain-full]` explains an existing tree
+file without synthesising one.
 Exit status 0, 2 on bad input (checked before any work), 130 / 143 when interrupted
 (finished example chunks are kept).
 """
@@ -25,10 +30,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from clusteremu.progress import Progress
 
 #: The files `synthesize` writes into --out together (the examples folder is resumable).
 FILES = ("tree.json", "report.json", "held-out.md", "held-out.png")
@@ -39,12 +45,15 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "synthesize", help="learn a RAD-tree policy from A*-optimal plans on Ray (Pennyworth)"
     )
-    p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
+    p.add_argument(
+        "scenario",
+        nargs="?",
+        help="scenario YAML file, or the name of a shipped scenario (not with --tree)",
+    )
     p.add_argument(
         "--out",
         metavar="DIR",
-        required=True,
-        help="folder for tree.json, report.json and examples/ (Parquet)",
+        help="folder for tree.json, report.json and examples/ (Parquet); required unless --tree",
     )
     p.add_argument(
         "--batches", type=int, default=800, help="example job sets solved by A* (default 800)"
@@ -82,7 +91,23 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the batches and of the search (default 0)"
     )
-    p.add_argument("--explain", action="store_true", help="print the tree's rules")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print a summary of the tree: its size, the features that matter most and the "
+        "decisions near the root (to depth 3)",
+    )
+    p.add_argument(
+        "--explain-full",
+        action="store_true",
+        help="print every rule of the tree as nested if/else (thousands of lines for a big tree)",
+    )
+    p.add_argument(
+        "--tree",
+        metavar="FILE",
+        help="explain this tree file (a tree.json, or a shipped scenarios/policies/*.json) "
+        "without synthesising: no SCENARIO, no --out; --explain unless --explain-full",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_synthesize)
 
@@ -108,9 +133,58 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(f"--seed: expected a non-negative integer, got {args.seed}")
 
 
+def _explained(tree: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """What --explain / --explain-full add to the JSON: the summary, or every rule."""
+    out: dict[str, Any] = {}
+    if args.explain:
+        out["explain"] = tree.summary()
+    if args.explain_full:
+        out["rules"] = tree.explain()
+    return out
+
+
+def _print_explanation(tree: Any, args: argparse.Namespace) -> None:
+    if args.explain:
+        print(tree.summary())
+    if args.explain_full:
+        print(tree.explain())
+
+
+def _explain_file(args: argparse.Namespace) -> int:
+    """`synthesize --tree FILE [--explain | --explain-full]`: explain a tree, no training."""
+    from cluster.io import to_json
+    from cluster.policies.pennyworth.tree import RadTree, TreeFileError
+    from clusteremu.cli import UsageError
+
+    if args.scenario is not None or args.out is not None:
+        raise UsageError(
+            "--tree explains an existing tree without synthesising: drop "
+            + " and ".join(x for x, v in (("SCENARIO", args.scenario), ("--out", args.out)) if v)
+        )
+    if not args.explain_full:
+        args.explain = True
+    try:
+        tree = RadTree.load(args.tree)
+    except TreeFileError as exc:
+        raise UsageError(f"--tree {exc}") from None
+    if args.json:
+        print(to_json({"tree_file": args.tree, **_explained(tree, args)}))
+    else:
+        _print_explanation(tree, args)
+    return 0
+
+
 def cmd_synthesize(args: argparse.Namespace) -> int:
     from clusteremu.cli import UsageError, check_out, require_extra
 
+    if args.tree is not None:
+        return _explain_file(args)
+    missing = [x for x, v in (("scenario", args.scenario), ("--out", args.out)) if v is None]
+    if missing:
+        raise UsageError(
+            f"the following arguments are required: {', '.join(missing)} (or --tree FILE to "
+            "explain an existing tree)"
+        )
     _check_numbers(args)
     require_extra("ray", "ray", "synthesize")
     for module in ("sklearn", "optuna"):
@@ -161,7 +235,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     )
     start = time.perf_counter()
     started = ensure_ray(None, num_cpus=args.workers or os.cpu_count() or 1)
-    progress = _Progress(sys.stderr.isatty())
+    progress = _Progress()
+    finished = False
     try:
         workers = args.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         try:
@@ -178,8 +253,9 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
             )
         except ExamplesError as exc:
             raise UsageError(str(exc)) from None
+        finished = True
     finally:
-        progress.close()
+        progress.close(finished)
         if started:
             ray.shutdown()
     report = _report(args, plan, base, result, out, time.perf_counter() - start)
@@ -195,11 +271,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
             )
             (out / "held-out.png").unlink(missing_ok=True)
     if args.json:
-        print(to_json({**report, "rules": result.tree.explain()} if args.explain else report))
+        print(to_json({**report, **_explained(result.tree, args)}))
         return 0
     _print_summary(report, out)
-    if args.explain:
-        print(result.tree.explain())
+    _print_explanation(result.tree, args)
     return 0
 
 
@@ -289,37 +364,23 @@ def _held_out_lines(held: dict[str, Any]) -> str:
 
 
 class _Progress:
-    """Progress of the phases on stderr: a tqdm bar per phase on a terminal, else a line at
-    every tenth of a phase."""
+    """Progress of the phases (`synthesize examples`, `synthesize search`, ...), one after
+    another, on the one progress convention (`clusteremu.progress`): a bar per phase on a
+    terminal, else a line every few seconds."""
 
-    def __init__(self, terminal: bool) -> None:
-        self.terminal = terminal
+    def __init__(self) -> None:
         self.phase = ""
-        self.bar: Any = None
-        self.shown = -1
+        self.shown: Progress | None = None
 
     def __call__(self, phase: str, done: int, total: int) -> None:
-        if phase != self.phase:
+        if phase != self.phase or self.shown is None:
             self.close()
             self.phase = phase
-            self.shown = -1
-            if self.terminal:
-                from tqdm import tqdm
+            unit = "batches" if phase == "examples" else "trials"
+            self.shown = Progress(f"synthesize {phase}", unit=unit)
+        self.shown.update(done=done, total=total)
 
-                unit = "batch" if phase == "examples" else "trial"
-                self.bar = tqdm(
-                    total=total, desc=f"synthesize {phase}", unit=unit, file=sys.stderr, leave=False
-                )
-        if self.bar is not None:
-            self.bar.n = done
-            self.bar.refresh()
-            return
-        tenth = 10 * done // max(total, 1)
-        if tenth > self.shown:
-            self.shown = tenth
-            print(f"synthesize: {phase} {done}/{total}", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+    def close(self, finished: bool = True) -> None:
+        if self.shown is not None:
+            self.shown.close(finished)
+            self.shown = None

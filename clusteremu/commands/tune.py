@@ -1,4 +1,5 @@
-"""`clusteremu tune` and `clusteremu train-rl`: tune the scoring placer's weights (seed 003).
+"""`clusteremu tune` and `clusteremu train-rl`: tune the scoring placer's weights (the
+Learning to Score paper; see docs/tuning.md).
 
     clusteremu tune --tuner fixed|random|tpe|bo|rl[,...] (--domain train|test|tiny
                     [--experiments N] | --scenario FILE [--set PATH=VALUE ...])
@@ -7,7 +8,7 @@
     clusteremu train-rl --steps S --out MODEL [--envs E] [--domain train] [--budget 5]
                         [--seed S] [--json]
 
-`tune` draws N experiments from a domain of the seed's Table II (`tuners.domains`) -- or
+`tune` draws N experiments from a domain of the paper's Table II (`tuners.domains`) -- or
 takes one scenario file -- and tunes each with every listed tuner on Ray Tune, one trial per
 evaluation (`tuners.tuning`). The first evaluation is always the Fixed weights; the budget
 counts it. It prints one line per experiment and tuner (Fixed score, best score,
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.io import to_json, write_json, write_parquet
+from clusteremu.progress import Progress
 
 
 def add_parser(sub: Any) -> None:
@@ -57,15 +59,19 @@ def add_parser(sub: Any) -> None:
         "--set", action="append", default=[], metavar="PATH=VALUE", help="with --scenario"
     )
     p.add_argument("--experiments", type=int, default=20, help="experiments (default 20)")
-    p.add_argument("--budget", type=int, default=5, help="evaluations per experiment, Fixed first")
+    p.add_argument(
+        "--budget", type=int, default=5, help="evaluations per experiment, the fixed weights first"
+    )
     p.add_argument("--seed", type=int, default=0, help="experiment and tuner seed (default 0)")
     p.add_argument("--workers", type=int, default=2, help="trials at once (default 2)")
     p.add_argument("--repeats", type=int, default=1, help="replications per evaluation")
     p.add_argument("--model", help="the RL tuner's model (from train-rl), for --tuner rl")
     p.add_argument(
         "--weights",
-        help="with --tuner fixed: evaluate these weights instead of the seed's Fixed ones "
-        "(8 numbers in [0, 1], comma-separated, in the order of tuners.domains.WEIGHT_NAMES)",
+        help="with --tuner fixed: evaluate these weights instead of the Learning to Score "
+        "paper's fixed weights (1 for every scorer, 0 for LeastAllocated and "
+        "RequestedToCapacityRatio): 8 numbers in [0, 1], comma-separated, in the order of "
+        "tuners.domains.WEIGHT_NAMES",
     )
     p.add_argument("--address", help="join this Ray cluster instead of starting one")
     p.add_argument("--out", help="folder for experiments.parquet, tune.json, tune.png, trials/")
@@ -189,6 +195,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(to_json(summaries[tuners[0]] if len(tuners) == 1 else {"tuners": summaries}))
     else:
         _print_table(results, experiments)
+        if args.out:
+            out = Path(args.out)
+            files = ["experiments.parquet", "tune.json", "tune.png"]
+            files += ["placer.yaml"] if args.scenario else []
+            print(f"wrote {', '.join(str(out / f) for f in files)} and {out / 'trials'}/")
     if args.scenario:
         best = max(results.values(), key=lambda r: r.outcomes[0].best_score).outcomes[0]
         print(
@@ -214,7 +225,8 @@ def _run_all(
     def run(storage: Path | None) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for tuner in tuners:
-            with _bar(tuner) as progress:
+            with Progress(f"tune {tuner}", unit="evaluations") as shown:
+                progress = _counts(shown)
                 out[tuner] = run_tuning(
                     experiments,
                     tuner,
@@ -286,31 +298,13 @@ def _options(tuner: str, args: argparse.Namespace, agent: dict[str, Any]) -> dic
     return {}
 
 
-class _bar:
-    """A tqdm bar over evaluations on a terminal (silent otherwise)."""
+def _counts(shown: Progress) -> Any:
+    """`run_tuning`'s progress(done, total) on the one progress convention."""
 
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.bar: Any = None
+    def update(done: int, total: int) -> None:
+        shown.update(done=done, total=total)
 
-    def __enter__(self) -> Any:
-        def update(done: int, total: int) -> None:
-            if not sys.stderr.isatty():
-                return
-            if self.bar is None:
-                from tqdm import tqdm
-
-                self.bar = tqdm(
-                    total=total, desc=f"tune {self.label}", file=sys.stderr, leave=False
-                )
-            self.bar.n = done
-            self.bar.refresh()
-
-        return update
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.close()
+    return update
 
 
 def _print_table(results: dict[str, Any], experiments: list[Any]) -> None:
@@ -334,9 +328,14 @@ def _print_table(results: dict[str, Any], experiments: list[Any]) -> None:
         s = r.summary()
         print(
             f"{t:<8}{s['mean_best_score']:>10.4f}{s['mean_fixed_score']:>11.4f}"
-            f"{100 * s['mean_improvement_over_fixed']:>12.2f}%{100 * s['ci95']:>7.2f}%"
+            f"{100 * s['mean_improvement_over_fixed']:>12.2f}%{_percent(s['ci95']):>8}"
             f"{s['wall_s']:>8.1f}"
         )
+
+
+def _percent(fraction: float) -> str:
+    """A fraction as a percentage, `n/a` for NaN (an interval from one experiment)."""
+    return "n/a" if fraction != fraction else f"{100 * fraction:.2f}%"
 
 
 def _plot(results: dict[str, Any], path: Path) -> None:
@@ -345,18 +344,25 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from cluster.plotting import scale_axis
+
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
+    plotted = []
     for t, r in results.items():
         imp = 100 * r.improvements()
+        plotted += list(imp)
         ax.plot(range(len(imp)), imp, marker="o", linestyle="", label=t)
     ax.axhline(0.0, color="grey", linewidth=0.8)
+    scale_axis(ax, plotted)  # log (symlog) when the improvements span more than 10x
     ax.set_xlabel("experiment")
     ax.set_ylabel("best score vs Fixed (%)")
     ax.legend()
     names = list(results)
     means = [100 * results[t].summary()["mean_improvement_over_fixed"] for t in names]
     errs = [100 * results[t].summary()["ci95"] for t in names]
+    errs = [0.0 if e != e else e for e in errs]  # one experiment: no interval to draw
     bx.bar(names, means, yerr=errs, capsize=4, color="tab:blue")
+    scale_axis(bx, means)
     bx.set_ylabel("mean improvement over Fixed (%), 95% interval")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -406,28 +412,13 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
         require_rl()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    bar: Any = None
-    if sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(total=args.steps, desc="train-rl", file=sys.stderr, leave=False)
-
-    reported = [0]
+    shown = Progress("train-rl", total=args.steps, unit="steps")
 
     def progress(step: int, episodes: int, mean_reward: float) -> None:
-        if bar is not None:
-            bar.n = min(step, args.steps)
-            bar.set_postfix(episodes=episodes, reward=f"{mean_reward:.4f}", refresh=False)
-            bar.refresh()
-        elif step - reported[0] >= max(args.steps // 10, 1):
-            # Off a terminal (a log file, CI): one line per tenth of the steps.
-            reported[0] = step
-            print(
-                f"train-rl: step {min(step, args.steps)}/{args.steps}, {episodes} episodes, "
-                f"mean reward (last 100) {mean_reward:.4f}",
-                file=sys.stderr,
-                flush=True,
-            )
+        shown.update(
+            done=min(step, args.steps),
+            note=f"{episodes} episodes, mean reward (last 100) {mean_reward:.4f}",
+        )
 
     with tempfile.TemporaryDirectory(prefix=".train-rl-", dir=parent) as tmp:
         staged = Path(tmp) / out.name
@@ -443,9 +434,10 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
                 learning_starts=min(200, max(args.steps // 4, 1)),
                 progress=progress,
             )
-        finally:
-            if bar is not None:
-                bar.close()
+        except BaseException:
+            shown.close(finished=False)
+            raise
+        shown.close()
         os.replace(staged, out)
     result = {
         "model": str(out),
@@ -461,7 +453,8 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
     else:
         print(
             f"trained {report.steps} steps ({report.episodes} experiments) in "
-            f"{report.wall_s:.1f} s; mean eq. 1 reward of the last 100: "
-            f"{100 * report.mean_reward_last_100:.2f}%; saved {out}"
+            f"{report.wall_s:.1f} s; mean reward of the last 100 (percentage improvement over "
+            f"the fixed weights): {100 * report.mean_reward_last_100:.2f}%"
         )
+        print(f"wrote {out}")
     return 0

@@ -1,4 +1,4 @@
-"""`compare --grid` and `bound`: a small version of seed 004's Section 7 reproduction, the
+"""`compare --grid` and `bound`: a small version of the WHAM paper's Section 7 reproduction, the
 figures, the JSON contract of `clusteremu bound`, and bad input (exit status 2)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from cluster.compare import compare_grid, grid_table_text, parse_grid, short_lab
 from clusteremu.cli import main
 from scenarios.loader import load_scenario
 
-BOUND = 0.499890  # SPEC.md: the Appendix H reconstruction's C*
+BOUND = 0.499890  # the C* of our Appendix H reconstruction (docs/wham.md)
 POLICIES = ["wham", "fw-cam", "equi", "greedy"]
 
 

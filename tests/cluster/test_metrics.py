@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -50,3 +51,54 @@ def test_combine_averages_known_and_family_keys() -> None:
     assert out["per_function"] == {"f": {"mean_exec_s": pytest.approx(3.0)}}
     assert out["label"] == "family"
     assert "replication" not in out
+
+
+# -- metrics without meaning for a run: NaN (null in JSON, n/a printed), never 0 ------------
+
+#: The time-averages and the throughput: over the measurement window.
+WINDOW_METRICS = ("mean_jobs_in_system", "holding_cost_rate", "utilization", "throughput_per_s")
+
+
+def _batch(replications: int = 1) -> dict:  # type: ignore[type-arg]
+    """Four jobs arriving together: a zero-length measurement window (as pennyworth-*)."""
+    from tests.builders import node_scenario
+
+    data = (
+        node_scenario(nodes=2)
+        .jobs(4)
+        .set_class(
+            arrival={"kind": "batch", "count": 4}, size={"kind": "deterministic", "value_s": 1.0}
+        )
+        .build()
+    )
+    data["replications"] = replications
+    return data
+
+
+def test_a_zero_length_window_has_no_time_averages() -> None:
+    from cluster.engine import Engine
+    from cluster.io import to_json
+    from scenarios.loader import spec_from_dict
+
+    summary = Engine(spec_from_dict(_batch())).run().summary
+    assert summary["measured_time_s"] == 0.0
+    assert summary["mean_response_time_s"] == pytest.approx(1.5)  # this one has a meaning
+    for key in WINDOW_METRICS:
+        assert math.isnan(summary[key]), key
+        assert math.isnan(summary["per_class"]["a"].get(key, math.nan)), key
+    printed = json.loads(to_json(summary))
+    assert all(printed[key] is None for key in WINDOW_METRICS)
+
+
+def test_replications_of_a_batch_keep_them_nan_and_a_poisson_run_has_them() -> None:
+    from cluster.runner import run_spec
+    from scenarios.loader import spec_from_dict
+    from tests.builders import node_scenario
+
+    summary = run_spec(spec_from_dict(_batch(replications=2))).summary
+    for key in WINDOW_METRICS:
+        assert math.isnan(summary[key]) and math.isnan(summary["ci95"][key]), key
+    steady = run_spec(spec_from_dict(node_scenario(nodes=4).jobs(400).build())).summary
+    for key in WINDOW_METRICS:
+        assert 0 < steady[key] < math.inf, key
+    assert "ci95" not in steady  # one replication: no interval at all

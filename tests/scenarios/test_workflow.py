@@ -1,5 +1,5 @@
-"""The ML-workflow family (seed 002): Table 4's groups, the usage clusters, features,
-seeded draws, and the profiling table (Table 3's columns)."""
+"""The ML-workflow family (the thesis; docs/provisioner.md): Table 4's groups, the usage
+clusters, features, seeded draws, and the profiling table (Table 3's columns)."""
 
 from __future__ import annotations
 

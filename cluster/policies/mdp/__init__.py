@@ -1,5 +1,5 @@
-"""Learned speed-up MDP (seed 001, "Dynamic Core Allocation for Malleable Jobs with Unknown
-Speed-up Parameters"; formulas in SPEC.md section 2).
+"""Learned speed-up MDP (the MDP paper: Bodas, Dorsman, Mandjes and Ravner, "Dynamic Core
+Allocation for Malleable Jobs with Unknown Speed-up Parameters"; formulas in docs/mdp.md).
 
 - `model`: the two-class malleable-job model (k cores, Poisson arrivals, exponential sizes,
   Amdahl speed-ups with parameters theta_j, truncation B) and its validation.

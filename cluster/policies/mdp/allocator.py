@@ -1,9 +1,9 @@
-"""The `mdp` allocator: class shares from a policy table, EQUI within a class (seed 001,
-section 2.2; table from the value iteration of section 4).
+"""The `mdp` allocator: class shares from a policy table, EQUI within a class (the MDP
+paper, section 2.2; table from the value iteration of its section 4).
 
 At every event in its pool it counts x_j, the jobs of each class the policy covers, reads the
 shares of the state (min(x_1, B), ..., min(x_m, B)) and gives each class-j job share_j k / x_j
-cores. With two classes the table is the seed's a(x1, x2), class 1's share: class-1 jobs get
+cores. With two classes the table is the paper's a(x1, x2), class 1's share: class-1 jobs get
 a k / x1 cores each and class-2 jobs (1 - a) k / x2. The engine does not block arrivals, so
 states beyond the truncation B use the table's edge (with B chosen so that blocking is
 negligible, these states are very rare).

@@ -1,5 +1,5 @@
-"""Maximum likelihood estimation of Amdahl parameters from departures (seed 001, section 3,
-eqs. 3.1-3.6; SPEC.md section 2).
+"""Maximum likelihood estimation of Amdahl parameters from departures (the MDP paper,
+section 3, eqs. 3.1-3.6; docs/mdp.md).
 
 Between events (arrivals of either class, departures of the other class) the state and the
 allocation are constant, so class j's departures form a Poisson process with piecewise-
@@ -71,7 +71,7 @@ class StatePath:
 
     @property
     def a(self) -> FloatArray:
-        """Class 1's share (the seed's a(x1, x2) for two classes)."""
+        """Class 1's share (the MDP paper's a(x1, x2) for two classes)."""
         return self.shares[:, 0]
 
     def per_job_allocation(self, cls: int) -> FloatArray:

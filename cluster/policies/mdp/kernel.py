@@ -1,4 +1,4 @@
-"""Compiled decision function of the `mdp` allocator (seed 001, section 2.2).
+"""Compiled decision function of the `mdp` allocator (the MDP paper, section 2.2).
 
 The allocator's parameter array (`MdpAllocator.kernel_params()`, handed unchanged to the
 engine's compiled loop) holds a small header and the policy's shares. At every event in its

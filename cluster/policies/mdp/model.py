@@ -1,9 +1,9 @@
-"""The malleable-job model of seed 001 (section 2) and its validation.
+"""The malleable-job model of the MDP paper (section 2; docs/mdp.md) and its validation.
 
 k identical cores; jobs arrive as a Poisson process of rate lambda (per second); a job is of
 class j with probability p_j (two classes: p and 1 - p); sizes are Exponential with rate mu
 (work in core-seconds at unit speed); class j speeds up by Amdahl's law with parallel fraction
-theta_j (SPEC.md section 2):
+theta_j:
 
     s(x; theta) = x                               for x <= 1 (no parallelism below a core),
     s(x; theta) = 1 / ((1 - theta) + theta / x)   for x >= 1.
@@ -61,7 +61,7 @@ def departure_rate(
 
 @dataclass(frozen=True)
 class MdpModel:
-    """Parameters of the core-allocation MDP (SPEC section 2).
+    """Parameters of the core-allocation MDP (the MDP paper; docs/mdp.md).
 
     Attributes:
         cores: k, the number of cores.
@@ -129,7 +129,7 @@ class MdpModel:
         theta: tuple[float, float],
         truncation: int = 20,
     ) -> MdpModel:
-        """The seed's two-class model: class 1 with probability p, class 2 with 1 - p."""
+        """The MDP paper's two-class model: class 1 with probability p, class 2 with 1 - p."""
         if not (math.isfinite(p) and 0.0 < p < 1.0):
             raise MdpModelError("p", f"expected a probability p in (0, 1), got {p}")
         return cls(cores, arrival_rate_per_s, (p, 1.0 - p), service_rate_per_s, theta, truncation)

@@ -1,5 +1,5 @@
-"""Average-cost relative value iteration for the core-allocation MDP (seed 001, section 4,
-eqs. 4.1-4.7 and Algorithm 2; SPEC.md section 2).
+"""Average-cost relative value iteration for the core-allocation MDP (the MDP paper,
+section 4, eqs. 4.1-4.7 and Algorithm 2; docs/mdp.md).
 
 States (x1, x2) in {0..B}^2; action a in [0, 1] is class 1's share of the k cores (EQUI
 within a class). Transition rates (4.1-4.4): class-j arrival lambda * p_j while x_j < B (a
@@ -13,10 +13,10 @@ span(T h_n - h_n) < epsilon; g lies between min and max of T h_n - h_n. Actions 
 [a_{i-1}, a_{i+1}] (the departure part r_1(a) d_1 + r_2(a) d_2 is convex in a because s is
 concave and the value differences d_j = h(x - e_j) - h(x) are <= 0).
 
-With m > 2 classes (seed section 6) the state is (x_1, ..., x_m) in {0..B}^m and the actions
-are the share vectors n / M (non-negative integers summing to M); a general compiled
-relative value iteration (`_relative_vi_general`, no refinement) solves it, and gives the same
-g and policy as the two-class path for m = 2.
+With m > 2 classes (the paper's section 6) the state is (x_1, ..., x_m) in {0..B}^m and the
+actions are the share vectors n / M (non-negative integers summing to M); a general compiled
+relative value iteration (`_relative_vi_general`, no refinement) solves it, and gives the
+same g and policy as the two-class path for m = 2.
 
 `evaluate_policy` solves the stationary law of the CTMC under any table exactly (sparse
 linear solve), which gives E[N] and the blocking probability of a policy under given theta.
@@ -560,7 +560,7 @@ def evaluate_policy(model: MdpModel, table: npt.ArrayLike) -> PolicyEvaluation:
 def check_truncation(model: MdpModel, table: npt.ArrayLike, max_blocking: float = 1e-3) -> float:
     """Blocking probability of `table`; MdpModelError if it exceeds `max_blocking`.
 
-    The seed's truncation is a device for its consistency proof; the engine does not block.
+    The paper's truncation is a device for its consistency proof; the engine does not block.
     A B at which the optimal policy blocks a noticeable share of arrivals models a different
     (lossy) system, so the learner refuses it.
     """

@@ -1,4 +1,5 @@
-"""Pennyworth (seed 000): A*-optimal VM renting and job placement under an SLO.
+"""Pennyworth (the Pennyworth paper; docs/pennyworth.md): A*-optimal VM renting and job
+placement under an SLO.
 
 `problem` turns a batch into the allocation problem (tasks, their mean run time on each
 VM type, prices, start-up costs); `plan` prices a complete allocation (eq. 1); `astar`

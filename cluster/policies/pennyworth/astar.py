@@ -1,4 +1,4 @@
-"""The A* planner on Pennyworth's allocation graph (seed 000, SPEC.md "Pennyworth").
+"""The A* planner on the allocation graph of the Pennyworth paper (docs/pennyworth.md).
 
 A vertex is (jobs left per task, the most recently rented VM: its type, the time its jobs
 have run so far, whether it has a job), plus, for the batch-wide objectives (avg,
@@ -40,7 +40,27 @@ class Solution:
 
 
 class SearchLimit(RuntimeError):
-    """The search expanded more vertices than allowed."""
+    """The search expanded more vertices than allowed. It carries what the search had:
+    `best_plan` (the best complete plan found, None if none), its `best_cost` and
+    `best_loss` ($), `lower_bound` ($): the least f among the open vertices (the
+    heuristic never overestimates, so no plan is cheaper), at most `best_cost`, and the
+    vertices `expanded`."""
+
+    def __init__(
+        self,
+        message: str,
+        best_plan: Plan | None = None,
+        best_cost: float = math.inf,
+        best_loss: float = 0.0,
+        lower_bound: float = -math.inf,
+        expanded: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.expanded = expanded
+        self.best_plan = best_plan
+        self.best_cost = best_cost
+        self.best_loss = best_loss
+        self.lower_bound = lower_bound
 
 
 def cheapest_types(problem: Problem) -> list[int]:
@@ -243,7 +263,12 @@ def solve(
         expanded += 1
         if expanded > max_expanded or time.perf_counter() - start > time_limit_s:
             raise SearchLimit(
-                f"A* stopped after {expanded} vertices ({time.perf_counter() - start:.1f} s)"
+                f"A* stopped after {expanded} vertices ({time.perf_counter() - start:.1f} s)",
+                best_plan,
+                best_cost,
+                best_loss,
+                min(f, best_cost),  # f: the least of the heap when popped
+                expanded,
             )
         h = sum(c * u for c, u in zip(counts, unit, strict=True))
         if track:
@@ -306,6 +331,51 @@ def solve(
     if best_plan is None:
         raise ValueError("no plan: some job cannot run on any VM type")
     return Solution(best_plan, best_cost, best_loss, expanded, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class BoundedSolution:
+    """`solve_bounded`'s answer: the best plan found, its cost and SLO loss ($),
+    `optimal` (A* finished: the plan is optimal) and `lower_bound_usd` (a proven lower
+    bound on the optimum: the cost when optimal, else the least f among the open
+    vertices), vertices expanded and wall-clock seconds."""
+
+    plan: Plan
+    cost: float
+    slo_loss: float
+    optimal: bool
+    lower_bound_usd: float
+    expanded: int
+    seconds: float
+
+
+def solve_bounded(
+    problem: Problem,
+    time_limit_s: float = math.inf,
+    max_expanded: int = 5_000_000,
+) -> BoundedSolution:
+    """`solve` that never gives up empty-handed: when the time limit (s, wall clock) or
+    `max_expanded` stops A*, the best plan found so far (at worst the best greedy plan),
+    `optimal=False` and the proven lower bound."""
+    start = time.perf_counter()
+    try:
+        found = solve(problem, max_expanded=max_expanded, time_limit_s=time_limit_s)
+    except SearchLimit as stop:
+        plan, cost, loss = stop.best_plan, stop.best_cost, stop.best_loss
+        if plan is None:
+            raise
+        return BoundedSolution(
+            plan,
+            cost,
+            loss,
+            False,
+            min(stop.lower_bound, cost),
+            stop.expanded,
+            time.perf_counter() - start,
+        )
+    return BoundedSolution(
+        found.plan, found.cost, found.slo_loss, True, found.cost, found.expanded, found.seconds
+    )
 
 
 def _loss_of(problem: Problem, plan: Plan) -> float:

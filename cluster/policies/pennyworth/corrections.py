@@ -1,6 +1,7 @@
-"""Examples where a tree goes wrong (ours, not the seed's: DAgger-style corrections).
+"""Examples where a tree goes wrong (ours, not the Pennyworth paper's: DAgger-style
+corrections).
 
-The seed trains on the vertices of optimal paths only, so a tree that makes one wrong
+The paper trains on the vertices of optimal paths only, so a tree that makes one wrong
 decision finds itself at vertices it never saw, where its next decisions are guesses; with
 SLO penalties a hundred times the VM prices, one late job costs more than the whole plan.
 `first_mistake` follows a tree's decisions on a batch and finds the first one after which

@@ -7,46 +7,63 @@ type (`runtime_s[j, k]`, seconds); a `JobPlan` rents VMs, each of one type, with
 ordered job list; its cost (dollars) is, as in `plan.py`, the start-up cost of each VM
 plus its price x the run times of its jobs, plus the SLO loss of the response times.
 
-Method: column generation and enumeration, exact by construction.
+Method (exact by construction; no assumption that lateness is avoidable or dear):
 
 1. A plan is a set of VMs, a VM a (type, job set): within a VM the best order is known
    (shortest processing time first minimises every order statistic of the completion
    times, so it is optimal for `max`, `avg` and `percentile`; for `rtpt`, earliest due
    date when no job is late, else a DP over subsets for the least total lateness).
-   Costs are additive over VMs for `max` and `rtpt`; `avg` adds one row (the sum of all
-   response times, the excess paid at penalty / N per second), `percentile` one row (at
-   most N - q jobs later than a threshold, see 4.).
-2. The linear relaxation over all VMs is solved by column generation: the master LP
-   (HiGHS) over the VMs found so far gives duals, and a depth-first search per type
-   (compiled; jobs in run order, a fractional-knapsack bound) finds the VM of least
-   reduced cost. Any multipliers give a proven lower bound (Lagrangian: the dual value
-   plus N x the least reduced cost); at convergence it is the LP optimum.
-3. A plan costs its dual value plus the reduced costs of its VMs (each >= 0 at
-   convergence), so every VM of a plan cheaper than the incumbent has a reduced cost of
-   at most (incumbent - bound). All such VMs are enumerated (the same search) and a
-   set-partitioning MIP over them (HiGHS, gap 0) gives the optimum: exact, with no
-   assumption that lateness is avoidable. Incumbents: one VM per job, first-fit
-   decreasing per type, a mixed greedy, and the MIP over the generated columns.
+2. `avg`: a VM's sum of response times is sum_p p x (its p-th job from the end's run
+   time), so a positional MIP (job j on type k at position p from the end; VMs of type k
+   = the jobs at p = 1) is exact, without the symmetry of interchangeable VMs (HiGHS,
+   gap 0).
+3. `max`, `rtpt` (costs additive over VMs) and `percentile`: branch-and-price. The
+   master LP (HiGHS) covers every job; a depth-first search per VM type (compiled; jobs
+   in run order, fractional-knapsack bounds) prices the VM of least reduced cost. Any
+   multipliers give a proven bound (Lagrangian: the dual value + at most N x the least
+   reduced cost). Nodes bound the number of VMs per type and in all, and pair jobs on
+   one VM or apart (Ryan and Foster) or a job to a type; a node whose LP counts are
+   fractional branches on them. Otherwise a plan of value V has every VM's reduced cost
+   <= V - dual, so all VMs within the gap to the incumbent are enumerated (the same
+   search; a small gap first when the duals are degenerate) and the best partition
+   among them found by an exact-cover search (jobs with fewest VMs first, a bin-packing
+   bound) or, failing that, a set-partitioning MIP (HiGHS, gap 0). Too many VMs for
+   that: the node branches on the job pair that shares a VM most fractionally.
+   Incumbents: one VM per job, first-fit decreasing per type, round robin, a mixed
+   greedy, and the MIP over the columns generated at the root.
 4. `percentile`: with r_q the q-th smallest response time, loss = penalty x (r_q -
    target)+. For a threshold h, M(h) = least money with at most N - q jobs finishing
    after h is a step function; the optimum is min over h of penalty x (h - target)+ +
-   M(h). Starting at the largest h worth paying for, each exact solve yields a plan
-   whose own r_q closes an interval; the next solve asks for r_q strictly below it,
-   until r_q <= target or the money bound exceeds the incumbent.
+   M(h): first h = target (no loss), then from the largest h worth paying for, each
+   exact solve's plan closes an interval down to its own r_q, until r_q <= target or no
+   money is left below the incumbent. For one h, a VM run shortest first finishes its
+   late jobs last: the columns are on-time VMs (as for `max`, deadline h) and the late
+   jobs variables z[j, k] (run last on a VM of type k, money only) with y[k] VMs of late
+   jobs only and z[j, k] <= (VMs of type k).
+5. HiGHS's own time limit is checked only between its phases, so a large MIP runs in a
+   forked child process, killed at the limit; its messages to stdout are silenced.
 
 `solve_jobs(problem, time_limit_s)` returns an `ExactSolution`: the plan, its cost
 computed from scratch, `optimal` (proven) and a proven `lower_bound_usd` (equal to the
-cost when optimal). 32 jobs over 10 tasks with three types: seconds to a minute on one
+cost when optimal); when the limit stops it, the best plan, `optimal=False` and the
+least bound among the parts not yet searched (at least the least money of any plan).
+Batches of 32 jobs over 10 tasks, one or three types: seconds to about a minute on one
 core (`benchmarks/pennyworth_astar.py --knowledge actual`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
+import multiprocessing as mp
+import os
+import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -134,12 +151,15 @@ class JobProblem:
                 raise ValueError(f"job {self.job_ids[j]}: no run time on any VM type")
 
 
-def job_problem(problem: Problem, runtime_s: npt.ArrayLike) -> JobProblem:
+def job_problem(
+    problem: Problem, runtime_s: npt.ArrayLike, job_ids: Sequence[int] | None = None
+) -> JobProblem:
     """The job-level problem of `problem`'s batch with each job's own run time.
 
     `runtime_s[j, k]` (s): job j's run time on VM type k, jobs in `problem`'s order (task
     by task, each task's `job_ids` in order); inf where its task cannot run. The task
     means stay the `rtpt` bounds. Safety padding does not apply: the times are known.
+    `job_ids`: the jobs' ids in that order (default: `problem.job_ids`).
     """
     p = problem
     table = np.array(runtime_s, dtype=np.float64)
@@ -158,7 +178,9 @@ def job_problem(problem: Problem, runtime_s: npt.ArrayLike) -> JobProblem:
         table,
         means,
         task_of,
-        tuple(j for ids in p.job_ids for j in ids),
+        tuple(int(j) for j in job_ids)
+        if job_ids is not None
+        else tuple(j for ids in p.job_ids for j in ids),
         np.asarray(p.price_per_s, dtype=np.float64),
         np.asarray(p.startup_usd, dtype=np.float64),
         np.asarray(p.startup_delay_s, dtype=np.float64),
@@ -205,6 +227,13 @@ def engine_runtimes(
             ids.append(int(j))
     out = np.array(rows, dtype=np.float64).reshape(len(ids), len(problem.type_names))
     return out, tuple(ids)
+
+
+def actual_job_problem(spec: SimulationSpec, problem: Problem, replication: int = 0) -> JobProblem:
+    """`problem`'s batch with the run times and job ids of `spec`'s run (`engine_runtimes`:
+    what `clusteremu run` with `spec.seed` draws for replication `replication`)."""
+    runtime, ids = engine_runtimes(spec, problem, replication)
+    return job_problem(problem, runtime, ids)
 
 
 def mean_job_problem(problem: Problem) -> JobProblem:
@@ -505,11 +534,16 @@ def _search(
     strict: bool,
     nested: bool,
     dynamic: bool,
+    allowed: IntArray,
+    conflict: IntArray,
+    need: IntArray,
+    below: IntArray,
     thr: FloatArray,
     st_next: IntArray,
     st_item: IntArray,
     st_f: FloatArray,
     st_mask: IntArray,
+    st_req: IntArray,
     depth: IntArray,
     out_mask: IntArray,
     out_f: FloatArray,
@@ -520,9 +554,14 @@ def _search(
 
     Items (the jobs the type can run) are in run order (shortest first; rtpt: earliest
     due date first), so an item added to a set runs last: its response time is delay +
-    the set's run time + its own. The profit of a set S is sum_S w - startup - its SLO
-    terms: pen x its lateness (max, rtpt), mu x the sum of its response times (avg), nu
-    x the jobs later than `theta` (percentile; `strict`: at or after it). Every set
+    the set's run time + its own. The profit of a set S is sum_S w - fixed - its SLO
+    terms (`fixed`: the start-up cost less the duals of the VM-count rows; `startup`:
+    the start-up money written out): pen x its lateness (max, rtpt), mu x the sum of its
+    response times (avg), nu x the jobs later than `theta` (percentile; `strict`: at or
+    after it). Branching on job pairs: an item with `allowed` 0 is never taken, no set
+    holds an item and a job of its `conflict` mask, and a set is written only when it
+    holds every job of its items' `need` masks (`below[i]`: the jobs of items 0..i, so a
+    set missing a needed job before its last item is dropped with its subtree). Every set
     whose profit is >= thr[0] is written to `out_*` (`dynamic`: thr[0] then rises to it,
     so the last one written is the most profitable). Subtrees whose bound (profit of
     the set's SLO terms so far + `_extension_bound`) is below thr[0] are skipped.
@@ -551,6 +590,11 @@ def _search(
             continue
         st_next[d] = i + 1
         nodes += 1
+        if allowed[i] == 0 or st_mask[d] & conflict[i]:
+            continue
+        req = st_req[d] | need[i]
+        if req & below[i] & ~(st_mask[d] | gbit[i]):
+            continue  # a job it needs was passed over: no superset has it
         load = st_f[d, 0] + e[i]
         comp = delay + load
         sw = st_f[d, 1] + w[i]
@@ -655,7 +699,7 @@ def _search(
             exact = base
             lat_exact = 0.0
         mask = st_mask[d] | gbit[i]
-        if exact >= thr[0]:
+        if exact >= thr[0] and (req & ~mask) == 0:
             row = n_out[0]
             out_mask[row] = mask
             out_f[row, 0] = startup + money
@@ -672,6 +716,7 @@ def _search(
         st_next[d] = i + 1
         st_item[d] = i
         st_mask[d] = mask
+        st_req[d] = req
         st_f[d, 0] = load
         st_f[d, 1] = sw
         st_f[d, 2] = money
@@ -705,6 +750,9 @@ def _cover_search(
     stop_value: float,
     node_limit: int,
     quantum: float,
+    colf: FloatArray,
+    need0: float,
+    step: float,
     best_cols: IntArray,
 ) -> tuple[float, int, int, bool]:
     """Depth-first exact cover over columns: the partition of the jobs of least value
@@ -718,6 +766,11 @@ def _cover_search(
     ties in any order) are tried in turn. Stops at
     a partition of value <= `stop_value` (the node's bound: optimal) or after
     `node_limit` nodes. Returns (best value, columns in `best_cols`, nodes, exhausted).
+
+    Bin-packing bound: `colf[c]` is the share of a VM its jobs need at least (each job
+    f_j = min over types of its run time / the type's largest VM load; `need0`: sum over
+    all jobs), so the jobs left need ceil(their share) more VMs; each VM over the lower
+    total count adds at least `step` to the bound (its dual + the least reduced cost).
     """
     n = job_order.size
     kinds = lo.size - 1
@@ -729,6 +782,8 @@ def _cover_search(
     job_at = np.zeros(n + 1, dtype=np.int64)
     cov = np.zeros(n + 2, dtype=np.int64)
     rcs = np.zeros(n + 2)
+    share = np.zeros(n + 2)
+    share[0] = need0
     cnt = np.zeros(kinds + 1, dtype=np.int64)
     n_best = -1
     nodes = 0
@@ -785,11 +840,23 @@ def _cover_search(
                 owed = need_all
             if owed > left:
                 continue
+            if rest != 0 and step > 0.0:
+                more = math.ceil(share[d] - colf[c] - 1e-9)
+                total_now = cnt[kinds] + 1
+                base_count = lo[kinds] if lo[kinds] > total_now else total_now
+                # VMs up to the lower count may still add reduced costs down to
+                # step - pen_lo (<= 0): budget them back
+                owed_low = lo[kinds] - total_now if lo[kinds] > total_now else 0
+                room = best_value - dual - r - add + owed_low * (pen_lo[kinds] - step)
+                allowed = base_count + math.floor(room / step + 1e-9)
+                if total_now + more > allowed:
+                    continue
             chosen[d] = c
             cnt[k] += 1
             cnt[kinds] += 1
             cov[d + 1] = new_cov
             rcs[d + 1] = r + add
+            share[d + 1] = share[d] - colf[c]
             if rest == 0:
                 # a partition: its value
                 value = 0.0
@@ -833,6 +900,78 @@ def _cover_search(
     return best_value, n_best, nodes, exhausted
 
 
+# -- HiGHS with a hard time limit ------------------------------------------------------
+
+#: MIPs with more variables than this run in a child process killed at the time limit.
+_GUARD_VARIABLES = 4000
+
+
+@contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Silence file descriptor 1 (HiGHS' C++ code prints some messages there itself,
+    which would corrupt `--json` output)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _milp_child(conn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+        conn.send(milp(*args, **kwargs))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        conn.send(exc)
+    finally:
+        conn.close()
+
+
+def _milp(wall_s: float, *args: Any, **kwargs: Any) -> Any:
+    """`scipy.optimize.milp` stopped after `wall_s` seconds of wall clock (None when it
+    was stopped before HiGHS returned). HiGHS checks its own `time_limit` only between
+    its phases (on 60,000 columns a 5 s limit took 60 s), so a large model runs in a
+    forked child process, killed at the limit; small ones run here."""
+    options = dict(kwargs.pop("options", {}))
+    options["time_limit"] = max(float(wall_s), 0.05)
+    kwargs["options"] = options
+    n_vars = int(np.size(args[0]))
+    if n_vars <= _GUARD_VARIABLES or "fork" not in mp.get_all_start_methods():
+        with _quiet_stdout():
+            return milp(*args, **kwargs)
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    try:
+        proc = ctx.Process(target=_milp_child, args=(child, args, kwargs), daemon=True)
+        proc.start()
+    except (AssertionError, OSError):  # e.g. inside a daemonic worker: no children
+        parent.close()
+        child.close()
+        with _quiet_stdout():
+            return milp(*args, **kwargs)
+    child.close()
+    result: Any = None
+    try:
+        if parent.poll(max(float(wall_s), 0.05) + 0.5):
+            result = parent.recv()
+    except EOFError:
+        result = None
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        parent.close()
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
 # -- one exact solve: a variant of the problem --------------------------------------
 
 
@@ -846,6 +985,12 @@ class _Variant:
     theta: float = math.inf
     strict: bool = False
     allowed: int = 0
+
+    @property
+    def on_time_s(self) -> float:
+        """percentile: the latest on-time response (s): theta, or the float just below it
+        when `strict` (late means at or after theta)."""
+        return float(np.nextafter(self.theta, -np.inf)) if self.strict else self.theta
 
 
 @dataclass
@@ -884,6 +1029,21 @@ class _Columns:
         return True
 
     def add_set(self, k: int, jobs: Sequence[int]) -> None:
+        """Add the VM (type k, `jobs`); percentile: its on-time part (shortest first, the
+        jobs done by `on_time_s`), its late jobs being separate variables."""
+        if self.v.mode == 3:
+            e = self.jp.runtime_s[:, k]
+            delay = float(self.jp.counted_delay_s()[k])
+            load = 0.0
+            prefix = []
+            for j in sorted(jobs, key=lambda j: (e[j], j)):
+                load += float(e[j])
+                if delay + load > self.v.on_time_s:
+                    break
+                prefix.append(j)
+            jobs = prefix
+            if not jobs:
+                return
         mask = 0
         for j in jobs:
             mask |= 1 << j
@@ -985,14 +1145,105 @@ class _NodeLP:
     dual: float
     counts: FloatArray
     pen_lo: FloatArray
+    #: the pool's columns in the LP (indices) and their values
+    columns: IntArray
+    x: FloatArray
+    #: percentile: the LP's late variables and late-only VMs, and the least the plan's
+    #: late variables can add to the bound through reduced costs < 0 ($, <= 0)
+    z: FloatArray = field(default_factory=lambda: np.zeros(0))
+    yv: FloatArray = field(default_factory=lambda: np.zeros(0))
+    extra_neg: float = 0.0
 
 
 @dataclass
 class _Node:
-    """A box on the VM counts: lo[i] <= count of type i <= hi[i] (i = types: all VMs)."""
+    """A box on the VM counts: lo[i] <= count of type i <= hi[i] (i = types: all VMs),
+    and job pairs that share a VM (`together`) or do not (`apart`)."""
 
     lo: tuple[int, ...]
     hi: tuple[float, ...]
+    together: tuple[tuple[int, int], ...] = ()
+    apart: tuple[tuple[int, int], ...] = ()
+    #: (job, type, on it or not)
+    placed: tuple[tuple[int, int, bool], ...] = ()
+    #: percentile: bounds on late variables ("z", index into late_vars, lo, hi) and on
+    #: late-only VMs ("y", type, lo, hi)
+    fixed: tuple[tuple[str, int, float, float], ...] = ()
+
+
+class _TooMany(Exception):
+    """An enumeration passed its column cap (or a leaf's MIP its time): branch."""
+
+
+class _Infeasible(Exception):
+    """A node's constraints admit no plan."""
+
+
+#: Lateness price ($/s) that keeps the percentile's on-time columns on time.
+_FORBID_PER_S = 1e12
+#: A leaf is solved by enumeration and the MIP when it takes at most this many columns
+#: and this long in the MIP (s); else its node branches on job pairs.
+_LEAF_COLUMNS = 20_000
+_LEAF_MIP_S = 10.0
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """A node's pair constraints as job masks: `group[j]` the jobs that share j's VM (j
+    included), `conflict[j]` the jobs that may not; `feasible` False when they
+    contradict each other."""
+
+    group: IntArray
+    conflict: IntArray
+    feasible: bool
+    #: per type: the jobs that may not run on it
+    forbid: tuple[int, ...] = ()
+
+    @staticmethod
+    def of(n: int, node: _Node, kinds: int = 0) -> _Pairs:
+        parent = list(range(n))
+
+        def root(j: int) -> int:
+            while parent[j] != j:
+                parent[j] = parent[parent[j]]
+                j = parent[j]
+            return j
+
+        for a, b in node.together:
+            parent[root(a)] = root(b)
+        group = np.zeros(n, dtype=np.int64)
+        for j in range(n):
+            group[root(j)] |= np.int64(1) << j
+        group = np.array([group[root(j)] for j in range(n)], dtype=np.int64)
+        conflict = np.zeros(n, dtype=np.int64)
+        feasible = True
+        for a, b in node.apart:
+            if group[a] == group[b]:
+                feasible = False
+            for j in _jobs_of(int(group[a])):
+                conflict[j] |= group[b]
+            for j in _jobs_of(int(group[b])):
+                conflict[j] |= group[a]
+        forbid = [0] * kinds
+        for j, k, on in node.placed:
+            for kk in range(kinds):
+                if (kk != k) == on:  # on k: no other type; not on k: not k
+                    forbid[kk] |= int(group[j])
+        return _Pairs(group, conflict, feasible, tuple(forbid))
+
+    def valid(self, masks: IntArray, ks: IntArray) -> npt.NDArray[np.bool_]:
+        """Which columns (job masks, types) keep every constraint."""
+        ok = np.ones(masks.size, dtype=bool)
+        for k, bad in enumerate(self.forbid):
+            if bad:
+                ok &= ~((ks == k) & ((masks & bad) != 0))
+        for g in np.unique(self.group):
+            if g & (g - 1):  # a group of two or more jobs: all of it or none
+                part = masks & g
+                ok &= (part == 0) | (part == g)
+        for j in np.flatnonzero(self.conflict):
+            ok &= ~(((masks >> j) & 1).astype(bool) & ((masks & self.conflict[j]) != 0))
+        return ok
 
 
 class _Solver:
@@ -1013,15 +1264,31 @@ class _Solver:
         self.pen = float(jp.slo.penalty_per_s)
         self.cols = _Columns(jp, v)
         self.big_m = 1.0
+        # percentile: columns are on-time VMs (the max kernel with theta as deadline and
+        # any lateness forbidden); the late jobs are variables z[j, k] (late on a VM of
+        # type k, paying its run money), with y[k] VMs of type k holding late jobs only
+        self.late_mode = v.mode == 3
+        self.kmode = 0 if self.late_mode else v.mode
+        self.kpen = _FORBID_PER_S if self.late_mode else self.pen
+        self.late_vars: list[tuple[int, int]] = []
+        if self.late_mode:
+            for it in self.items:
+                it.due = np.full(it.e.size, v.on_time_s)
+            self.late_vars = [
+                (j, k)
+                for j in range(self.n)
+                for k in range(self.kinds)
+                if math.isfinite(jp.runtime_s[j, k])
+            ]
 
     # -- the search kernel ---------------------------------------------------------
 
     def _weights(self, k: int, y: FloatArray, mu: float, nu: float) -> tuple[FloatArray, IntArray]:
         it = self.items[k]
         w = y[it.jobs] - it.c
-        if self.v.mode == 3:
+        if self.kmode == 3:
             key = np.clip(w, 0.0, nu) / it.e
-        elif self.v.mode == 2:
+        elif self.kmode == 2:
             key = w - mu * it.e
         else:
             key = w / it.e
@@ -1034,24 +1301,49 @@ class _Solver:
         lp: _NodeLP,
         threshold: float,
         dynamic: bool,
+        pairs: _Pairs | None = None,
+        max_total: int = 1 << 62,
         capacity: int = 4096,
     ) -> tuple[IntArray, FloatArray, float]:
         """Every set of type k with profit (minus reduced cost, $) >= threshold
-        (dynamic: an improving chain). Returns (masks, rows of out_f, the highest
-        profit written or -inf)."""
+        (dynamic: an improving chain) that keeps `pairs`. Returns (masks, rows of
+        out_f, the highest profit written or -inf); _TooMany past `max_total` sets."""
         it = self.items[k]
         m = it.e.size
         if m == 0:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 5)), -math.inf
+        if pairs is None:
+            pairs = _Pairs.of(self.n, _Node((), ()), self.kinds)
+        group = pairs.group[it.jobs]
+        runnable = np.bitwise_or.reduce(it.gbit)
+        if pairs.forbid:
+            runnable &= ~np.int64(pairs.forbid[k])
+        allowed = ((group & ~runnable) == 0).astype(np.int64)
+        need = group & ~it.gbit
+        conflict = pairs.conflict[it.jobs]
+        below = np.bitwise_or.accumulate(it.gbit)
         w, rorder = self._weights(k, lp.y, lp.mu, lp.nu)
+        if np.any(need != 0) or not allowed.all():
+            # Every set written holds whole groups, so each member may carry its group's
+            # mean weight: the sums of written sets stay exact, and the bounds see that a
+            # job comes with its partners. An item never taken lifts no bound.
+            for g in np.unique(group[need != 0]):
+                members = np.flatnonzero(group == g)
+                w[members] = w[members].mean()
+            w = np.where(allowed == 1, w, -1e30)
+            key = w - lp.mu * it.e if self.kmode == 2 else w / it.e
+            if self.kmode == 3:
+                key = np.clip(w, 0.0, lp.nu) / it.e
+            rorder = np.argsort(-key, kind="stable").astype(np.int64)
         nested = True
-        if self.v.mode == 1:
+        if self.kmode == 1:
             nested = bool(np.all(w / it.e <= self.pen))
         thr = np.array([threshold])
         st_next = np.zeros(m + 1, dtype=np.int64)
         st_item = np.zeros(m + 1, dtype=np.int64)
         st_f = np.zeros((m + 1, 8))
         st_mask = np.zeros(m + 1, dtype=np.int64)
+        st_req = np.zeros(m + 1, dtype=np.int64)
         depth = np.zeros(1, dtype=np.int64)
         masks: list[IntArray] = []
         rows: list[FloatArray] = []
@@ -1068,22 +1360,27 @@ class _Solver:
                 it.due,
                 it.gbit,
                 rorder,
-                self.v.mode,
+                self.kmode,
                 float(self.delay[k]),
                 float(self.jp.startup_usd[k]),
                 float(lp.fixed[k]),
-                self.pen,
+                self.kpen,
                 lp.mu,
                 lp.nu,
                 self.v.theta,
                 self.v.strict,
                 nested,
                 dynamic,
+                allowed,
+                conflict,
+                need,
+                below,
                 thr,
                 st_next,
                 st_item,
                 st_f,
                 st_mask,
+                st_req,
                 depth,
                 out_mask,
                 out_f,
@@ -1101,6 +1398,8 @@ class _Solver:
                 rows.append(out_f[:got].copy())
                 best = max(best, float(out_f[:got, 4].max()))
                 total += got
+                if total > max_total:
+                    raise _TooMany
                 if not dynamic and total > 1000 and capacity < 1 << 20:
                     capacity *= 4
             if time.perf_counter() > self.deadline:
@@ -1137,10 +1436,23 @@ class _Solver:
         artificial column with cost `big_m` per VM over each upper count), its duals
         clipped to valid multipliers and their dual value ($)."""
         self.stats.lp += 1
-        f = np.array(self.cols.f, dtype=np.float64)
-        ks = np.array(self.cols.k, dtype=np.int64)
-        ncol = len(self.cols)
-        a = self._matrix(self.cols.mask)
+        if self.late_mode:
+            return self._master_late(node)
+        pairs = _Pairs.of(self.n, node, self.kinds)
+        # each group of jobs that share a VM is a column (on every type that runs it)
+        for g in np.unique(pairs.group):
+            members = _jobs_of(int(g))
+            for k in range(self.kinds):
+                if pairs.forbid[k] & int(g):
+                    continue
+                if all(math.isfinite(self.jp.runtime_s[j, k]) for j in members):
+                    self.cols.add_set(k, members)
+        all_masks = np.array(self.cols.mask, dtype=np.int64)
+        keep = np.flatnonzero(pairs.valid(all_masks, np.array(self.cols.k, dtype=np.int64)))
+        f = np.array(self.cols.f, dtype=np.float64)[keep]
+        ks = np.array(self.cols.k, dtype=np.int64)[keep]
+        ncol = keep.size
+        a = self._matrix(all_masks[keep])
         link, rhs, slack_cost = self._link(f)
         extra = 1 if (link is not None and slack_cost > 0) else 0
         count_rows: list[tuple[int, float, int]] = []  # (count index, rhs, sign)
@@ -1181,10 +1493,15 @@ class _Solver:
             bounds=(0, None),
             method="highs",
         )
+        if res.status == 2:
+            raise _Infeasible
         if res.status != 0:
             raise RuntimeError(f"exact: the master LP failed ({res.message})")
         lam = np.minimum(np.asarray(res.ineqlin.marginals) / _SCALE, 0.0)
-        y = -lam[: self.n]
+        # Shaved by 1e-11 $ each (any multipliers >= 0 are valid; the dual value drops
+        # by at most N x 1e-11 $): at a degenerate LP the profit weights y - c are 0 up
+        # to the LP's noise, which the pricing bound would sum instead of pruning.
+        y = np.maximum(-lam[: self.n] - 1e-11, 0.0)
         at = self.n
         mu = nu = 0.0
         dual = float(y.sum())
@@ -1212,7 +1529,7 @@ class _Solver:
         counts = np.array(
             [x[ks == k].sum() for k in range(self.kinds)] + [x.sum()], dtype=np.float64
         )
-        return _NodeLP(y, mu, nu, fixed, dual, counts, pen_lo)
+        return _NodeLP(y, mu, nu, fixed, dual, counts, pen_lo, keep, x)
 
     def mip(
         self,
@@ -1226,6 +1543,8 @@ class _Solver:
         dual bound $, solved). Besides a 0/1 variable per column it has an integer count
         of VMs per type and in all: branching on them closes the gap of bin-packing-like
         batches far faster than branching on columns."""
+        if self.late_mode:
+            return self._mip_late(masks, ks, f, time_limit, node)
         ncol = len(masks)
         if ncol == 0:
             return None, math.inf, True
@@ -1270,7 +1589,8 @@ class _Solver:
             rows.append(sparse.csc_matrix(row))
             lo.append(np.array([-np.inf]))
             hi.append(np.array([rhs]))
-        res = milp(
+        res = _milp(
+            time_limit,
             cost,
             integrality=integrality,
             bounds=Bounds(lb, ub),
@@ -1279,8 +1599,11 @@ class _Solver:
                     sparse.vstack(rows).tocsc(), np.concatenate(lo), np.concatenate(hi)
                 )
             ],
-            options={"time_limit": max(time_limit, 0.1), "mip_rel_gap": 0.0, "disp": False},
+            options={"mip_rel_gap": 0.0, "disp": False},
         )
+        if res is None:  # stopped by the time limit before HiGHS returned
+            return None, -math.inf, False
+        self.stats.nodes += int(getattr(res, "mip_node_count", 0) or 0)
         bound = getattr(res, "mip_dual_bound", None)
         bound = -math.inf if bound is None or not np.isfinite(bound) else float(bound) / _SCALE
         if res.status == 2:  # infeasible: no plan among these columns
@@ -1294,6 +1617,239 @@ class _Solver:
             bound = max(bound, float(res.fun) / _SCALE)
         return vms, bound, solved
 
+    # -- percentile: on-time columns and late variables ------------------------------
+
+    def _late_bounds(self, node: _Node | None) -> tuple[FloatArray, FloatArray]:
+        """Bounds of the late variables z then the late-only VM counts y."""
+        nz = len(self.late_vars)
+        lo = np.zeros(nz + self.kinds)
+        hi = np.concatenate([np.ones(nz), np.full(self.kinds, float(self.n))])
+        for name, index, a, b in node.fixed if node is not None else ():
+            at = index if name == "z" else nz + index
+            lo[at], hi[at] = max(lo[at], a), min(hi[at], b)
+        return lo, hi
+
+    def _late_rows(
+        self, a_x: sparse.csc_matrix, ks: IntArray, nvar: int
+    ) -> tuple[sparse.csc_matrix, sparse.csc_matrix, sparse.csc_matrix]:
+        """Rows over [x (columns of types ks) | z | y | ...]: each job's coverage, the late
+        count, and per late variable z[j, k] - (VMs of type k) <= 0."""
+        nz = len(self.late_vars)
+        n_x = a_x.shape[1]
+        zj = np.array([j for j, _ in self.late_vars], dtype=np.int64)
+        zk = np.array([k for _, k in self.late_vars], dtype=np.int64)
+        cover = sparse.hstack(
+            [
+                a_x,
+                sparse.csc_matrix((np.ones(nz), (zj, np.arange(nz))), shape=(self.n, nz)),
+                sparse.csc_matrix((self.n, nvar - n_x - nz)),
+            ]
+        ).tocsc()
+        late = sparse.csc_matrix(
+            (np.ones(nz), (np.zeros(nz, dtype=np.int64), n_x + np.arange(nz))), shape=(1, nvar)
+        )
+        # exist: for row t, -1 on every column of type zk[t], +1 on z_t, -1 on y_zk[t]
+        rows, cols, vals = [], [], []
+        for k in range(self.kinds):
+            ts = np.flatnonzero(zk == k)
+            cs = np.flatnonzero(ks == k)
+            if ts.size and cs.size:
+                rr, cc = np.meshgrid(ts, cs, indexing="ij")
+                rows.append(rr.ravel())
+                cols.append(cc.ravel())
+                vals.append(-np.ones(rr.size))
+        rows.append(np.arange(nz))
+        cols.append(n_x + np.arange(nz))
+        vals.append(np.ones(nz))
+        rows.append(np.arange(nz))
+        cols.append(n_x + nz + zk)
+        vals.append(-np.ones(nz))
+        exist = sparse.csc_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(nz, nvar),
+        )
+        return cover, late, exist
+
+    def _master_late(self, node: _Node) -> _NodeLP:
+        """The percentile master LP: on-time columns x, late variables z, late-only VMs
+        y; rows: coverage >= 1, late count <= allowed, z[j, k] <= VMs of type k, counts
+        (of x and y); duals as `master_lp`'s."""
+        pairs = _Pairs.of(self.n, node, self.kinds)
+        all_masks = np.array(self.cols.mask, dtype=np.int64)
+        all_k = np.array(self.cols.k, dtype=np.int64)
+        keep = np.flatnonzero(pairs.valid(all_masks, all_k))
+        f = np.array(self.cols.f, dtype=np.float64)[keep]
+        ks = all_k[keep]
+        n_x = keep.size
+        nz = len(self.late_vars)
+        count_rows: list[tuple[int, float, int]] = []
+        for i in range(self.kinds + 1):
+            if node.lo[i] > 0:
+                count_rows.append((i, float(node.lo[i]), -1))
+            if math.isfinite(node.hi[i]):
+                count_rows.append((i, float(node.hi[i]), 1))
+        n_art = sum(1 for _, _, sign in count_rows if sign > 0)
+        nvar = n_x + nz + self.kinds + n_art
+        c = np.zeros(nvar)
+        c[:n_x] = (f[:, 0] + f[:, 1]) * _SCALE
+        zc = np.array([self.jp.price_per_s[k] * self.jp.runtime_s[j, k] for j, k in self.late_vars])
+        c[n_x : n_x + nz] = zc * _SCALE
+        c[n_x + nz : n_x + nz + self.kinds] = self.jp.startup_usd * _SCALE
+        c[n_x + nz + self.kinds :] = self.big_m * _SCALE
+        cover, late, exist = self._late_rows(self._matrix(all_masks[keep]), ks, nvar)
+        blocks = [-cover, late, exist]
+        b = [-np.ones(self.n), np.array([float(self.v.allowed)]), np.zeros(nz)]
+        art = n_x + nz + self.kinds
+        for i, value, sign in count_rows:
+            row = np.zeros((1, nvar))
+            row[0, :n_x] = sign * (ks == i if i < self.kinds else np.ones(n_x))
+            ycols = n_x + nz + (np.array([i]) if i < self.kinds else np.arange(self.kinds))
+            row[0, ycols] = sign
+            if sign > 0:
+                row[0, art] = -1.0
+                art += 1
+            blocks.append(sparse.csc_matrix(row))
+            b.append(np.array([sign * value]))
+        a_ub = sparse.vstack(blocks).tocsc()
+        b_ub = np.concatenate(b)
+        zlo, zhi = self._late_bounds(node)
+        bounds = (
+            [(0.0, None)] * n_x
+            + list(zip(zlo, np.where(np.isfinite(zhi), zhi, None), strict=True))
+            + [(0.0, None)] * n_art
+        )
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+        if res.status == 2:
+            raise _Infeasible
+        if res.status != 0:
+            raise RuntimeError(f"exact: the master LP failed ({res.message})")
+        lam = np.minimum(np.asarray(res.ineqlin.marginals) / _SCALE, 0.0)
+        y = np.maximum(-lam[: self.n] - 1e-11, 0.0)  # shaved: see master_lp
+        lam[: self.n] = -y
+        nu = float(-lam[self.n])
+        pi = -lam[self.n + 1 : self.n + 1 + nz]
+        dual = float(y.sum()) - nu * float(self.v.allowed)
+        fixed = np.array(self.jp.startup_usd, dtype=np.float64)
+        for k in range(self.kinds):
+            fixed[k] -= float(pi[[t for t, (_, kk) in enumerate(self.late_vars) if kk == k]].sum())
+        pen_lo = np.zeros(self.kinds + 1)
+        at = self.n + 1 + nz
+        for t, (i, value, sign) in enumerate(count_rows):
+            lam_i = float(lam[at + t])
+            dual += sign * value * lam_i
+            if sign < 0:
+                pen_lo[i] = -lam_i
+            if i < self.kinds:
+                fixed[i] -= sign * lam_i
+            else:
+                fixed -= sign * lam_i
+        # reduced costs of z and y under these multipliers: what a plan's late variables
+        # can take off the bound (z <= 1, y <= the count's upper bound)
+        rc = c / _SCALE - a_ub.T @ lam
+        rc_z = rc[n_x : n_x + nz]
+        rc_y = rc[n_x + nz : n_x + nz + self.kinds]
+        y_hi = np.array(
+            [
+                min(float(self.n), node.hi[k], node.hi[self.kinds], zhi[nz + k])
+                for k in range(self.kinds)
+            ]
+        )
+        extra_neg = float(np.minimum(rc_z, 0.0) @ np.minimum(zhi[:nz], 1.0))
+        extra_neg += float(np.minimum(rc_y, 0.0) @ y_hi)
+        x = np.asarray(res.x[:n_x])
+        zv = np.asarray(res.x[n_x : n_x + nz])
+        yv = np.asarray(res.x[n_x + nz : n_x + nz + self.kinds])
+        counts = np.array(
+            [x[ks == k].sum() + yv[k] for k in range(self.kinds)] + [x.sum() + yv.sum()],
+            dtype=np.float64,
+        )
+        return _NodeLP(y, 0.0, nu, fixed, dual, counts, pen_lo, keep, x, zv, yv, extra_neg)
+
+    def _late_plan(
+        self, vms: list[tuple[int, list[int]]], late: list[tuple[int, int]]
+    ) -> list[tuple[int, list[int]]]:
+        """On-time VMs plus late jobs (job, type): each late job after the jobs of a VM of
+        its type, or on a VM of late jobs of that type when there is none."""
+        out = [(k, list(js)) for k, js in vms]
+        for j, k in late:
+            host = next((vm for vm in out if vm[0] == k), None)
+            if host is None:
+                out.append((k, [j]))
+            else:
+                host[1].append(j)
+        return out
+
+    def _mip_late(
+        self,
+        masks: Sequence[int] | IntArray,
+        ks: Sequence[int] | IntArray,
+        f: FloatArray,
+        time_limit: float,
+        node: _Node | None,
+    ) -> tuple[list[tuple[int, list[int]]] | None, float, bool]:
+        """`mip` for percentile: on-time columns, late variables and late-only VMs."""
+        masks = np.asarray(masks, dtype=np.int64)
+        ks = np.asarray(ks, dtype=np.int64)
+        n_x = masks.size
+        nz = len(self.late_vars)
+        kinds = self.kinds
+        nvar = n_x + nz + kinds + kinds + 1
+        cost = np.zeros(nvar)
+        cost[:n_x] = (f[:, 0] + f[:, 1]) * _SCALE
+        cost[n_x : n_x + nz] = (
+            np.array([self.jp.price_per_s[k] * self.jp.runtime_s[j, k] for j, k in self.late_vars])
+            * _SCALE
+        )
+        cost[n_x + nz : n_x + nz + kinds] = self.jp.startup_usd * _SCALE
+        cover, late, exist = self._late_rows(self._matrix(masks), ks, nvar)
+        count = sparse.lil_matrix((kinds + 1, nvar))
+        for k in range(kinds):
+            count[k, np.flatnonzero(ks == k)] = 1.0
+            count[k, n_x + nz + k] = 1.0
+            count[k, n_x + nz + kinds + k] = -1.0
+            count[kinds, n_x + nz + kinds + k] = 1.0
+        count[kinds, nvar - 1] = -1.0
+        matrix = sparse.vstack([cover, late, exist, count.tocsc()]).tocsc()
+        row_lo = np.concatenate(
+            [np.ones(self.n), [-np.inf], np.full(nz, -np.inf), np.zeros(kinds + 1)]
+        )
+        row_hi = np.concatenate(
+            [np.ones(self.n), [float(self.v.allowed)], np.zeros(nz), np.zeros(kinds + 1)]
+        )
+        lb = np.zeros(nvar)
+        ub = np.ones(nvar)
+        zlo, zhi = self._late_bounds(node)
+        lb[n_x : n_x + nz + kinds] = zlo
+        ub[n_x : n_x + nz + kinds] = zhi
+        ub[n_x + nz + kinds :] = np.inf
+        if node is not None:
+            lb[n_x + nz + kinds :] = node.lo
+            ub[n_x + nz + kinds :] = node.hi
+        res = _milp(
+            time_limit,
+            cost,
+            integrality=np.ones(nvar),
+            bounds=Bounds(lb, ub),
+            constraints=[LinearConstraint(matrix, row_lo, row_hi)],
+            options={"mip_rel_gap": 0.0, "disp": False},
+        )
+        if res is None:
+            return None, -math.inf, False
+        self.stats.nodes += int(getattr(res, "mip_node_count", 0) or 0)
+        bound = getattr(res, "mip_dual_bound", None)
+        bound = -math.inf if bound is None or not np.isfinite(bound) else float(bound) / _SCALE
+        if res.status == 2:
+            return None, math.inf, True
+        solved = res.status == 0
+        if res.x is None:
+            return None, bound, solved
+        chosen = np.flatnonzero(res.x[:n_x] > 0.5)
+        vms = [(int(ks[c]), _jobs_of(int(masks[c]))) for c in chosen]
+        late_list = [self.late_vars[t] for t in np.flatnonzero(res.x[n_x : n_x + nz] > 0.5)]
+        if solved:
+            bound = max(bound, float(res.fun) / _SCALE)
+        return self._late_plan(vms, late_list), bound, solved
+
     # -- the solve -----------------------------------------------------------------
 
     def _generate(
@@ -1306,22 +1862,91 @@ class _Solver:
         lower = -math.inf
         # a plan in the box has at most this many VMs (the Lagrangian bound's factor)
         most = min(self.n, node.hi[self.kinds])
+        pairs = _Pairs.of(self.n, node, self.kinds)
         while True:
             lp = self.master_lp(node)
             max_profit = 0.0
             added = 0
             for k in range(self.kinds):
-                masks, rows, best = self.run_search(k, lp, eps, dynamic=True)
+                masks, rows, best = self.run_search(k, lp, eps, dynamic=True, pairs=pairs)
                 max_profit = max(max_profit, best)
                 for r in np.argsort(-rows[:, 4])[:8] if len(masks) else []:
                     if self.cols.add(k, int(masks[r]), self._terms(rows[r])):
                         added += 1
-            # any plan in the box costs >= dual + its VMs' reduced costs
-            lower = max(lower, lp.dual - most * max_profit)
+            # any plan in the box costs >= dual + its VMs' reduced costs (+ its late
+            # variables', percentile)
+            lower = max(lower, lp.dual + lp.extra_neg - most * max_profit)
             if added == 0 or lower >= best_val - tol:
                 return lp, max_profit, lower, added == 0
             if time.perf_counter() > self.deadline:
                 raise _Stop(lower)
+
+    def _integral(self, lp: _NodeLP) -> bool:
+        """Whether the LP's solution is a plan (0/1 columns covering each job once); if
+        so it is considered as the incumbent."""
+        x = lp.x
+        values = np.concatenate([x, lp.z, lp.yv])
+        if np.any(np.abs(values - np.round(values)) > 1e-9):
+            return False
+        chosen = lp.columns[x > 0.5]
+        masks = np.array(self.cols.mask, dtype=np.int64)[chosen]
+        late = [self.late_vars[t] for t in np.flatnonzero(lp.z > 0.5)]
+        for j, _ in late:
+            masks = np.append(masks, np.int64(1) << j)
+        full = (1 << self.n) - 1
+        if int(np.bitwise_or.reduce(masks)) != full if masks.size else True:
+            return False
+        if sum(bin(int(m)).count("1") for m in masks) != self.n:
+            return False
+        ks = np.array(self.cols.k, dtype=np.int64)[chosen]
+        vms = [(int(k), _jobs_of(int(m))) for k, m in zip(ks, masks[: chosen.size], strict=True)]
+        self.consider(self._late_plan(vms, late) if late else vms)
+        return True
+
+    def _split(self, node: _Node, lp: _NodeLP) -> list[_Node] | None:
+        """Two children that split the LP's solution: the job pair whose share of a VM
+        is the most fractional (together / apart, Ryan and Foster), else the job whose
+        type is (on it / not); None when the solution is integral in both."""
+        for name, values in (("z", lp.z), ("y", lp.yv)):
+            frac = np.abs(values - np.round(values))
+            if values.size and frac.max() > 1e-6:
+                t = int(np.argmax(frac))
+                v = float(values[t])
+                return [
+                    dataclasses.replace(
+                        node, fixed=node.fixed + ((name, t, math.ceil(v), math.inf),)
+                    ),
+                    dataclasses.replace(node, fixed=node.fixed + ((name, t, 0.0, math.floor(v)),)),
+                ]
+        sel = lp.x > 1e-9
+        cols = lp.columns[sel]
+        x = lp.x[sel]
+        masks = np.array(self.cols.mask, dtype=np.int64)[cols]
+        ks = np.array(self.cols.k, dtype=np.int64)[cols]
+        bits = ((masks[None, :] >> np.arange(self.n, dtype=np.int64)[:, None]) & 1).astype(
+            np.float64
+        )
+        share = (bits * x[None, :]) @ bits.T
+        upper = np.triu(np.ones_like(share, dtype=bool), 1)
+        frac = upper & (share > 1e-6) & (share < 1 - 1e-6)
+        if frac.any():
+            score = np.where(frac, np.abs(share - 0.5), np.inf)
+            a, b = np.unravel_index(int(np.argmin(score)), score.shape)
+            pair = ((int(a), int(b)),)
+            return [
+                dataclasses.replace(node, together=node.together + pair),
+                dataclasses.replace(node, apart=node.apart + pair),
+            ]
+        on = np.stack([(bits * (x * (ks == k))[None, :]).sum(axis=1) for k in range(self.kinds)])
+        frac_on = (on > 1e-6) & (on < 1 - 1e-6)
+        if frac_on.any():
+            score = np.where(frac_on, np.abs(on - 0.5), np.inf)
+            k, j = np.unravel_index(int(np.argmin(score)), score.shape)
+            return [
+                dataclasses.replace(node, placed=node.placed + ((int(j), int(k), True),)),
+                dataclasses.replace(node, placed=node.placed + ((int(j), int(k), False),)),
+            ]
+        return None
 
     def consider(self, vms: list[tuple[int, list[int]]] | None) -> float:
         """Make `vms` the incumbent if it is better; its variant value ($)."""
@@ -1346,13 +1971,28 @@ class _Solver:
     ) -> tuple[list[tuple[int, list[int]]] | None, float, bool]:
         """The least-value partition of the jobs among these columns inside the box, by
         `_cover_search`: (VMs or None, bound $, solved: the search was exhaustive or met
-        the node's bound)."""
+        the node's bound). Not for percentile (its late variables are not columns)."""
+        if self.late_mode:
+            return None, -math.inf, False
         n = self.n
         quantum = 1e-9
         # run time of each column: its jobs' run times on its type
         bits = ((masks[None, :] >> np.arange(n, dtype=np.int64)[:, None]) & 1).astype(bool)
         runtime = np.where(np.isfinite(self.jp.runtime_s), self.jp.runtime_s, 0.0)
         load = np.einsum("jc,jc->c", bits, runtime[:, ks])
+        # each job's least share of a VM: run time / the type's largest VM load
+        cap = np.array([load[ks == k].max() if np.any(ks == k) else 0.0 for k in range(self.kinds)])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(
+                np.isfinite(self.jp.runtime_s) & (cap[None, :] > 0),
+                self.jp.runtime_s / cap[None, :],
+                np.inf,
+            )
+        f_job = ratio.min(axis=1)
+        f_job = np.where(np.isfinite(f_job), f_job, 0.0) * (1.0 - 1e-12)
+        colf = bits.T.astype(np.float64) @ f_job
+        need0 = float(f_job.sum())
+        step = float(lp.pen_lo[self.kinds] + min(0.0, float(rc.min())))
         big = np.iinfo(np.int64).max // 4
         lo = np.array(node.lo, dtype=np.int64)
         hi = np.array([big if math.isinf(h) else int(h) for h in node.hi], dtype=np.int64)
@@ -1364,15 +2004,21 @@ class _Solver:
         rng = np.random.default_rng(0)
         rounded = np.floor(rc / quantum)
         value, count, nodes, exhausted = self.best_val, -1, 0, False
-        # restarts: fullest VMs first, then shuffled ties; the last one runs longest
-        limits = [100_000, 100_000, 100_000, 2_000_000]
-        for attempt, limit in enumerate(limits):
-            tie = (
-                -load
-                if attempt in (0, len(limits) - 1)
-                else -load * rng.uniform(0.7, 1.3, load.size)
-            )
-            order = np.lexsort((tie, rounded))
+        # Restarts (a heavy-tailed search): by reduced cost with the fullest VMs first
+        # among near-ties; by fullest VM alone (no early break: any order is exact);
+        # shuffled; the last one, by reduced cost, runs longest.
+        # (a node is one column looked at: a few nanoseconds)
+        attempts = [
+            (quantum, 1.0, 10_000_000),
+            (math.inf, 1.0, 20_000_000),
+            (math.inf, 0.3, 10_000_000),
+            (math.inf, 0.3, 10_000_000),
+            (quantum, 1.0, 300_000_000),
+        ]
+        for q, spread, limit in attempts:
+            tie = -load if spread == 1.0 else -load * rng.uniform(1 - spread, 1 + spread, load.size)
+            key = rounded if math.isfinite(q) else np.zeros(load.size)
+            order = np.lexsort((tie, key))
             bits_o = bits[:, order]
             jobs, pos = np.nonzero(bits_o)  # by job, then by (reduced cost, tie)
             cols = order[pos].astype(np.int64)
@@ -1397,7 +2043,10 @@ class _Solver:
                 value,
                 node_lb + tol,
                 limit,
-                quantum,
+                q,
+                colf,
+                need0,
+                step,
                 best_cols,
             )
             nodes += used
@@ -1421,62 +2070,102 @@ class _Solver:
         return vms, -math.inf, False
 
     def _leaf(
-        self, node: _Node, lp: _NodeLP, max_profit: float, node_lb: float, tol: float
+        self,
+        node: _Node,
+        lp: _NodeLP,
+        max_profit: float,
+        node_lb: float,
+        tol: float,
+        max_columns: int,
+        mip_limit_s: float,
     ) -> tuple[float, bool]:
-        """The cheapest plan in the box below the incumbent (made the incumbent): (the
-        node's bound $, solved).
+        """The cheapest plan in the node below the incumbent (made the incumbent): (the
+        node's bound $, solved). _TooMany when it would take more than `max_columns`
+        columns or its MIP more than `mip_limit_s` seconds: branch instead.
 
         A plan of value V has every VM's reduced cost <= V - dual + (N - 1) x the highest
         profit priced, so with E(g) the VMs of reduced cost <= g, the MIP over E(g) is
-        exact once its optimum is at most dual + g - (N - 1) x that profit; g grows from
-        a small gap to the full one (the incumbent's)."""
-        slack = (self.n - 1) * max(max_profit, 0.0)
+        exact once its optimum is at most dual + g - (N - 1) x that profit: the full gap
+        (the incumbent's) when its columns are few, else a small one."""
+        slack = (self.n - 1) * max(max_profit, 0.0) - lp.extra_neg
+        pairs = _Pairs.of(self.n, node, self.kinds)
+        full = self.best_val - lp.dual + slack + tol
+        # the full gap when its columns are few; else from a small gap up, while they are
+        try:
+            return self._leaf_round(
+                node, lp, node_lb, tol, pairs, full, full, max_columns, mip_limit_s
+            )[:2]
+        except _TooMany:
+            pass
+        # too many: a small gap may still hold the node's optimum (degenerate duals)
         g = max(0.05 * (self.best_val - lp.dual), 1e-9) + slack + tol
-        while True:
-            full = self.best_val - lp.dual + slack + tol
-            g = min(g, full)
-            all_masks: list[IntArray] = []
-            all_k: list[IntArray] = []
-            all_f: list[FloatArray] = []
-            all_rows: list[FloatArray] = []
-            for k in range(self.kinds):
-                masks, rows, _ = self.run_search(k, lp, -g, dynamic=False)
-                if len(masks):
-                    all_rows.append(rows)
-                    all_masks.append(masks)
-                    all_k.append(np.full(len(masks), k, dtype=np.int64))
-                    loss = self.pen * rows[:, 1] if self.v.mode <= 1 else np.zeros(len(rows))
-                    all_f.append(np.column_stack([rows[:, 0], loss, rows[:, 2], rows[:, 3]]))
-            size = sum(len(x) for x in all_masks)
-            self.stats.enumerated = max(self.stats.enumerated, size)
-            if not all_masks:
-                if g >= full:
-                    return self.best_val, True
-                g = 4.0 * g
-                continue
-            masks_e = np.concatenate(all_masks)
-            ks_e = np.concatenate(all_k)
-            f_e = np.vstack(all_f)
-            rc_e = -np.concatenate([r[:, 4] for r in all_rows])
-            vms, bound, solved = self._cover(node, lp, masks_e, ks_e, f_e, rc_e, node_lb, tol)
+        full = self.best_val - lp.dual + slack + tol
+        if g < full:
+            bound, solved, exact = self._leaf_round(
+                node, lp, node_lb, tol, pairs, g, full, max_columns, mip_limit_s
+            )
+            if solved and (exact or bound <= lp.dual + g - slack):
+                return bound, True
             if not solved:
-                budget = self.deadline - time.perf_counter()
-                if budget <= 0:
-                    raise _Stop(-math.inf)
+                return min(bound, lp.dual + g - slack), False
+        raise _TooMany
+
+    def _leaf_round(
+        self,
+        node: _Node,
+        lp: _NodeLP,
+        node_lb: float,
+        tol: float,
+        pairs: _Pairs,
+        g: float,
+        full: float,
+        max_columns: int,
+        mip_limit_s: float,
+    ) -> tuple[float, bool, bool]:
+        """Enumerate the VMs of reduced cost <= g and find the best partition among them
+        (exact cover search, then the MIP): (bound over them $, solved, exact for the
+        node: g is the full gap or the plan meets the node's bound)."""
+        all_masks: list[IntArray] = []
+        all_k: list[IntArray] = []
+        all_f: list[FloatArray] = []
+        all_rows: list[FloatArray] = []
+        size = 0
+        for k in range(self.kinds):
+            masks, rows, _ = self.run_search(
+                k, lp, -g, dynamic=False, pairs=pairs, max_total=max_columns - size
+            )
+            size += len(masks)
+            if len(masks):
+                all_rows.append(rows)
+                all_masks.append(masks)
+                all_k.append(np.full(len(masks), k, dtype=np.int64))
+                loss = self.pen * rows[:, 1] if self.v.mode <= 1 else np.zeros(len(rows))
+                all_f.append(np.column_stack([rows[:, 0], loss, rows[:, 2], rows[:, 3]]))
+        self.stats.enumerated = max(self.stats.enumerated, size)
+        if not all_masks:  # no plan among them below the incumbent
+            return self.best_val, True, g >= full
+        masks_e = np.concatenate(all_masks)
+        ks_e = np.concatenate(all_k)
+        f_e = np.vstack(all_f)
+        rc_e = -np.concatenate([r[:, 4] for r in all_rows])
+        vms, bound, solved = self._cover(node, lp, masks_e, ks_e, f_e, rc_e, node_lb, tol)
+        if not solved:
+            budget = self.deadline - time.perf_counter()
+            if budget <= 0:
+                raise _Stop(-math.inf)
+            self.consider(vms)
+            vms, bound, solved = self.mip(masks_e, ks_e, f_e, min(budget, mip_limit_s), node)
+            if not solved and budget > mip_limit_s:
                 self.consider(vms)
-                vms, bound, solved = self.mip(masks_e, ks_e, f_e, budget, node)
-            val = self.consider(vms)
-            if solved and vms is not None and val > bound + tol:
-                return -math.inf, False  # the columns and the plan disagree: no proof
-            if solved and vms is not None and val <= node_lb + tol:
-                return val, True  # meets the node's bound: optimal in the box
-            if not solved:  # stopped: plans outside E(g) cost more than dual + g - slack
-                return (bound if g >= full else min(bound, lp.dual + g - slack)), False
-            if g >= full:
-                return min(bound, self.best_val), True
-            if vms is not None and bound <= lp.dual + g - slack:
-                return bound, True  # every cheaper plan in the box was among the columns
-            g = 4.0 * g
+                raise _TooMany
+        val = self.consider(vms)
+        if solved and vms is not None and val > bound + tol:
+            return -math.inf, False, False  # the columns and the plan disagree: no proof
+        if solved and vms is not None and val <= node_lb + tol:
+            return val, True, True  # meets the node's bound: optimal in the node
+        if not solved:
+            return bound, False, False
+        return min(bound, self.best_val), True, g >= full
 
     def root_bound(self) -> float:
         """The LP bound of the variant (column generation at the root, $)."""
@@ -1522,6 +2211,10 @@ class _Solver:
             if bound >= self.best_val - tol:
                 heap.clear()
                 break
+            if any(lo > hi for lo, hi in zip(node.lo, node.hi, strict=True)):
+                continue  # an empty box
+            if not _Pairs.of(self.n, node, self.kinds).feasible:
+                continue  # contradicting pairs
             try:
                 lp, max_profit, node_lb, converged = self._generate(node, self.best_val, tol)
                 node_lb = max(node_lb, bound)
@@ -1534,9 +2227,20 @@ class _Solver:
                     self.consider(vms)
                 if node_lb >= self.best_val - tol or not converged:
                     continue
+                # branch on a fractional count strictly inside the box (with the
+                # artificial in use the count can exceed its upper bound: no branch)
                 frac = np.abs(lp.counts - np.round(lp.counts))
                 order = [self.kinds] + list(np.argsort(-frac[: self.kinds]))
-                branch = next((int(i) for i in order if frac[i] > 1e-6), None)
+                branch = next(
+                    (
+                        int(i)
+                        for i in order
+                        if frac[i] > 1e-6
+                        and node.lo[i] <= math.floor(lp.counts[i])
+                        and math.ceil(lp.counts[i]) <= node.hi[i]
+                    ),
+                    None,
+                )
                 if branch is not None:
                     value = float(lp.counts[branch])
                     down_hi = list(node.hi)
@@ -1544,15 +2248,41 @@ class _Solver:
                     up_lo = list(node.lo)
                     up_lo[branch] = math.ceil(value)
                     # more VMs first: it is where the incumbents are
-                    for child in (_Node(tuple(up_lo), node.hi), _Node(node.lo, tuple(down_hi))):
+                    children = [
+                        dataclasses.replace(node, lo=tuple(up_lo)),
+                        dataclasses.replace(node, hi=tuple(down_hi)),
+                    ]
+                    for child in children:
                         heapq.heappush(heap, (node_lb, seq, child))
                         seq += 1
                     continue
-                leaf_bound, solved = self._leaf(node, lp, max_profit, node_lb, tol)
-                if not solved:
+                if self._integral(lp):  # the LP's optimum is a plan: the node is solved
+                    continue
+                try:
+                    leaf_bound, solved = self._leaf(
+                        node, lp, max_profit, node_lb, tol, _LEAF_COLUMNS, _LEAF_MIP_S
+                    )
+                    too_many = False
+                except _TooMany:
+                    solved, too_many, leaf_bound = False, True, node_lb
+                if solved:
+                    continue
+                split = self._split(node, lp) if too_many else None
+                if split is None and too_many:  # nothing left to branch on: all of it
+                    leaf_bound, solved = self._leaf(
+                        node, lp, max_profit, node_lb, tol, 1 << 62, math.inf
+                    )
+                    if solved:
+                        continue
+                if split is None:
                     rest = min((b for b, _, _ in heap), default=inf)
                     here = max(node_lb, leaf_bound)
                     return self.best_plan, self.best_val, min(here, rest, self.best_val), False
+                for child in split:
+                    heapq.heappush(heap, (node_lb, seq, child))
+                    seq += 1
+            except _Infeasible:
+                continue
             except _Stop as stop:
                 here = max(bound, stop.args[0] if stop.args else -inf)
                 rest = min((b for b, _, _ in heap), default=inf)
@@ -1695,7 +2425,9 @@ def solve_jobs(problem: JobProblem, time_limit_s: float = 120.0) -> ExactSolutio
     ub, i_best = min(scored)
     best = plans[i_best]
     kind = jp.slo.kind
-    if kind != "percentile":
+    if kind == "avg":
+        best, ub, lower, proven = _solve_avg(jp, best, ub, deadline, stats)
+    elif kind != "percentile":
         v = _Variant(_MODES[kind])
         plan, _, lower, proven = _Solver(jp, v, deadline, stats).solve(plans, math.inf)
         if plan is not None:
@@ -1706,6 +2438,8 @@ def solve_jobs(problem: JobProblem, time_limit_s: float = 120.0) -> ExactSolutio
     else:
         best, ub, lower, proven = _solve_percentile(jp, plans, best, ub, deadline, stats)
     cost, loss = job_plan_cost(jp, best)
+    # every plan pays at least the least money (the SLO loss is >= 0)
+    lower = max(lower, _money_lower_bound(jp))
     if proven:
         lower = cost
     return ExactSolution(
@@ -1719,6 +2453,138 @@ def solve_jobs(problem: JobProblem, time_limit_s: float = 120.0) -> ExactSolutio
         stats.lp,
         stats.enumerated,
     )
+
+
+def _positional_model(
+    jp: JobProblem, positions: int
+) -> tuple[FloatArray, FloatArray, FloatArray, sparse.csc_matrix, FloatArray, FloatArray, list]:
+    """The positional MIP of the avg SLO (module doc): variables x[j, k, p] (job j on a
+    VM of type k, p-th from the end: it and the p - 1 jobs after it wait for it), z[k,
+    p] (jobs at that slot: non-increasing in p; z[k, 1] = VMs of type k) and the excess
+    u (s) of the sum of responses over N x target. A VM's sum of responses is sum_p p x
+    its p-th-from-end run time (+ its delay per job), whatever the order it is given, so
+    the optimum puts each VM shortest first. Returns (cost, integrality, upper bounds,
+    rows, row lows, row highs, the (j, k) of each x block), costs scaled by _SCALE."""
+    n, kinds, big_p = jp.jobs, len(jp.type_names), positions
+    e = jp.runtime_s
+    delay = jp.counted_delay_s()
+    pairs = [(j, k) for j in range(n) for k in range(kinds) if math.isfinite(e[j, k])]
+    nx, nz = len(pairs) * big_p, kinds * big_p
+    nv = nx + nz + 1
+    cost = np.zeros(nv)
+    resp = np.zeros(nv)
+    pos = np.arange(1, big_p + 1, dtype=np.float64)
+    for i, (j, k) in enumerate(pairs):
+        cost[i * big_p : (i + 1) * big_p] = jp.price_per_s[k] * e[j, k] * _SCALE
+        resp[i * big_p : (i + 1) * big_p] = pos * e[j, k] + delay[k]
+    for k in range(kinds):
+        cost[nx + k * big_p] = jp.startup_usd[k] * _SCALE
+    cost[nv - 1] = jp.slo.penalty_per_s / n * _SCALE
+    rows: list[int] = []
+    cols: list[int] = []
+    vals: list[float] = []
+    lo: list[float] = []
+    hi: list[float] = []
+    r = 0
+    x_of_job: list[list[int]] = [[] for _ in range(n)]
+    x_of_type: list[list[int]] = [[] for _ in range(kinds)]
+    for i, (j, k) in enumerate(pairs):
+        x_of_job[j].append(i)
+        x_of_type[k].append(i)
+    for j in range(n):  # every job once
+        for i in x_of_job[j]:
+            rows += [r] * big_p
+            cols += list(range(i * big_p, (i + 1) * big_p))
+            vals += [1.0] * big_p
+        lo.append(1.0)
+        hi.append(1.0)
+        r += 1
+    for k in range(kinds):
+        for p in range(big_p):  # z[k, p] = the jobs at the slot, non-increasing in p
+            for i in x_of_type[k]:
+                rows.append(r)
+                cols.append(i * big_p + p)
+                vals.append(1.0)
+            rows.append(r)
+            cols.append(nx + k * big_p + p)
+            vals.append(-1.0)
+            lo.append(0.0)
+            hi.append(0.0)
+            r += 1
+            if p + 1 < big_p:
+                rows += [r, r]
+                cols += [nx + k * big_p + p + 1, nx + k * big_p + p]
+                vals += [1.0, -1.0]
+                lo.append(-np.inf)
+                hi.append(0.0)
+                r += 1
+    rows += [r] * (nx + 1)  # sum of responses - u <= N x target
+    cols += list(range(nx)) + [nv - 1]
+    vals += list(resp[:nx]) + [-1.0]
+    lo.append(-np.inf)
+    hi.append(n * jp.slo.target_s)
+    r += 1
+    matrix = sparse.csc_matrix((vals, (rows, cols)), shape=(r, nv))
+    integrality = np.ones(nv)
+    integrality[nv - 1] = 0
+    upper = np.ones(nv)
+    upper[nx:] = np.inf
+    return cost, integrality, upper, matrix, np.array(lo), np.array(hi), pairs
+
+
+def _solve_avg(
+    jp: JobProblem, best: JobPlan, ub: float, deadline: float, stats: _Stats
+) -> tuple[JobPlan, float, float, bool]:
+    """The avg SLO by the positional MIP (HiGHS, gap 0): (plan, cost, bound, proven)."""
+    n, kinds = jp.jobs, len(jp.type_names)
+    cost, integrality, upper, matrix, lo, hi, pairs = _positional_model(jp, n)
+    constraint = LinearConstraint(matrix, lo, hi)
+    bounds = Bounds(np.zeros(cost.size), upper)
+    stats.lp += 1
+    relaxed = linprog(
+        cost,
+        A_ub=sparse.vstack([matrix[np.isfinite(hi)], -matrix[np.isfinite(lo)]]).tocsc(),
+        b_ub=np.concatenate([hi[np.isfinite(hi)], -lo[np.isfinite(lo)]]),
+        bounds=list(zip(np.zeros(cost.size), upper, strict=True)),
+        method="highs",
+    )
+    lower = float(relaxed.fun) / _SCALE if relaxed.status == 0 else -math.inf
+    budget = deadline - time.perf_counter()
+    if budget <= 0:
+        return best, ub, min(lower, ub), False
+    res = _milp(
+        budget,
+        cost,
+        integrality=integrality,
+        bounds=bounds,
+        constraints=[constraint],
+        options={"mip_rel_gap": 0.0, "disp": False},
+    )
+    if res is None:
+        return best, ub, min(lower, ub), False
+    stats.nodes += int(getattr(res, "mip_node_count", 0) or 0)
+    if res.x is not None:
+        x = res.x
+        nx = len(pairs) * n
+        vms: list[tuple[int, list[int]]] = []
+        for k in range(kinds):
+            count = int(round(x[nx + k * n]))
+            bins: list[list[int]] = [[] for _ in range(count)]
+            for p in range(n):
+                at = [j for i, (j, kk) in enumerate(pairs) if kk == k and x[i * n + p] > 0.5]
+                for b, j in enumerate(at):
+                    bins[b].append(j)
+            vms += [(k, b) for b in bins if b]
+        plan = ordered(jp, vms)
+        value = job_plan_cost(jp, plan)[0]
+        if value < ub:
+            best, ub = plan, value
+    bound = getattr(res, "mip_dual_bound", None)
+    if res.status == 0:
+        return best, ub, ub, True
+    if bound is not None and np.isfinite(bound):
+        lower = max(lower, float(bound) / _SCALE)
+    return best, ub, min(lower, ub), False
 
 
 def _solve_percentile(

@@ -1,4 +1,5 @@
-"""Decision features of a vertex of the allocation graph (seed 000, SPEC.md "Pennyworth").
+"""Decision features of a vertex of the allocation graph (the Pennyworth paper, section
+III-D; docs/pennyworth.md).
 
 A plan is built one decision at a time: *rent* a VM of type k (allowed when no VM is open
 or the open one has a job, and only of a type that runs some job left) or *add* a job of
@@ -20,7 +21,7 @@ task t to the most recently rented VM. At every vertex a policy sees:
   no loss, N - ceil(p/100 x N) - the jobs already late;
 - `feasible_adds`: how many tasks' jobs can be added to the open VM feasibly (below).
 
-The seed's features are the wait, the shares, the add costs and the unassigned indicators;
+The paper's features are the wait, the shares, the add costs and the unassigned indicators;
 the rest are ours: a tree cannot otherwise tell an empty small VM from an empty large one,
 a batch's start from its end, a cheap job from one that breaks the SLO, nor how much of a
 batch-wide SLO is left to spend.
@@ -37,7 +38,7 @@ earlier VM delays no other job and never costs more, so for max, rtpt and percen
 optimal plan never closes a VM early; under avg the moved job's own response time can grow,
 and a tree made to fill VMs did worse: 1.029 of the optimum against 1.010.) A tree that
 predicts an infeasible decision takes its most probable feasible one instead
-(`Walker.feasible`; ours, not the seed's): with penalties a hundred times the VM prices,
+(`Walker.feasible`; ours, not the paper's): with penalties a hundred times the VM prices,
 one late job costs more than the whole plan.
 
 A `Walker` keeps what the features need up to date as decisions are taken, and a tree

@@ -1,5 +1,5 @@
 """Pennyworth's policies on the engine: plan a batch, rent its VMs, run each VM's jobs in
-order, release it (seed 000).
+order, release it (the Pennyworth paper).
 
 A `PlanPlacer` is both the placer and the scaler of a run (the engine makes a placer that
 is a `Scaler` its scaler when the scenario keeps the default `static` one). When jobs

@@ -1,4 +1,4 @@
-"""A complete allocation and its cost (seed 000, eq. 1), computed from scratch."""
+"""A complete allocation and its cost (the Pennyworth paper's eq. 1), computed from scratch."""
 
 from __future__ import annotations
 

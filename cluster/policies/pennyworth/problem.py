@@ -1,4 +1,4 @@
-"""The allocation problem of one batch (seed 000, eq. 1; SPEC.md "Pennyworth").
+"""The allocation problem of one batch (the Pennyworth paper, eq. 1; docs/pennyworth.md).
 
 Jobs are instances of tasks; a task t runs e[t, k] seconds on VM type k (its mean, the
 estimate the planner uses). A plan rents VMs, each of one type, and gives each an ordered

@@ -1,4 +1,5 @@
-"""The RAD-tree: a decision tree that builds a plan one decision at a time (seed 000).
+"""The RAD-tree: a decision tree that builds a plan one decision at a time (the Pennyworth
+paper).
 
 A `RadTree` is a fitted scikit-learn `DecisionTreeClassifier` (entropy, cost-complexity
 pruning: the equivalent of the paper's J48) reduced to plain arrays, so it exports to JSON
@@ -267,6 +268,87 @@ class RadTree:
             walk(int(self.right[i]), indent + "    ")
 
         walk(0, "")
+        return "\n".join(lines)
+
+    def importance(self) -> list[tuple[str, int, float]]:
+        """(feature name, splits on it, share of the tree's total entropy decrease) for
+        every feature the tree splits on, most important first (by share, then splits)."""
+        names = feature_names(self.task_names, self.type_names)
+        n = self.counts.sum(axis=1)
+        p = self.counts / np.where(n > 0, n, 1.0)[:, None]
+        entropy = -np.sum(np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0)), 0.0), axis=1)
+        splits: dict[int, int] = {}
+        gain: dict[int, float] = {}
+        for i in np.flatnonzero(self.feature >= 0):
+            f, lo, hi = int(self.feature[i]), int(self.left[i]), int(self.right[i])
+            drop = n[i] * entropy[i] - n[lo] * entropy[lo] - n[hi] * entropy[hi]
+            splits[f] = splits.get(f, 0) + 1
+            gain[f] = gain.get(f, 0.0) + max(float(drop), 0.0)
+        total = sum(gain.values())
+        rows = [(names[f], splits[f], gain[f] / total if total > 0 else 0.0) for f in splits]
+        return sorted(rows, key=lambda r: (-r[2], -r[1], r[0]))
+
+    def summary(self, depth: int = 3, top: int = 8, decimals: int = 4) -> str:
+        """A readable digest of the tree: its size, the `top` features that matter most
+        (`importance`) and the decisions near the root, to `depth` levels; a branch cut
+        there shows how many decisions it holds and its most frequent one. `explain()` is
+        the full set of rules."""
+        names = feature_names(self.task_names, self.type_names)
+        actions = action_names(self.task_names, self.type_names)
+        head = (
+            f"RAD-tree: {int(self.feature.size):,} nodes, {self.leaves:,} leaves, depth "
+            f"{self.depth}; {len(self.task_names)} tasks, {len(self.type_names)} VM types"
+        )
+        if isinstance(self.info.get("examples"), int):
+            head += f"; fitted on {self.info['examples']:,} examples"
+        lines = [head]
+        ranked = self.importance()
+        if ranked:
+            lines.append(
+                f"features that matter most ({min(top, len(ranked))} of the {len(ranked)} it "
+                "splits on; share of the entropy decrease, splits):"
+            )
+            width = max(len(r[0]) for r in ranked[:top])
+            lines += [
+                f"  {f:<{width}}  {g:6.1%}  {s:>5} split{'' if s == 1 else 's'}"
+                for f, s, g in ranked[:top]
+            ]
+
+        def majority(i: int) -> str:
+            ranked_i = self._ranked[i]
+            total = float(self.counts[i].sum())
+            if not ranked_i:
+                return "(fallback)"
+            best = ranked_i[0]
+            share = self.counts[i][list(self.classes).index(best)] / total if total else 0.0
+            return f"{actions[best]}  ({share:.0%} of {int(total)} examples)"
+
+        def size(i: int) -> int:
+            stack, count = [i], 0
+            while stack:
+                j = stack.pop()
+                count += 1
+                if self.feature[j] >= 0:
+                    stack += [int(self.left[j]), int(self.right[j])]
+            return count
+
+        lines.append(f"decisions near the root (to depth {depth}; --explain-full prints all):")
+
+        def walk(i: int, level: int, indent: str) -> None:
+            if self.feature[i] < 0:
+                lines.append(f"{indent}-> {majority(i)}")
+                return
+            if level >= depth:
+                inner = (size(i) - 1) // 2
+                lines.append(f"{indent}... {inner:,} more decisions; most often -> {majority(i)}")
+                return
+            name, thr = names[self.feature[i]], round(float(self.threshold[i]), decimals)
+            lines.append(f"{indent}if {name} <= {thr}:")
+            walk(int(self.left[i]), level + 1, indent + "    ")
+            lines.append(f"{indent}else:  # {name} > {thr}")
+            walk(int(self.right[i]), level + 1, indent + "    ")
+
+        walk(0, 0, "  ")
         return "\n".join(lines)
 
     # -- files -------------------------------------------------------------------------

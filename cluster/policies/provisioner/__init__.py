@@ -1,4 +1,5 @@
-"""Provisioners that size each task instance's request (seed 002): `grouped`, `vpa`,
+"""Provisioners that size each task instance's request (after Jialun Song's master's
+thesis; docs/provisioner.md): `grouped`, `vpa`,
 `predictive` (`static` lives in `cluster.policies.fifo`). scikit-learn, imbalanced-learn
 and Optuna are imported only when a model is trained (the `learn` extra)."""
 

@@ -1,4 +1,5 @@
-"""The thesis's metrics for sizing requests by bins (seed 002, SPEC.md "Provisioner").
+"""The thesis's metrics for sizing requests by bins (Jialun Song's master's thesis;
+docs/provisioner.md).
 
 A *binning* of a task's memory is a list of edges e_1 < ... < e_B = A (GB), A its static
 allocation; an instance that needs u GB gets b(u), the smallest edge >= u.

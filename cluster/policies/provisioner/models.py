@@ -1,4 +1,4 @@
-"""Classifiers that predict a heavy task's memory bin from its inputs (seed 002, 5.2).
+"""Classifiers that predict a heavy task's memory bin from its inputs (the thesis, 5.2).
 
 Training (`train_bin_classifier`): the task's profiling rows -> the best binning for 2 and
 3 bins (`binning.search_binning`, time-based) -> stratified train / validation / test

@@ -1,4 +1,5 @@
-"""The learning provisioners (seed 002): `grouped`, `vpa` and `predictive`.
+"""The learning provisioners (after the thesis; docs/provisioner.md): `grouped`, `vpa` and
+`predictive`.
 
 Each learns from profiling runs (`sizing.profile`: the scenario run with static requests on
 a seed stream of its own, `profiling_runs` runs) when it is set up, or reads a sizing model

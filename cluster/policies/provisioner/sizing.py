@@ -1,4 +1,5 @@
-"""Profiling runs and the sizing model the provisioners learn from them (seed 002).
+"""Profiling runs and the sizing model the provisioners learn from them (after the thesis;
+docs/provisioner.md).
 
 `profile(spec, runs, seed)` runs a scenario in the emulator with static requests (the
 thesis's production set-up) on a seed of its own and returns the profiling data: one row
@@ -14,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,9 +48,11 @@ class Profile:
         return np.asarray(self.table.column("task").to_pylist(), dtype=object) == task
 
 
-def profile(spec: SimulationSpec, runs: int, seed: int) -> Profile:
+def profile(
+    spec: SimulationSpec, runs: int, seed: int, progress: Callable[[float], None] | None = None
+) -> Profile:
     """Run `spec` with static requests for `runs` runs (every class once per run) on
-    `seed`, and return its profiling data."""
+    `seed`, and return its profiling data; `progress` gets the fraction done."""
     from cluster.engine import Engine
     from cluster.policies.fifo import Static
     from scenarios.workflow import profiling_table
@@ -60,7 +63,7 @@ def profile(spec: SimulationSpec, runs: int, seed: int) -> Profile:
         spec, seed=int(seed), stop=StopRule(jobs=runs * len(spec.classes)), replications=1
     )
     engine = Engine(prof, provisioner=Static(retry_limit=0))
-    result = engine.run()
+    result = engine.run(progress)
     features = engine.jobs.features
     if not {"region", "products", "days_left", "run"} <= set(features):
         raise ValueError(

@@ -1,8 +1,8 @@
 """Scoring-function scheduler: filter and score plugins, weighted sum, seeded tie-break.
 
 After kube-scheduler's framework and Skippy (Rausch et al.), as tuned in Asenov et al.,
-"Learning to Score: Tuning Cluster Schedulers through Reinforcement Learning" (seed 003);
-formulas in SPEC.md section 4. The placer is registered as ``scoring``.
+"Learning to Score: Tuning Cluster Schedulers through Reinforcement Learning" (the Learning
+to Score paper); formulas in docs/scoring.md. The placer is registered as ``scoring``.
 """
 
 from __future__ import annotations

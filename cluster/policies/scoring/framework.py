@@ -4,7 +4,7 @@ One scheduling *cycle* places one pod (job): every filter plugin returns a boole
 all nodes, the feasible nodes are their conjunction, every score plugin returns one score in
 [0, 100] per feasible node (after its own normalisation), the total is the weighted sum,
 and the best total wins; ties go to a seeded generator (kube-scheduler
-`runtime/framework.go`, `RunScorePlugins` + `selectHost`; SPEC.md section 4, "Combination").
+`runtime/framework.go`, `RunScorePlugins` + `selectHost`; docs/scoring.md).
 Scores outside [0, 100] raise `ScoreRangeError` naming the plugin, as kube-scheduler does.
 
 Everything is vectorised over nodes: a `NodeTable` holds static per-node arrays (capacities,

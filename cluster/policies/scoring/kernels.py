@@ -1,7 +1,7 @@
 """Compiled kernels of the built-in scorers: per-plugin and fused (all scorers, one call).
 
 The formulas are those of `scorers.py` (kube-scheduler ``plugins/noderesources`` and
-``imagelocality``, Skippy ``core/priorities.py``; SPEC.md section 4), in the default mode and
+``imagelocality``, Skippy ``core/priorities.py``; docs/scoring.md), in the default mode and
 in the Skippy compatibility mode (`skippy_compat.py`: Skippy 0.1.1 and the Kubernetes 1.13
 priorities it follows, scores 0..10 returned x 10). Kubernetes' integer
 arithmetic is kept exactly but in float64: every value involved is an integer below 2^53, where

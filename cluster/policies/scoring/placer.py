@@ -2,9 +2,10 @@
 
 Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
 
-- ``scorers``: score plugin names (default: the seed's eight, `SEED_SCORERS`);
+- ``scorers``: score plugin names (default: the Learning to Score paper's eight,
+  `SEED_SCORERS`);
 - ``weights``: ``{scorer: weight}``, non-negative, not all zero; unnamed scorers keep the
-  seed's "Fixed" weights (1, and 0 for LeastAllocated and RequestedToCapacityRatio);
+  paper's "Fixed" weights (1, and 0 for LeastAllocated and RequestedToCapacityRatio);
 - ``filters``: filter plugin names (default ResourceFit, NodeLabels, Capability, NotStorageNode);
 - ``scorer_params``: ``{scorer: {param: value}}``, e.g. RequestedToCapacityRatio ``shape``;
 - ``integer``: Kubernetes' integer arithmetic in the Kubernetes scorers (default true);
@@ -15,11 +16,11 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
   bounds used to live here; they are scenario fields now (``world``, the classes'
   ``containers`` / data / model / ``node_selector`` / ``capabilities``, the node types'
   bandwidths, ``metrics.score``) and the scenario loader translates them (`scenarios.world`);
-- ``percentage_of_nodes_to_score``: kube-scheduler's option (the seed varies it 10-100):
+- ``percentage_of_nodes_to_score``: kube-scheduler's option (the paper varies it 10-100):
   each cycle scores only the first feasible nodes found, searching round robin from where the
   last cycle stopped (at least 100 nodes; 0 = adaptive); default 100 (all);
 - ``replicas``: ``{min, max, scale_factor}``, faas-sim's per-function scaling options (the
-  seed's "min / max # nodes per function" and "scale factor", Table II): each function (job
+  paper's "min / max # nodes per function" and "scale factor", Table II): each function (job
   class) runs only on its replica nodes. The first request of a function places ``min``
   replicas on the best-scored feasible nodes; a request that finds no replica with room
   scales the function up by ``scale_factor`` replicas (the best-scored feasible other nodes,

@@ -1,4 +1,5 @@
-"""The seed's score (Asenov et al., "Learning to Score", eq. 2; SPEC.md section 4).
+"""The Learning to Score paper's score (Asenov et al., "Learning to Score", eq. 2;
+docs/scoring.md).
 
 The score is a summary metric any scenario can select (``metrics: {score: ...}``), whatever
 its placer: it lives in `cluster.score_metric`, re-exported here for the scoring package.

@@ -1,4 +1,4 @@
-"""Score plugins: each maps the feasible nodes to scores in [0, 100] (SPEC.md section 4).
+"""Score plugins: each maps the feasible nodes to scores in [0, 100] (docs/scoring.md).
 
 Kubernetes scorers (kube-scheduler ``plugins/noderesources``, ``imagelocality``) follow its
 integer arithmetic when `integer=True` (the default): cpu in millicores, memory in bytes
@@ -28,7 +28,7 @@ Skippy scorers (skippy-core 0.1.1 ``core/priorities.py``), as scores 0..100:
 - DataLocality: raw = (MB received + MB sent per invocation) * 8 / storage Mbit/s.
   Both are lower-is-better and scaled by *inverse min-max* over the feasible nodes,
   100*(max - x)/(max - min) (all equal -> 0). Skippy itself uses (max - x + min)/max; the
-  min-max inverse is SPEC.md's recommendation and keeps the full [0, 100] range.
+  min-max inverse keeps the full [0, 100] range.
 - LocalityType: 100 on edge nodes (label ``locality: edge``), 0 otherwise.
 - Capability: number of the pod's requested capability labels the node carries, min-max
   scaled to [0, 100] (all equal -> 0, as Skippy's ``_scale_scores``).
@@ -494,7 +494,8 @@ class CapabilityScore(SkippyScorer):
         return minmax(count)
 
 
-#: The eight scorers of the seed (Skippy's five plus three Kubernetes resource scorers).
+#: The eight scorers of the Learning to Score paper (Skippy's five plus three Kubernetes
+#: resource scorers).
 SEED_SCORERS: tuple[str, ...] = (
     "BalancedResource",
     "LatencyAwareImageLocality",
@@ -505,7 +506,8 @@ SEED_SCORERS: tuple[str, ...] = (
     "MostAllocated",
     "RequestedToCapacityRatio",
 )
-#: The seed's "Fixed" weights: 1 for every scorer, 0 for LeastAllocated and RTC.
+#: The Learning to Score paper's "Fixed" weights: 1 for every scorer, 0 for LeastAllocated
+#: and RTC.
 FIXED_WEIGHTS: dict[str, float] = {
     name: 0.0 if name in ("LeastAllocated", "RequestedToCapacityRatio") else 1.0
     for name in SEED_SCORERS

@@ -92,6 +92,7 @@ def test_cli_json_and_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         (["--seeds", "9-1"], "runs backwards"),
         (["--pods", "{tmp}/empty.csv"], "the pod list is empty"),
         (["--pods", "{tmp}/missing.csv"], "cannot be read"),
+        (["--pods", "{tmp}/missing.csv"], "alibaba/clusterdata repository on GitHub"),
     ],
 )
 def test_bad_input_exits_2(

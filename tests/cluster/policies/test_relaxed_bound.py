@@ -1,5 +1,6 @@
-"""The relaxed problem (3) of seed 004: KKT solution against closed forms, SPEC.md's test
-vector and a general-purpose constrained optimiser (scipy SLSQP) on random instances."""
+"""The relaxed problem (3) of the WHAM paper: KKT solution against closed forms, an
+independently derived test vector and a general-purpose constrained optimiser (scipy SLSQP)
+on random instances."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from scenarios.loader import load_scenario
 
 
 def appendix_h(n: float) -> list[ClassLoad]:
-    """SPEC.md's reconstruction of Appendix H at n cores (per-core rates 7/6, 0.42, 0.7)."""
+    """Our reconstruction of Appendix H at n cores (per-core rates 7/6, 0.42, 0.7; docs/wham.md)."""
     return [
         ClassLoad("class1", 7 / 6 * n, 0.2, 2.0, PowerSpeedup(0.5)),
         ClassLoad("class2", 0.42 * n, 0.5 + 0.5 / 9, 1.0, PowerSpeedup(0.75)),

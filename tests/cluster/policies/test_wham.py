@@ -1,6 +1,6 @@
-"""WHAM, FW-CAM and GREEDY (seed 004): conformance, SPEC.md test vectors, the invariants of
-both WHAM modes, and the compiled price search against the independent Speedup-object
-implementation of `relaxed_bound`."""
+"""WHAM, FW-CAM and GREEDY (the WHAM paper): conformance, independently derived test
+vectors, the invariants of both WHAM modes, and the compiled price search against the
+independent Speedup-object implementation of `relaxed_bound`."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def appendix_h_dict(cores: int, jobs: int = 3000) -> dict[str, Any]:
 
 
 def spec_test_vector() -> tuple[Any, PoolView]:
-    """SPEC.md's vector: n = 10, jobs of classes (1, 1, 2, 3), c = (2, 1, 1)."""
+    """The derived test vector: n = 10, jobs of classes (1, 1, 2, 3), c = (2, 1, 1)."""
     spec = spec_from_dict(appendix_h_dict(10))
     cls = np.array([0, 0, 1, 2])
     n = cls.size

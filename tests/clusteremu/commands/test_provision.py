@@ -88,3 +88,13 @@ def test_bad_input_exits_2_and_writes_nothing(
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_compare_out_says_what_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cmp"
+    argv = ["provision", "compare", "ml-workflow", *SMALL, "--provisioners", "static"]
+    assert main([*argv, "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    files = [out / f"provision-compare.{x}" for x in ("json", "parquet", "png")]
+    assert lines[-1] == f"wrote {files[0]}, {files[1]} and {files[2]}"
+    assert all(f.stat().st_size > 0 for f in files)

@@ -136,7 +136,8 @@ def test_a_task_with_no_run_time_on_any_type_is_refused(
 
 
 def test_shipped_scenarios_solve(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["solve", "pennyworth-max", "--json", "--time-limit", "120"]) == 0
+    # a smoke test (proven or not within 5 s): the proofs are test_exact.py's
+    assert main(["solve", "pennyworth-max", "--json", "--time-limit", "5"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert sum(len(vm["jobs"]) for vm in out["vms"]) == 32
     assert out["lower_bound_usd"] <= out["cost"] + 1e-12
@@ -149,20 +150,79 @@ def test_actual_knowledge_plans_the_run_times_of_the_same_run(
     draws (common random numbers): every job's `run_s` is the engine's, the plan is no
     dearer than the means' plan priced on those run times, and another seed draws other
     run times."""
-    from cluster.jobs import generate_jobs, replication_seed, runtime_table
+    from cluster.engine import Engine
+    from cluster.jobs import runtime_table
     from scenarios.loader import load_scenario
 
     args = ["solve", "pennyworth-max", "--json", "--knowledge", "actual", "--time-limit", "120"]
     assert main([*args, "--seed", "3"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["knowledge"] == "actual" and out["seed"] == 3
+    assert out["optimal"] is True and out["lower_bound_usd"] == out["cost"]
+    # The engine's own jobs of that run (`clusteremu run pennyworth-max --seed 3`) and the
+    # run time each has on each node type, as its event loop reads them.
     spec = load_scenario("pennyworth-max", ["seed=3"])
-    table = runtime_table(spec, generate_jobs(spec, replication_seed(spec, 0)))
-    types = [t.name for t in spec.node_types]
+    engine = Engine(spec)
+    table = runtime_table(spec, engine.jobs)
+    types = {t.name: i for i, t in enumerate(spec.node_types)}
+    classes = [c.name for c in spec.classes]
+    # eq. 1 on those run times, from scratch: start-up + price x run time per VM, plus
+    # 1 cent per second each job ends past 720 s (the max SLO; start-up delay not counted)
+    assert spec.slo is not None and spec.slo.kind == "max"
+    money = late_s = 0.0
     for vm in out["vms"]:
+        node_type = spec.node_types[types[vm["type"]]]
+        money += node_type.startup_cost
+        t_s = 0.0
         for job in vm["jobs"]:
-            assert job["run_s"] == pytest.approx(table[types.index(vm["type"]), job["id"]])
+            run_s = table[types[vm["type"]], job["id"]]
+            assert job["run_s"] == pytest.approx(run_s, rel=1e-12)
+            assert classes[engine.jobs.class_index[job["id"]]] == job["class"]
+            money += node_type.price_per_hour / 3600.0 * run_s
+            t_s += run_s
+            late_s += max(0.0, t_s - spec.slo.deadline_s)
+    assert out["cost"] == pytest.approx(money + spec.slo.penalty_per_s * late_s, rel=1e-9)
+    assert out["slo_loss_usd"] == pytest.approx(spec.slo.penalty_per_s * late_s, abs=1e-12)
     assert sorted(j["id"] for vm in out["vms"] for j in vm["jobs"]) == list(range(32))
-    assert main([*args, "--seed", "4"]) == 0
+    assert main([*args[:-1], "2", "--seed", "4"]) == 0  # other draws (2 s is plenty)
     other = json.loads(capsys.readouterr().out)
     assert other["cost"] != out["cost"]
+
+
+def test_human_output_says_whether_the_plan_is_proven(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["solve", str(scenario(tmp_path))]) == 0
+    assert "proven optimal" in capsys.readouterr().out
+    assert main(["solve", "pennyworth-rtpt", "--knowledge", "actual", "--time-limit", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "NOT proven optimal: the optimum is at least $" in out
+
+
+def test_a_time_limit_too_short_prints_the_best_plan_and_a_proven_bound(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["solve", "pennyworth-percentile", "--json", "--knowledge", "actual", "--seed", "2"]
+    assert main([*args, "--time-limit", "0.01"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["optimal"] is False
+    assert sum(len(vm["jobs"]) for vm in out["vms"]) == 32
+    assert 0 < out["lower_bound_usd"] < out["cost"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--set", "stop.jobs=5"], "stop.jobs"),
+        (["--seed", "-1"], "--seed"),
+        (["--time-limit", "nan"], "--time-limit"),
+    ],
+)
+def test_bad_input_with_actual_knowledge_exits_2(
+    capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    args = ["solve", "pennyworth-max", "--knowledge", "actual", "--json", *extra]
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.out == ""

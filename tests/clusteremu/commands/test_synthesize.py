@@ -81,7 +81,7 @@ def test_synthesize_writes_a_tree_a_validation_score_and_a_held_out_report(
     assert synthesized.status == 0
     assert f"{SCENARIO} (max SLO): 40 example sets of 5 jobs" in text
     assert "validation (used for selection): mean actual cost $" in text
-    assert "if " in text and "-> rent t2." in text and "-> add q" in text  # the rules
+    assert "if " in text and "features that matter most" in text  # the tree's summary
     report = json.loads((out / "report.json").read_text())
     assert report["trials"] == 2 and len(report["search"]) == 2
     assert report["chunks"] == {"total": 1, "already_done": 0, "solved": 1}
@@ -91,7 +91,7 @@ def test_synthesize_writes_a_tree_a_validation_score_and_a_held_out_report(
     assert tree.feature.size == report["tree"]["nodes"]
     assert tree.safety_z == report["best"]["safety_z"]
     assert pq.read_table(out / "examples").num_rows == report["examples"]
-    assert tree.explain() in text
+    assert tree.summary() in text and tree.explain() not in text  # --explain-full: every rule
 
     # Validation: used for selection, never called held out.
     val = report["validation (used for selection)"]
@@ -270,3 +270,56 @@ def test_examples_of_another_seed_are_refused(
     assert "holds examples of another configuration: seed 0 (now 5)" in err
     assert "delete" in err and "to start clean" in err
     assert (folder / MANIFEST).read_bytes() == before and len(list(folder.iterdir())) == 1
+
+
+# -- explaining a tree ------------------------------------------------------------------
+
+SHIPPED_TREE = resolve_path(SCENARIO).parent / "policies" / f"{SCENARIO}.json"
+
+
+def test_explain_prints_a_summary_and_explain_full_every_rule(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--tree FILE` explains a tree without synthesising: `--explain` (the default) a
+    digest of a few dozen lines, `--explain-full` every rule; `--json` carries them."""
+    tree = RadTree.load(SHIPPED_TREE)
+    assert main(["synthesize", "--tree", str(SHIPPED_TREE)]) == 0
+    text = capsys.readouterr().out
+    assert text == tree.summary() + "\n"
+    lines = text.splitlines()
+    assert len(lines) <= 40 < len(tree.explain().splitlines())
+    assert f"{tree.feature.size:,} nodes, {tree.leaves:,} leaves, depth {tree.depth}" in lines[0]
+    assert lines[1].startswith("features that matter most (8 of the ")
+    top = tree.importance()[0]
+    assert lines[2].split() == [
+        top[0],
+        f"{top[2]:.1%}",
+        str(top[1]),
+        "splits" if top[1] > 1 else "split",
+    ]
+    assert "decisions near the root (to depth 3" in text and "more decisions; most often ->" in text
+    assert max(len(s) - len(s.lstrip()) for s in lines if " more decisions" in s) == 2 + 4 * 3
+
+    assert main(["synthesize", "--tree", str(SHIPPED_TREE), "--explain-full"]) == 0
+    assert capsys.readouterr().out == tree.explain() + "\n"
+    argv = ["synthesize", "--tree", str(SHIPPED_TREE), "--explain", "--explain-full", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["explain"] == tree.summary() and data["rules"] == tree.explain()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tree", "no/such.json"], "--tree no/such.json: cannot read the tree file"),
+        (["--tree", str(SHIPPED_TREE), SCENARIO], "drop SCENARIO"),
+        (["--tree", str(SHIPPED_TREE), "--out", "x"], "drop --out"),
+        ([SCENARIO], "the following arguments are required: --out"),
+        ([], "the following arguments are required: scenario, --out"),
+    ],
+)
+def test_explain_and_synthesize_refuse_the_wrong_arguments(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["synthesize", *argv]) == 2
+    assert message in capsys.readouterr().err

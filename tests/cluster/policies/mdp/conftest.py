@@ -1,10 +1,10 @@
-"""Shared builders for the learned speed-up MDP tests (seed 001, SPEC.md section 2)."""
+"""Shared builders for the learned speed-up MDP tests (the MDP paper; docs/mdp.md)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-#: Table 1 of seed 001: (k, lambda, mu, p, theta1, theta2).
+#: Table 1 of the MDP paper: (k, lambda, mu, p, theta1, theta2).
 EXAMPLES: dict[int, tuple[float, float, float, float, float, float]] = {
     1: (30, 4.0, 2.5, 0.35, 0.3, 0.8),
     2: (10, 2.0, 1.5, 0.6, 0.4, 0.85),

@@ -1,5 +1,5 @@
 """The `mdp` allocator: conformance suite, table lookup with EQUI inside a class, and clear
-errors for bad scenario parameters (seed 001 section 2.2)."""
+errors for bad scenario parameters (the MDP paper, section 2.2)."""
 
 from __future__ import annotations
 

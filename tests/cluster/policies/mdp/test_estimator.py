@@ -1,4 +1,4 @@
-"""Maximum likelihood estimation of theta (seed 001 section 3, eqs. 3.2-3.6; SPEC section 2):
+"""Maximum likelihood estimation of theta (the MDP paper, section 3, eqs. 3.2-3.6):
 the compact likelihood equals the literal one up to a constant, the score and information are
 the derivatives, the estimates are consistent and the 95% intervals cover."""
 

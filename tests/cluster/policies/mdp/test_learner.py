@@ -1,4 +1,4 @@
-"""Algorithms 1a / 1b and the change-point mode (seed 001 section 5, SPEC section 2)."""
+"""Algorithms 1a / 1b and the change-point mode (the MDP paper, section 5)."""
 
 from __future__ import annotations
 

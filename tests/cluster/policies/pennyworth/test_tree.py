@@ -356,6 +356,29 @@ def test_explain_names_features_and_decisions(kind: str) -> None:
     )
 
 
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_summary_ranks_features_and_cuts_the_rules_at_depth_3(kind: str) -> None:
+    tree = trained(kind).tree
+    names = feature_names(tree.task_names, tree.type_names)
+    ranked = tree.importance()
+    inner = tree.feature[tree.feature >= 0]
+    assert sum(s for _, s, _ in ranked) == inner.size
+    assert {f for f, _, _ in ranked} == {names[f] for f in inner}
+    assert sum(g for _, _, g in ranked) == pytest.approx(1.0)
+    assert [g for _, _, g in ranked] == sorted((g for _, _, g in ranked), reverse=True)
+    lines = tree.summary(depth=2, top=3).splitlines()
+    assert lines[0].startswith(f"RAD-tree: {tree.feature.size:,} nodes, {tree.leaves:,} leaves")
+    assert [x.split()[0] for x in lines[2:5]] == [f for f, _, _ in ranked[:3]]
+    rules = lines[lines.index(next(x for x in lines if x.startswith("decisions"))) + 1 :]
+    assert rules[0] == f"  if {names[tree.feature[0]]} <= {round(float(tree.threshold[0]), 4)}:"
+    assert max(len(x) - len(x.lstrip()) for x in rules) <= 2 + 4 * 2
+    assert all(x.strip().startswith(("if ", "else:", "-> ", "... ")) for x in rules)
+    assert len(rules) < len(tree.explain().splitlines())
+    assert single_leaf(base_problem(kind), [1]).summary().splitlines()[-1] == (
+        f"  -> rent {tree.type_names[1]}  (100% of 1 examples)"
+    )
+
+
 # -- unknown tasks -----------------------------------------------------------------------
 
 

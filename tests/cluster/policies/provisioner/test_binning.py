@@ -1,4 +1,5 @@
-"""The thesis's metrics (seed 002) against hand computation: optimal improvement, u-score,
+"""The thesis's metrics (Jialun Song's master's thesis; docs/provisioner.md) against hand
+computation: optimal improvement, u-score,
 u-rate, estimated improvement, the binning search, VPA's histogram percentile."""
 
 from __future__ import annotations

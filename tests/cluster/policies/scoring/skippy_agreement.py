@@ -8,10 +8,11 @@ choices, in the compatibility mode (``compat="skippy"``) and in the default mode
     python -m tests.cluster.policies.scoring.skippy_agreement --decisions 1000
 
 Configurations: each of Skippy's six priorities alone; the four Kubernetes resource scorers,
-which Skippy 0.1.1 lacks and which the seed added "inspired by their Kubernetes equivalents",
+which Skippy 0.1.1 lacks and which the Learning to Score paper added "inspired by their
+Kubernetes equivalents",
 as Skippy priorities transcribed from Kubernetes 1.13 (``pkg/scheduler/algorithm/priorities``:
 least_requested.go, most_requested.go, requested_to_capacity_ratio.go,
-balanced_resource_allocation.go -- the version Skippy follows); the seed's Fixed weights; and
+balanced_resource_allocation.go -- the version Skippy follows); the paper's Fixed weights; and
 random weights on all ten. Each decision draws a fresh cluster (one storage node among 8 to 30
 nodes), a pod, image caches, bandwidths and the round-robin start of the feasible search.
 

@@ -1,5 +1,5 @@
 """The `scoring` placer: conformance, fused vs numpy paths, image caches, set-up delays,
-bad input, and the seed's score (eq. 2)."""
+bad input, and the Learning to Score paper's score (eq. 2)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from scenarios.loader import spec_from_dict
 
 
 class TestScoringDefault(PlacerConformance):
-    """The seed's eight scorers with Fixed weights on the plain conformance cluster (rented
+    """The paper's eight scorers with Fixed weights on the plain conformance cluster (rented
     rows that grow the view, per-GPU milli sharing included)."""
 
     def make_placer(self) -> Placer:

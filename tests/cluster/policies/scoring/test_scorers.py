@@ -1,4 +1,4 @@
-"""Formula tests of every score plugin on small hand-computed clusters (SPEC.md section 4).
+"""Formula tests of every score plugin on small hand-computed clusters (docs/scoring.md).
 
 Cluster A (request: 1 core, 2 GB):
   n0: 4 cores / 8 GB, free 3 / 6  -> requested after placement 2 / 4

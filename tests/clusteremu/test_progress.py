@@ -1,0 +1,153 @@
+"""One progress convention for every long command (`clusteremu.progress`): a bar on a
+terminal; off a terminal a line every few seconds (the first only after that long, so
+short commands print nothing) and a last `done` line; nothing at all when disabled.
+The subprocess tests run commands with stderr on a pipe (no terminal) and read the lines
+as they are printed: no sleeps, no timing assumptions beyond "a line at every change" with
+CLUSTEREMU_PROGRESS_S=0."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusteremu.commands.gpu_frag import TRACE_DIR
+from clusteremu.progress import EVERY_ENV, Progress, every_s
+
+#: An off-terminal progress line: `LABEL: 42%`, optionally `(3/7 unit, note)`, `, 12 s`.
+LINE = re.compile(r"^(?P<label>.+): (?P<pct>\d+)%(?: \((?P<extra>[^)]*)\))?, \d+ s$")
+DONE = re.compile(r"^(?P<label>.+): done in \d+ s$")
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _progress(**kw: object) -> tuple[Progress, io.StringIO, Clock]:
+    stream, clock = io.StringIO(), Clock()
+    shown = Progress("work", stream=stream, terminal=False, interval_s=5.0, clock=clock, **kw)  # type: ignore[arg-type]
+    return shown, stream, clock
+
+
+def test_off_a_terminal_a_line_every_interval_and_a_last_one() -> None:
+    shown, stream, clock = _progress(total=8, unit="items")
+    shown.update(done=1)
+    clock.now += 4.9
+    shown.update(done=2)
+    assert stream.getvalue() == ""  # under the interval: a short command prints nothing
+    clock.now += 0.2
+    shown.update(done=3)
+    assert stream.getvalue() == "work: 38% (3/8 items), 5 s\n"
+    clock.now += 1.0
+    shown.update(done=4)  # within the interval of the last line
+    clock.now += 5.0
+    shown.update(done=4, note="loss 0.25")
+    shown.close()
+    assert stream.getvalue().splitlines() == [
+        "work: 38% (3/8 items), 5 s",
+        "work: 50% (4/8 items, loss 0.25), 11 s",
+        "work: done in 11 s",
+    ]
+
+
+def test_fractions_repeats_interrupts_and_disabled() -> None:
+    shown, stream, clock = _progress()
+    clock.now += 6
+    shown(0.5)
+    clock.now += 6
+    shown(0.5)  # nothing new to say: no line
+    clock.now += 6
+    shown.close(finished=False)  # interrupted: the command says so itself
+    assert stream.getvalue().splitlines() == ["work: 50%, 6 s"]
+
+    quiet, stream, clock = _progress(enabled=False)
+    clock.now += 60
+    quiet(0.7)
+    quiet.close()
+    short, stream2, _ = _progress()
+    short(1.0)
+    short.close()
+    assert stream.getvalue() == stream2.getvalue() == ""  # disabled; short: no done line
+
+
+def test_on_a_terminal_a_bar_after_a_second_not_lines() -> None:
+    stream, clock = io.StringIO(), Clock()
+    with Progress("work", stream=stream, terminal=True, total=4, clock=clock) as shown:
+        shown.update(done=1)
+        assert stream.getvalue() == ""  # a bar only after a second
+        clock.now += 1.5
+        shown.update(done=2)
+        assert shown.bar is not None and shown.bar.n == 500
+        bar = stream.getvalue()
+    assert shown.bar is None
+    assert "work:  50%|" in bar and "2/4" in bar and "\n" not in bar  # redrawn in place
+
+
+def test_interval_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for raw, expected in (("2.5", 2.5), ("0", 0.0), ("-1", 5.0), ("soon", 5.0), ("nan", 5.0)):
+        monkeypatch.setenv(EVERY_ENV, raw)
+        assert every_s() == expected
+    monkeypatch.delenv(EVERY_ENV)
+    assert every_s() == 5.0
+
+
+def _progress_lines(argv: list[str], label: str) -> list[str]:
+    """Run `clusteremu ARGV` with stderr on a pipe; check each line as it is printed."""
+    env = {**os.environ, EVERY_ENV: "0"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clusteremu", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stderr is not None and proc.stdout is not None
+    lines = []
+    for line in proc.stderr:  # as they come
+        line = line.rstrip("\n")
+        if line.startswith(f"{label}:"):
+            match = LINE.match(line) or DONE.match(line)
+            assert match and match["label"] == label, line
+            lines.append(line)
+    stdout = proc.stdout.read()
+    assert proc.wait() == 0, stdout
+    return lines
+
+
+def test_run_off_a_terminal_prints_progress_lines() -> None:
+    lines = _progress_lines(["run", "mm-c", "--set", "stop.jobs=30000"], "mm-c")
+    assert len(lines) >= 2 and DONE.match(lines[-1])
+    percents = [int(LINE.match(x)["pct"]) for x in lines[:-1]]  # type: ignore[index]
+    assert percents == sorted(percents) and percents[-1] == 100
+
+
+@pytest.mark.skipif(not TRACE_DIR.is_dir(), reason=f"the Alibaba GPU trace is not in {TRACE_DIR}")
+def test_gpu_frag_off_a_terminal_prints_progress_lines(tmp_path: Path) -> None:
+    argv = ["gpu-frag", "--policy", "fgd,best-fit", "--seeds", "42-43", "--out", str(tmp_path)]
+    lines = _progress_lines(argv, "gpu-frag")
+    assert [LINE.match(x)["extra"] for x in lines[:-1]] == [  # type: ignore[index]
+        f"{i}/4 replays" for i in range(1, 5)
+    ]
+    assert DONE.match(lines[-1])
+
+
+def test_a_progress_pickles_for_ray_tune() -> None:
+    """Ray Tune pickles the searcher and its callbacks: a copy writes to its own stderr."""
+    import pickle
+
+    shown, stream, clock = _progress(total=2)
+    clock.now += 10
+    shown.update(done=1)
+    copy = pickle.loads(pickle.dumps(shown))
+    assert copy.stream is sys.stderr and copy.bar is None and copy.done == 1
