@@ -102,8 +102,9 @@ def test_interval_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert every_s() == 5.0
 
 
-def _progress_lines(argv: list[str], label: str) -> list[str]:
-    """Run `clusteremu ARGV` with stderr on a pipe; check each line as it is printed."""
+def _progress_lines(argv: list[str], label: str) -> tuple[list[str], str]:
+    """Run `clusteremu ARGV` with stderr on a pipe; check each progress line as it is
+    printed; return them and stdout."""
     env = {**os.environ, EVERY_ENV: "0"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "clusteremu", *argv],
@@ -122,11 +123,11 @@ def _progress_lines(argv: list[str], label: str) -> list[str]:
             lines.append(line)
     stdout = proc.stdout.read()
     assert proc.wait() == 0, stdout
-    return lines
+    return lines, stdout
 
 
 def test_run_off_a_terminal_prints_progress_lines() -> None:
-    lines = _progress_lines(["run", "mm-c", "--set", "stop.jobs=30000"], "mm-c")
+    lines, _ = _progress_lines(["run", "mm-c", "--set", "stop.jobs=30000"], "mm-c")
     assert len(lines) >= 2 and DONE.match(lines[-1])
     percents = [int(LINE.match(x)["pct"]) for x in lines[:-1]]  # type: ignore[index]
     assert percents == sorted(percents) and percents[-1] == 100
@@ -135,11 +136,14 @@ def test_run_off_a_terminal_prints_progress_lines() -> None:
 @pytest.mark.skipif(not TRACE_DIR.is_dir(), reason=f"the Alibaba GPU trace is not in {TRACE_DIR}")
 def test_gpu_frag_off_a_terminal_prints_progress_lines(tmp_path: Path) -> None:
     argv = ["gpu-frag", "--policy", "fgd,best-fit", "--seeds", "42-43", "--out", str(tmp_path)]
-    lines = _progress_lines(argv, "gpu-frag")
+    lines, stdout = _progress_lines(argv, "gpu-frag")
     assert [LINE.match(x)["extra"] for x in lines[:-1]] == [  # type: ignore[index]
         f"{i}/4 replays" for i in range(1, 5)
     ]
     assert DONE.match(lines[-1])
+    files = [tmp_path / f"gpu-frag.{x}" for x in ("parquet", "json", "png")]
+    assert stdout.splitlines()[-1] == f"wrote {files[0]}, {files[1]} and {files[2]}"
+    assert all(f.stat().st_size > 0 for f in files)
 
 
 def test_a_progress_pickles_for_ray_tune() -> None:

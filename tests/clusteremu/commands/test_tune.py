@@ -73,3 +73,29 @@ def test_train_rl_refuses_a_model_folder_under_a_file(
     argv = ["train-rl", "--steps", "10", "--out", str(blocker / "m.zip")]
     assert main(argv) == 2
     assert f"--out {blocker / 'm.zip'}: cannot create" in capsys.readouterr().err
+
+
+def test_one_experiment_has_no_interval_n_a_printed_null_in_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A single experiment's improvement has no 95% interval: `n/a` in the table and null
+    in the JSON, never 0.00% (which reads as "exactly no spread")."""
+    from types import SimpleNamespace
+
+    from cluster.io import to_json
+    from clusteremu.commands.tune import _print_table
+    from tuners.tuning import ExperimentOutcome, TuningResult
+
+    def result(*scores: list[float]) -> TuningResult:
+        outcomes = [ExperimentOutcome(experiment=None, tuner="tpe", scores=s) for s in scores]  # type: ignore[arg-type]
+        return TuningResult("tpe", 3, outcomes, 1.0, [])
+
+    one, two = result([0.8, 0.9, 0.85]), result([0.8, 0.9], [0.5, 0.6])
+    assert json.loads(to_json(one.summary()))["ci95"] is None
+    assert two.summary()["ci95"] > 0
+    exp = SimpleNamespace(name="mine", row={})
+    _print_table({"tpe": one}, [exp])
+    last = capsys.readouterr().out.splitlines()[-1].split()
+    assert last[:4] == ["tpe", "0.9000", "0.8000", "12.50%"] and last[4] == "n/a"
+    _print_table({"tpe": two}, [exp, exp])
+    assert capsys.readouterr().out.splitlines()[-1].split()[4].endswith("%")

@@ -25,7 +25,7 @@ class TestMdpOptimal(AllocatorConformance):
         return MdpAllocator(truncation=10, actions=20)
 
     def pool_scenario(self) -> dict[str, Any]:
-        return mdp_scenario(2, jobs=3000, seed=5)
+        return mdp_scenario(2, jobs=1000, seed=5)
 
     def check_allocation(self, view: PoolView, cores: np.ndarray) -> None:
         # EQUI within a class; the whole pool is used.
