@@ -9,8 +9,11 @@ says on stderr what it changed:
   jobs (`SMALL_TIME_S` seconds) and the warm-up scaled by the same factor, whether the
   length comes from the scenario or from the command's own `--set` (so a command whose
   warm-up exceeds its jobs still fails, as it would at full size);
-* `--replications N` and `--seeds A-B` keep at most `MAX_REPLICATIONS` / `MAX_SEEDS`;
+* `--replications N` and `--seeds A-B` keep at most `MAX_REPLICATIONS` / `MAX_SEEDS`
+  (`gpu-frag` too);
 * `learn` runs at most `MAX_ITERATIONS` epochs;
+* a provisioner's hyper-parameter search (`provision train --trials`, a scenario's
+  `scheduler.provisioner.params.trials`) runs at most `MAX_TRIALS` trials;
 * `tune` tunes at most `MAX_EXPERIMENTS` experiments (with `--scenario FILE`, the run length
   is cut as above); `train-rl` trains `MAX_RL_STEPS` steps of small networks on the
   ``tiny`` domain;
@@ -36,6 +39,7 @@ MAX_SEEDS = 2
 MAX_ITERATIONS = 5
 MAX_EXPERIMENTS = 2
 MAX_RL_STEPS = 120
+MAX_TRIALS = 5
 REALTIME_SPEEDUP = 100.0
 SCENARIO_COMMANDS = {"run", "compare", "sweep", "learn", "bound"}
 
@@ -60,15 +64,28 @@ def _replace_option(argv: list[str], name: str, value: str) -> list[str]:
     return out
 
 
-def _scenario_stop(scenario: str) -> dict[str, Any]:
+def _scenario(scenario: str) -> dict[str, Any]:
     from scenarios.loader import resolve_path
 
     try:
         data = yaml.safe_load(resolve_path(scenario).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return {}
-    stop = data.get("stop") if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
+def _scenario_stop(scenario: str) -> dict[str, Any]:
+    stop = _scenario(scenario).get("stop")
     return stop if isinstance(stop, dict) else {}
+
+
+def _scenario_trials(scenario: str) -> int | None:
+    """The hyper-parameter search trials of the scenario's provisioner, if it has some."""
+    scheduler = _scenario(scenario).get("scheduler")
+    provisioner = scheduler.get("provisioner") if isinstance(scheduler, dict) else None
+    params = provisioner.get("params") if isinstance(provisioner, dict) else None
+    trials = params.get("trials") if isinstance(params, dict) else None
+    return trials if isinstance(trials, int) else None
 
 
 def _number(text: str) -> float | None:
@@ -98,10 +115,21 @@ def shrink(argv: list[str]) -> tuple[list[str], list[str]]:
     positionals = _positionals(argv)
     if positionals and positionals[0] in ("tune", "train-rl"):
         return _shrink_tuning(argv, positionals[0])
+    if positionals[:2] == ["provision", "train"]:  # profiles, then searches hyper-parameters
+        trials = [int(v) for v in _option_values(argv, "--trials") if v.isdigit()]
+        if trials and max(trials) > MAX_TRIALS:
+            return _replace_option(argv, "--trials", str(MAX_TRIALS)), [f"--trials {MAX_TRIALS}"]
+        return argv, []
+    if positionals and positionals[0] == "gpu-frag":  # replays the trace per policy and seed
+        return _shrink_options(list(argv), [], "gpu-frag")
     if len(positionals) < 2 or positionals[0] not in SCENARIO_COMMANDS:
         return argv, []
     command, scenario = positionals[0], positionals[1]
     out, notes = _shrink_stop(argv, scenario)
+    trials = _scenario_trials(scenario)
+    if trials is not None and trials > MAX_TRIALS:
+        out += ["--set", f"scheduler.provisioner.params.trials={MAX_TRIALS}"]
+        notes.append(f"scheduler.provisioner.params.trials={MAX_TRIALS}")
 
     return _shrink_options(out, notes, command)
 

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from clusteremu.commands.gpu_frag import TRACE_DIR
 from clusteremu.progress import EVERY_ENV, Progress, every_s
 
 #: An off-terminal progress line: `LABEL: 42%`, optionally `(3/7 unit, note)`, `, 12 s`.
+#: A small node and pod list in the trace's format (the real trace is not needed here).
+GPU_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 LINE = re.compile(r"^(?P<label>.+): (?P<pct>\d+)%(?: \((?P<extra>[^)]*)\))?, \d+ s$")
 DONE = re.compile(r"^(?P<label>.+): done in \d+ s$")
 
@@ -133,9 +134,9 @@ def test_run_off_a_terminal_prints_progress_lines() -> None:
     assert percents == sorted(percents) and percents[-1] == 100
 
 
-@pytest.mark.skipif(not TRACE_DIR.is_dir(), reason=f"the Alibaba GPU trace is not in {TRACE_DIR}")
 def test_gpu_frag_off_a_terminal_prints_progress_lines(tmp_path: Path) -> None:
     argv = ["gpu-frag", "--policy", "fgd,best-fit", "--seeds", "42-43", "--out", str(tmp_path)]
+    argv += ["--nodes", str(GPU_FIXTURES / "nodes.csv"), "--pods", str(GPU_FIXTURES / "pods.csv")]
     lines, stdout = _progress_lines(argv, "gpu-frag")
     assert [LINE.match(x)["extra"] for x in lines[:-1]] == [  # type: ignore[index]
         f"{i}/4 replays" for i in range(1, 5)
