@@ -114,6 +114,11 @@ class Vertex:
     n_on_open: int = 0
     #: Variance of the run times on the open VM so far (s^2; the safety padding's).
     var_s2: float = 0.0
+    #: Avg SLO: the variance of the sum of the response times so far (s^2; the margin is
+    #: kept on that sum, the mean's), and on the open VM the sum over its jobs of each
+    #: job's variance x the number of its VM's jobs from it on (s^2; see `Walker.step`).
+    sum_var_s2: float = 0.0
+    open_b_s2: float = 0.0
     #: Jobs left in all.
     jobs_left: int = 0
     #: Jobs left that can run on each type.
@@ -127,6 +132,8 @@ class Vertex:
     #: late even alone (percentile).
     lone_sum_s: float = 0.0
     lone_late: int = 0
+    #: Sum of the run-time variances of the jobs left on their lone types (s^2; avg).
+    lone_var_s2: float = 0.0
     #: The feasible adds at this vertex, once computed (`Walker.feasible_adds`).
     feasible_cache: list[int] | None = field(default=None, compare=False, repr=False)
     #: The avg / percentile loss of the response times so far, once computed.
@@ -137,10 +144,15 @@ class Vertex:
     def start(cls, problem: Problem) -> Vertex:
         finite = np.isfinite(problem.runtime_s)
         counts = list(problem.counts)
-        lone = lone_response_s(problem)
+        types = lone_types(problem)
+        lone = lone_response_s(problem, types)
         target = problem.slo.target_s
+        var = problem.runtime_var_s2()
         return cls(
             lone_sum_s=float(sum(c * lone[t] for t, c in enumerate(counts) if c)),
+            lone_var_s2=float(
+                sum(c * var[t, types[t]] for t, c in enumerate(counts) if c and types[t] >= 0)
+            ),
             lone_late=int(sum(c for t, c in enumerate(counts) if c and lone[t] > target)),
             left=counts,
             on_open=[0] * len(problem.task_names),
@@ -185,10 +197,12 @@ def _alone_on_time(problem: Problem, slo: Slo, t: int, k: int) -> bool:
 
 
 def _alone_response_s(problem: Problem, t: int, k: int) -> float:
-    """A job of task t alone on a new VM of type k: its (padded) response time (s)."""
+    """A job of task t alone on a new VM of type k: its (padded) response time (s; under
+    the avg SLO the margin is kept on the sum of the response times, not job by job)."""
     e = float(problem.runtime_s[t, k])
     delay = float(problem.startup_delay_s[k]) if problem.slo.count_startup_delay else 0.0
-    var = float(problem.runtime_var_s2()[t, k]) if problem.safety_z else 0.0
+    pad = problem.safety_z and problem.slo.kind != "avg"
+    var = float(problem.runtime_var_s2()[t, k]) if pad else 0.0
     return delay + safe_response_s(e, var, problem.safety_z)
 
 
@@ -230,6 +244,11 @@ class Walker:
         )
         lone_type = lone_types(problem)
         self.lone = lone_response_s(problem, lone_type)
+        #: Avg: the margin is z standard deviations of the sum of the response times (the
+        #: mean's spread), not of each job's own response time.
+        self.sum_margin = slo.kind == "avg"
+        #: Run-time variance of each task on its lone type (s^2).
+        self.lone_var = [self.var_list[t][k] if k >= 0 else 0.0 for t, k in enumerate(lone_type)]
         #: Whether a job of task t alone on a new VM of its lone type meets a per-job SLO,
         #: and what that costs (dollars: start-up cost plus price x run time).
         self.lone_ok = [
@@ -281,9 +300,20 @@ class Walker:
         """The (padded) response time of a job of task t added to the open VM now (s)."""
         k = v.open_type
         r = v.wait_s + self.runtime_list[t][k]
-        if self.z:
+        if self.z and not self.sum_margin:
             r = safe_response_s(r, v.var_s2 + self.var_list[t][k], self.z)
         return r
+
+    def _sum_var_after(self, v: Vertex, t: int, k: int, var_s2: float, open_b_s2: float) -> float:
+        """Avg: the variance of the sum of the response times (s^2) after a job of task t
+        is appended to a VM of type k whose jobs' variances sum to `var_s2` (and weighted
+        by the jobs from each on, to `open_b_s2`): every job on it waits for the new one's
+        predecessors, so each earlier job's run time counts once more in the sum."""
+        return v.sum_var_s2 + 2.0 * open_b_s2 + var_s2 + self.var_list[t][k]
+
+    def padded_sum(self, sum_s: float, var_s2: float) -> float:
+        """Avg: a sum of response times padded by z standard deviations of it (s)."""
+        return sum_s + self.z * math.sqrt(var_s2) if self.z and var_s2 > 0 else sum_s
 
     def add_loss(self, v: Vertex, t: int) -> float:
         """The change of the SLO loss (dollars) of adding a job of task t to the open VM,
@@ -298,7 +328,8 @@ class Walker:
             return slo.job_loss(r, e)
         if v.loss_cache is None:
             v.loss_cache = self._batch_loss(v, None)
-        return self._batch_loss(v, r) - v.loss_cache
+        var = self._sum_var_after(v, t, k, v.var_s2, v.open_b_s2) if self.sum_margin else 0.0
+        return self._batch_loss(v, r, var) - v.loss_cache
 
     def add_cost(self, v: Vertex, t: int) -> float:
         """Dollars of adding one job of task t to the open VM (price x run time plus the
@@ -309,15 +340,18 @@ class Walker:
         k = v.open_type
         return self.price[k] * self.runtime_list[t][k] + loss
 
-    def _batch_loss(self, v: Vertex, extra_s: float | None) -> float:
-        """The avg / percentile loss of the response times so far (plus `extra_s`)."""
+    def _batch_loss(self, v: Vertex, extra_s: float | None, sum_var_s2: float = 0.0) -> float:
+        """The avg / percentile loss of the response times so far (plus `extra_s`; avg:
+        their sum padded by z standard deviations of it, `sum_var_s2` after the extra
+        job's add)."""
         slo = self.p.slo
         done = v.sorted_response_s
         n = self.total - v.jobs_left + (extra_s is not None)
         if n == 0:
             return 0.0
         if slo.kind == "avg":
-            total = v.response_sum_s + (extra_s or 0.0)
+            var = v.sum_var_s2 if extra_s is None else sum_var_s2
+            total = self.padded_sum(v.response_sum_s + (extra_s or 0.0), var)
             return slo.penalty_per_s * max(0.0, total / n - slo.target_s)
         q = percentile_rank(slo.percentile, n) - 1
         if extra_s is None:
@@ -352,7 +386,9 @@ class Walker:
                 return lambda v: 0.0
             target = self.p.slo.target_s
             return lambda v: (
-                (target * total - v.response_sum_s) / v.jobs_left if v.jobs_left else 0.0
+                (target * total - self.padded_sum(v.response_sum_s, v.sum_var_s2)) / v.jobs_left
+                if v.jobs_left
+                else 0.0
             )
         if group == _LATE:
             if self.kind != "percentile":
@@ -385,8 +421,18 @@ class Walker:
         if action < self.n_types:
             # No VM is closed while a job left that belongs on its type can still be added
             # to it feasibly (but avg).
-            if v.open_type < 0 or self.kind == "avg":
+            if v.open_type < 0 and self.kind != "avg":
                 return True
+            if self.kind == "avg":
+                # A VM some job left can start on feasibly.
+                k = action
+                wait = self.delay[k]
+                return any(
+                    v.left[t]
+                    and self.finite_list[t][k]
+                    and self._avg_add_ok(v, t, k, wait + self.runtime_list[t][k], 0.0, 0.0)
+                    for t in range(self.n_tasks)
+                )
             k = v.open_type
             return not any(
                 self.price[k] * self.runtime_list[a - self.n_types][k]
@@ -425,15 +471,44 @@ class Walker:
                 or self.price[v.open_type] * e + loss <= self.lone_usd[t] + self.lone_loss[t]
             )
         if slo.kind == "avg":
-            budget = slo.target_s * self.total * (1 + 1e-12)
-            if v.response_sum_s + v.lone_sum_s > budget:
-                return True
-            return v.response_sum_s + r + v.lone_sum_s - self.lone[t] <= budget
+            return self._avg_add_ok(v, t, v.open_type, r, v.var_s2, v.open_b_s2)
         # Late jobs then: v.late + v.lone_late, plus 1 if this one is late, less 1 if it was
         # late even alone. Fewer than allowed: room for one more; more: a loss is certain.
         if v.late + v.lone_late != self.late_allowed:
             return True
         return r <= slo.target_s or self.lone[t] > slo.target_s
+
+    def _avg_add_ok(
+        self, v: Vertex, t: int, k: int, r: float, var_s2: float, open_b_s2: float
+    ) -> bool:
+        """Avg: whether a job of task t, appended with response time r to a VM of type k
+        (the open one, or a new one: `var_s2` = `open_b_s2` = 0), is feasible. With a
+        loss-free completion before it (the response times so far, plus every job left
+        alone on its lone type, padded sum within target x N): the add keeps one, and the
+        jobs placed so far keep their padded mean within the target (no VM spends the
+        budget of the jobs after it: filling the first VMs up to the whole batch's budget
+        leaves every later job alone on its own VM). Without one: the job costs no more
+        than alone on its lone type, its share of the loss it adds included (no pile-up
+        of jobs on a VM once the target is lost)."""
+        slo = self.p.slo
+        target = slo.target_s
+        z = self.z
+        before = v.response_sum_s + v.lone_sum_s
+        if z:
+            before += z * math.sqrt(v.sum_var_s2 + v.lone_var_s2)
+        budget = target * self.total * (1 + 1e-12)
+        if before > budget:
+            extra = max(0.0, r - self.lone[t]) * slo.penalty_per_s / self.total
+            return self.price[k] * self.runtime_list[t][k] + extra <= self.lone_usd[t] * (1 + 1e-9)
+        var = self._sum_var_after(v, t, k, var_s2, open_b_s2) if z else 0.0
+        placed = v.response_sum_s + r
+        after = placed + v.lone_sum_s - self.lone[t]
+        if z:
+            after += z * math.sqrt(max(0.0, var + v.lone_var_s2 - self.lone_var[t]))
+        if after > budget:
+            return False
+        n = self.total - v.jobs_left + 1
+        return self.padded_sum(placed, var) <= target * n * (1 + 1e-12)
 
     def legal(self, v: Vertex) -> list[int]:
         """The decisions allowed at `v` (labels, see the module doc)."""
@@ -447,7 +522,7 @@ class Walker:
                 raise ValueError(f"rent {self.p.type_names[action]}: not a legal decision here")
             v.open_type = action
             v.wait_s = self.delay[action]
-            v.var_s2 = 0.0
+            v.var_s2 = v.open_b_s2 = 0.0
             v.on_open = [0] * self.n_tasks
             v.n_on_open = 0
             v.vms.append((action, []))
@@ -456,8 +531,12 @@ class Walker:
         if not self.is_legal(v, action):
             raise ValueError(f"add {self.p.task_names[t]}: not a legal decision here")
         r = self.response(v, t)
-        v.wait_s += self.runtime_list[t][v.open_type]
-        v.var_s2 += self.var_list[t][v.open_type]
+        k = v.open_type
+        v.sum_var_s2 = self._sum_var_after(v, t, k, v.var_s2, v.open_b_s2)
+        v.wait_s += self.runtime_list[t][k]
+        v.var_s2 += self.var_list[t][k]
+        v.open_b_s2 += v.var_s2
+        v.lone_var_s2 -= self.lone_var[t]
         v.left[t] -= 1
         v.jobs_left -= 1
         for k in range(self.n_types):

@@ -280,6 +280,55 @@ def test_incremental_counters_equal_a_recomputation(kind: str, startup: bool) ->
             assert v.plan() == as_plan(vms)
 
 
+def test_avg_margin_is_on_the_sum_of_the_response_times() -> None:
+    """Avg with a safety margin: the response times stay the means (no job-by-job
+    padding); `sum_var_s2` is the variance of their sum (a VM's job j counts once for every
+    job from it on: sum over VMs and jobs of c_j^2 var_j), `lone_var_s2` that of the jobs
+    left alone on their lone types; the loss and `avg_budget_s` read the sum padded by z
+    standard deviations of it."""
+    z = 2.0
+    rng = np.random.default_rng([SEEDS["avg"], 11])
+    for problem in problems("avg", False, 20, salt=11):
+        sd = np.where(np.isfinite(problem.runtime_s), 0.1 * problem.runtime_s, np.inf)
+        problem = dataclasses.replace(problem, runtime_sd_s=sd, safety_z=z)
+        var = problem.runtime_var_s2()
+        lone_k = lone_types(problem)
+        slo = problem.slo
+        for walker, v, vms in path(problem, random_walk(problem, rng)):
+            left = left_of(problem, vms)
+            want = sum(
+                (len(tasks) - i) ** 2 * float(var[t, k])
+                for k, tasks in vms
+                for i, t in enumerate(tasks)
+            )
+            assert v.sum_var_s2 == pytest.approx(want, rel=1e-9, abs=1e-9)
+            assert v.lone_var_s2 == pytest.approx(
+                sum(c * float(var[t, lone_k[t]]) for t, c in enumerate(left)), abs=1e-6
+            )
+            resp, _ = response_times(dataclasses.replace(problem, safety_z=0.0), as_plan(vms))
+            assert v.response_sum_s == pytest.approx(sum(resp), rel=1e-12, abs=1e-9)
+            padded = sum(resp) + z * math.sqrt(want)
+            if v.jobs_left:
+                assert named(walker, v)["avg_budget_s"] == pytest.approx(
+                    (slo.target_s * problem.jobs - padded) / v.jobs_left, rel=1e-9, abs=1e-6
+                )
+            for t in range(walker.n_tasks):
+                if not walker.is_legal(v, walker.n_types + t):
+                    continue
+                after = copy.deepcopy(v)
+                walker.step(after, walker.n_types + t)
+                n = len(resp) + 1
+                loss = slo.penalty_per_s * max(
+                    0.0, (after.response_sum_s + z * math.sqrt(after.sum_var_s2)) / n - slo.target_s
+                )
+                loss -= (
+                    slo.penalty_per_s * max(0.0, padded / max(1, n - 1) - slo.target_s)
+                    if resp
+                    else 0.0
+                )
+                assert walker.add_loss(v, t) == pytest.approx(loss, rel=1e-9, abs=1e-12)
+
+
 # -- legality ----------------------------------------------------------------------------
 
 
@@ -369,8 +418,12 @@ def expected_feasible(problem: Problem, vms: Vms, t: int) -> bool | None:
     (None: too close to the avg target to call, or an on-time per-job add: see
     `test_an_on_time_add_is_feasible`). Max / rtpt: a late add is infeasible exactly when
     the job alone on a new VM of its lone type is on time and costs less than the add (run
-    time x price + loss). Avg: infeasible when the response times so far plus the lone
-    ones of the jobs left fit target x N before the add and no longer after it. Percentile:
+    time x price + loss). Avg: when the response times so far plus the lone ones of the
+    jobs left fit target x N before the add, feasible when they still do after it and the
+    jobs placed so far keep their mean within the target; when they do not, feasible when
+    the job costs no more than alone on its lone type (start-up + price x run time there),
+    its share of the loss it adds (penalty / N x its response time over its lone one)
+    included. Percentile:
     infeasible when the jobs late so far plus those late even alone fit the N - ceil(p/100 x
     N) allowed before the add and no longer after it."""
     slo = problem.slo
@@ -395,10 +448,19 @@ def expected_feasible(problem: Problem, vms: Vms, t: int) -> bool | None:
     if slo.kind == "avg":
         budget = slo.target_s * problem.jobs
         before = sum(resp) + sum(c * lones[s][1] for s, c in enumerate(left))
-        after = before + r - lones[t][1]
-        if any(math.isclose(x, budget, rel_tol=1e-9) for x in (before, after)):
+        if math.isclose(before, budget, rel_tol=1e-9):
             return None
-        return before > budget or after <= budget
+        if before > budget:
+            money = float(problem.price_per_s[k]) * e
+            money += slo.penalty_per_s / problem.jobs * max(0.0, r - lones[t][1])
+            if math.isclose(money, lones[t][2], rel_tol=1e-9):
+                return None
+            return money <= lones[t][2]
+        after = before + r - lones[t][1]
+        prefix, bound = sum(resp) + r, slo.target_s * (len(resp) + 1)
+        if any(math.isclose(x, y, rel_tol=1e-9) for x, y in ((after, budget), (prefix, bound))):
+            return None
+        return after <= budget and prefix <= bound
     late = sum(1 for x in resp if x > slo.target_s)
     lone_late = sum(c for s, c in enumerate(left) if lones[s][1] > slo.target_s)
     before_late = late + lone_late
@@ -433,11 +495,22 @@ def test_feasibility_follows_its_definition(kind: str, startup: bool) -> None:
                     for a in adds
                 )
                 for a in legal:
+                    if a < walker.n_types and kind == "avg":
+                        # Avg: a rent is feasible exactly when some job left can start on
+                        # the new VM feasibly.
+                        fresh = [*vms, (a, [])]
+                        starts = [
+                            expected_feasible(problem, fresh, t)
+                            for t in range(walker.n_tasks)
+                            if left_of(problem, vms)[t] and math.isfinite(problem.runtime_s[t, a])
+                        ]
+                        if None not in starts:
+                            assert walker.feasible(v, a) == any(starts)
+                        continue
                     if a < walker.n_types:
                         # A rent is feasible exactly when no add of a job that belongs on
-                        # the open VM's type is (no VM open; avg: always).
-                        early_ok = kind == "avg" or not some_add
-                        assert walker.feasible(v, a) == (not vms or early_ok)
+                        # the open VM's type is (or no VM is open).
+                        assert walker.feasible(v, a) == (not vms or not some_add)
                         continue
                     expected = expected_feasible(problem, vms, a - walker.n_types)
                     if expected is None:
@@ -578,9 +651,13 @@ def test_avg_budget_and_feasibility_by_hand() -> None:
     v = Vertex.start(problem)
     assert named(walker, v)["avg_budget_s"] == pytest.approx(570.0 / 3)
     assert named(walker, v)["feasible_adds"] == 0.0  # no VM open
+    assert walker.feasible(v, 0)  # a first job can start on a new VM
     walker.step(v, 0)  # rent
-    # a: 100 + (500 - 100) = 500 <= 570; b: 300 + (500 - 300) = 500 <= 570.
-    assert named(walker, v)["feasible_adds"] == 2.0
+    # a: 100 + (500 - 100) = 500 <= 570, and 100 <= 190 for the one job placed; b: 300 +
+    # (500 - 300) = 500 <= 570, but its 300 s alone is over the 190 s target: it would
+    # spend the budget of the jobs after it.
+    assert walker.feasible(v, 1) and not walker.feasible(v, 2)
+    assert named(walker, v)["feasible_adds"] == 1.0
     walker.step(v, 1)  # add a: ends at 100 s
     f = named(walker, v)
     assert f["avg_budget_s"] == pytest.approx((570.0 - 100.0) / 2)
@@ -588,14 +665,18 @@ def test_avg_budget_and_feasibility_by_hand() -> None:
     # a again: 100 + 200 + (400 - 100) = 600 > 570; b: 100 + 400 + (400 - 300) = 600 > 570.
     assert not walker.feasible(v, 1) and not walker.feasible(v, 2)
     assert f["feasible_adds"] == 0.0
-    assert walker.feasible(v, 0)  # a rent: no add is feasible
+    assert walker.feasible(v, 0)  # a rent: a can start on the new VM
     after = copy.deepcopy(v)
-    walker.step(after, 0)  # a new VM: a 100 + 100 + 300 = 500, b 100 + 300 + 100 = 500
-    assert named(walker, after)["feasible_adds"] == 2.0
+    walker.step(after, 0)  # a new VM: a 100 + 100 + 300 = 500 and 200 <= 2 x 190; b 100 +
+    # 300 + 100 = 500, but 400 > 2 x 190
+    assert named(walker, after)["feasible_adds"] == 1.0
     walker.step(v, 2)  # add b anyway: ends at 400 s; 500 + a alone 100 = 600 > 570 already
     f = named(walker, v)
     assert f["avg_budget_s"] == pytest.approx(570.0 - 500.0)
-    assert walker.feasible(v, 1) and f["feasible_adds"] == 1.0  # nothing left to keep
+    # The target is lost: a on this VM ends at 500 s, 400 s after alone, which adds
+    # $0.02 / 3 x 400 to the loss, more than a VM of its own costs ($0.1 + $1): no pile-up.
+    assert not walker.feasible(v, 1) and f["feasible_adds"] == 0.0
+    assert walker.feasible(v, 0)
 
 
 def test_late_budget_and_feasibility_by_hand() -> None:
