@@ -2,7 +2,8 @@
 
 A vertex is (jobs left per task, the most recently rented VM: its type, the time its jobs
 have run so far, whether it has a job), plus, for the batch-wide objectives (avg,
-percentile), the response times so far. Edges: *new VM* of type k (weight: its start-up
+percentile), the response times so far (avg with a safety margin: also the variance of
+their sum, which the margin pads, and the open VM's part of it). Edges: *new VM* of type k (weight: its start-up
 cost), allowed when no VM is open or the open one has a job; *add job* of task t to the
 open VM (weight: price x run time, plus the job's loss for max / rtpt). Jobs of one task
 are interchangeable, so a vertex counts them. Avg and percentile losses can shrink as jobs
@@ -99,10 +100,13 @@ class PartialPlan:
 
 def _start_state(
     problem: Problem, partial: PartialPlan
-) -> tuple[tuple[int, ...], int, float, float, bool, tuple[float, ...], float]:
+) -> tuple[tuple[int, ...], int, float, float, bool, tuple[float, ...], tuple[float, float], float]:
     """(counts left, open type, open VM's elapsed time, its run-time variance, has a job,
-    response times, g)."""
+    response times, (B, V), g); avg with a margin: V the variance of the sum of the
+    response times, B that of the open VM's jobs each weighted by the jobs from it on."""
     p = problem
+    sum_margin = p.slo.kind == "avg" and bool(p.safety_z)
+    b = sv = 0.0
     delay = p.startup_delay_s if p.slo.count_startup_delay else np.zeros(len(p.type_names))
     variance = p.runtime_var_s2()
     resp: list[float] = []
@@ -113,12 +117,14 @@ def _start_state(
     for k, tasks in partial.vms:
         money += float(p.startup_usd[k])
         elapsed = float(delay[k])
-        var = 0.0
+        var = b = 0.0
         for t in tasks:
             e = float(p.runtime_s[t, k])
             elapsed += e
+            sv += 2.0 * b + var + float(variance[t, k])
             var += float(variance[t, k])
-            r = safe_response_s(elapsed, var, p.safety_z)
+            b += var
+            r = elapsed if sum_margin else safe_response_s(elapsed, var, p.safety_z)
             money += float(p.price_per_s[k]) * e
             resp.append(r)
             if p.slo.per_job:
@@ -133,6 +139,7 @@ def _start_state(
         var if partial.vms else 0.0,
         has_job,
         tuple(resp) if track else (),
+        (b if partial.vms else 0.0, sv),
         money + job_loss,
     )
 
@@ -177,8 +184,10 @@ def solve(
     delay = p.startup_delay_s.tolist() if slo.count_startup_delay else [0.0] * n_types
     per_job = slo.per_job
     track = slo.kind in ("avg", "percentile")
-    # Safety padding: a response time is the means so far + z x the sd of their sum.
+    # Safety padding: a response time is the means so far + z x the sd of their sum; avg:
+    # the sum of the response times is padded by z x its own sd instead (the mean's).
     z = p.safety_z
+    sum_margin = slo.kind == "avg" and bool(z)
     variance = p.runtime_var_s2().tolist()
     # h: the cheapest way to run each job left.
     unit = [
@@ -193,11 +202,14 @@ def solve(
     n_jobs = p.jobs
     q_rank = percentile_rank(slo.percentile, n_jobs) if slo.kind == "percentile" else 0
 
-    def end_bound(counts: tuple[int, ...], resp: tuple[float, ...]) -> float:
+    def end_bound(counts: tuple[int, ...], resp: tuple[float, ...], sv: float = 0.0) -> float:
         """A lower bound on the end-charged loss (avg, percentile) of any completion:
-        every job left adds at least its least run time."""
+        every job left adds at least its least run time (avg with a margin: and the
+        variance of the sum, `sv`, only grows)."""
         if slo.kind == "avg":
             total = sum(resp) + sum(c * least[t] for t, c in enumerate(counts))
+            if sum_margin and sv > 0:
+                total += z * math.sqrt(sv)
             return slo.penalty_per_s * max(0.0, total / n_jobs - slo.target_s)
         if slo.kind == "percentile":
             values = sorted(list(resp) + [least[t] for t, c in enumerate(counts) for _ in range(c)])
@@ -218,7 +230,7 @@ def solve(
     if partial is None:
         partial = PartialPlan((), tuple(p.counts))
     prefix = partial.vms
-    start_counts, k0, elapsed0, var0, has_job0, resp0, g0 = _start_state(p, partial)
+    start_counts, k0, elapsed0, var0, has_job0, resp0, bv0, g0 = _start_state(p, partial)
     for plan in incumbents:
         cost, loss = plan_cost(p, plan)
         if cost < best_cost:
@@ -230,18 +242,31 @@ def solve(
     # id, action.
     h0 = sum(c * u for c, u in zip(start_counts, unit, strict=True))
     if track:
-        h0 += end_bound(start_counts, resp0)
+        h0 += end_bound(start_counts, resp0, bv0[1])
     nodes: list[tuple[int, tuple[str, int]]] = [(-1, ("root", -1))]  # parent, action
     heap: list[
-        tuple[float, int, float, tuple[int, ...], int, float, float, bool, tuple[float, ...], int]
+        tuple[
+            float,
+            int,
+            float,
+            tuple[int, ...],
+            int,
+            float,
+            float,
+            bool,
+            tuple[float, ...],
+            tuple[float, float],
+            int,
+        ]
     ] = []
     heapq.heappush(
-        heap, (g0 + h0, next(counter), g0, start_counts, k0, elapsed0, var0, has_job0, resp0, 0)
+        heap,
+        (g0 + h0, next(counter), g0, start_counts, k0, elapsed0, var0, has_job0, resp0, bv0, 0),
     )
     seen: dict[tuple[object, ...], float] = {}
     expanded = 0
     while heap:
-        f, _, g, counts, k, elapsed, var, has_job, resp, node = heapq.heappop(heap)
+        f, _, g, counts, k, elapsed, var, has_job, resp, bv, node = heapq.heappop(heap)
         if f > best_cost + eps:
             break
         if k == -2:  # a final vertex: the optimum (consistent heuristic)
@@ -256,6 +281,7 @@ def solve(
             round(var, KEY_DIGITS - 3) if z else 0.0,
             has_job,
             extra_key(resp) if track else (),
+            (round(bv[0], KEY_DIGITS - 3), round(bv[1], KEY_DIGITS - 3)) if sum_margin else (),
         )
         if key in seen and seen[key] <= g + 1e-12:
             continue
@@ -272,15 +298,30 @@ def solve(
             )
         h = sum(c * u for c, u in zip(counts, unit, strict=True))
         if track:
-            h += end_bound(counts, resp)
+            h += end_bound(counts, resp, bv[1])
         if has_job and not any(counts):
-            end_loss = slo.loss(np.asarray(resp)) if track else 0.0
+            if sum_margin:
+                end_loss = end_bound(counts, resp, bv[1])  # nothing left: the loss itself
+            else:
+                end_loss = slo.loss(np.asarray(resp)) if track else 0.0
             total = g + end_loss
             if total < best_cost + eps:
                 nodes.append((node, ("end", -1)))
                 heapq.heappush(
                     heap,
-                    (total, next(counter), total, counts, -2, 0.0, 0.0, True, resp, len(nodes) - 1),
+                    (
+                        total,
+                        next(counter),
+                        total,
+                        counts,
+                        -2,
+                        0.0,
+                        0.0,
+                        True,
+                        resp,
+                        bv,
+                        len(nodes) - 1,
+                    ),
                 )
             continue
         if k < 0 or has_job:
@@ -301,6 +342,7 @@ def solve(
                         0.0,
                         False,
                         resp,
+                        (0.0, bv[1]),
                         len(nodes) - 1,
                     ),
                 )
@@ -311,7 +353,12 @@ def solve(
                 e = runtime[t][k]
                 mean_r = elapsed + e
                 var2 = var + variance[t][k] if z else 0.0
-                r = safe_response_s(mean_r, var2, z) if z else mean_r
+                if sum_margin:
+                    r = mean_r
+                    bv2 = (bv[0] + var2, bv[1] + 2.0 * bv[0] + var2)
+                else:
+                    r = safe_response_s(mean_r, var2, z) if z else mean_r
+                    bv2 = bv
                 g2 = g + price[k] * e
                 if per_job:
                     g2 += slo.job_loss(r, e)
@@ -321,12 +368,19 @@ def solve(
                     continue
                 resp2 = resp + (r,) if track else resp
                 if track:
-                    f2 = g2 + h - unit[t] - end_bound(counts, resp) + end_bound(c2, resp2)
+                    f2 = (
+                        g2
+                        + h
+                        - unit[t]
+                        - end_bound(counts, resp, bv[1])
+                        + end_bound(c2, resp2, bv2[1])
+                    )
                     if f2 > best_cost + eps:
                         continue
                 nodes.append((node, ("add", t)))
                 heapq.heappush(
-                    heap, (f2, next(counter), g2, c2, k, mean_r, var2, True, resp2, len(nodes) - 1)
+                    heap,
+                    (f2, next(counter), g2, c2, k, mean_r, var2, True, resp2, bv2, len(nodes) - 1),
                 )
     if best_plan is None:
         raise ValueError("no plan: some job cannot run on any VM type")

@@ -3,6 +3,7 @@ types, its cost equals a brute-force enumeration of every allocation (tests only
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -157,3 +158,38 @@ def test_solve_bounded_stopped_early_keeps_a_plan_and_a_lower_bound(kind: str) -
         else:
             assert cut.cost == pytest.approx(best.cost, rel=1e-12)
     assert stopped_some >= 10
+
+
+def with_margin(problem: Problem, rng: np.random.Generator, z: float) -> Problem:
+    """`problem` with run-time sds of 5-30% of the means and a margin of z sds."""
+    sd = np.where(
+        np.isfinite(problem.runtime_s),
+        problem.runtime_s * rng.uniform(0.05, 0.3, problem.runtime_s.shape),
+        np.inf,
+    )
+    return dataclasses.replace(problem, runtime_sd_s=sd, safety_z=z)
+
+
+def test_astar_with_the_avg_margin_on_the_sum_equals_brute_force() -> None:
+    """Avg with a safety margin: the loss reads the sum of the response times plus z sds
+    of that sum (`plan_cost`), and A* (from the root and from a partial plan on its
+    optimal path) finds the cheapest plan by that cost."""
+    rng = np.random.default_rng(23)
+    for i in range(40):
+        problem = with_margin(random_problem(rng, "avg", types=1 + i % 3), rng, 3.0)
+        found = solve(problem)
+        assert found.cost == pytest.approx(plan_cost(problem, found.plan)[0], rel=1e-9, abs=1e-12)
+        assert found.cost == pytest.approx(brute_force(problem), rel=1e-9, abs=1e-12), (i, problem)
+        vertices = [
+            (tuple(found.plan.vms[:n]) + ((k, ts[:j]),))
+            for n, (k, ts) in enumerate(found.plan.vms)
+            for j in range(len(ts) + 1)
+        ]
+        prefix = vertices[int(rng.integers(len(vertices)))]
+        used = np.zeros(len(problem.counts), dtype=int)
+        for _, tasks in prefix:
+            for t in tasks:
+                used[t] += 1
+        left = tuple(int(c - u) for c, u in zip(problem.counts, used, strict=True))
+        again = solve(problem, partial=PartialPlan(prefix, left))
+        assert again.cost == pytest.approx(found.cost, rel=1e-9, abs=1e-12), (i, prefix)
