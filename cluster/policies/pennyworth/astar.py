@@ -3,14 +3,15 @@
 A vertex is (jobs left per task, the most recently rented VM: its type, the time its jobs
 have run so far, whether it has a job), plus, for the batch-wide objectives (avg,
 percentile), the response times so far (avg with a safety margin: also the variance of
-their sum, which the margin pads, and the open VM's part of it). Edges: *new VM* of type k (weight: its start-up
-cost), allowed when no VM is open or the open one has a job; *add job* of task t to the
-open VM (weight: price x run time, plus the job's loss for max / rtpt). Jobs of one task
-are interchangeable, so a vertex counts them. Avg and percentile losses can shrink as jobs
-are added, so they are charged once, on the edge into a final vertex. The heuristic, the
-cheapest way to run every job left (sum of min_k price_k x e[t, k]), never overestimates,
-and no edge weight is negative, so the first final vertex popped is optimal. A greedy plan
-prices an incumbent that prunes; equal vertices reached twice keep the cheaper path.
+their sum, which the margin pads, and the open VM's part of it). Edges: *new VM* of type
+k (weight: its start-up cost), allowed when no VM is open or the open one has a job; *add
+job* of task t to the open VM (weight: price x run time, plus the job's loss for max /
+rtpt). Jobs of one task are interchangeable, so a vertex counts them. Avg and percentile
+losses can shrink as jobs are added, so they are charged once, on the edge into a final
+vertex. The heuristic, the cheapest way to run every job left (sum of min_k price_k x
+e[t, k]), never overestimates, and no edge weight is negative, so the first final vertex
+popped is optimal. A greedy plan prices an incumbent that prunes; equal vertices reached
+twice keep the cheaper path.
 """
 
 from __future__ import annotations
