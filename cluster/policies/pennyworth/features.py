@@ -16,7 +16,8 @@ task t to the most recently rented VM. At every vertex a policy sees:
 - `left=t`: 1 when jobs of task t are unassigned, else 0;
 - `left_frac=t`: the fraction of the batch's jobs of task t still unassigned;
 - `avg_budget_s` (avg SLO, else 0): the mean response time the jobs left may have with no
-  loss, (target x N - the response times so far) / jobs left (seconds);
+  loss, (target x N - the response times so far) / jobs left (seconds; with a safety
+  margin, their sum padded, below);
 - `late_budget` (percentile SLO, else 0): how many more jobs may end after the target with
   no loss, N - ceil(p/100 x N) - the jobs already late;
 - `feasible_adds`: how many tasks' jobs can be added to the open VM feasibly (below).
@@ -31,15 +32,30 @@ An *add* is infeasible when the vertex before it has a loss-free completion of a
 kind and the vertex after it has none: every job left alone on a new VM of its *lone*
 type (the cheapest on which a job alone meets the SLO's bound). So no add makes a job late
 that a new VM would keep on time for less money (max, rtpt), makes more jobs late than the
-percentile allows, or pushes the mean response time past the avg target. Except under
-the avg SLO, a *rent* is infeasible while some add is feasible: no VM is closed while a job
-left still fits on it. (With one VM type, moving a job that fits on time to the end of an
+percentile allows, or pushes the mean response time past the avg target. Under avg an add
+must also keep the mean of the jobs placed so far within the target: with the lone
+completion alone, the rules filled the first VM up to the whole batch's budget and left
+every later job alone on a VM of its own (1.60 times the optimum on the paper-protocol
+batches; 1.07 with it). Where no loss-free completion is left (max, rtpt, avg), a late add
+is feasible only when it costs no more than the job alone on its lone type, its own share
+of the loss included (under avg: penalty / N per second its response time exceeds its lone
+one), so jobs never pile up on one VM once the target is lost. Except under the avg SLO, a
+*rent* is infeasible while some add is feasible: no VM is closed while a job left still
+fits on it; under avg a rent is feasible when some job left can start on the new VM
+feasibly. (With one VM type, moving a job that fits on time to the end of an
 earlier VM delays no other job and never costs more, so for max, rtpt and percentile some
 optimal plan never closes a VM early; under avg the moved job's own response time can grow,
 and a tree made to fill VMs did worse: 1.029 of the optimum against 1.010.) A tree that
 predicts an infeasible decision takes its most probable feasible one instead
 (`Walker.feasible`; ours, not the paper's): with penalties a hundred times the VM prices,
 one late job costs more than the whole plan.
+
+With a safety margin z, a response time is padded by z standard deviations of the run
+times up to and including it; under avg, whose target is on the mean, the margin is z
+standard deviations of the *sum* of the response times instead (a VM's i-th of m jobs is
+in m - i + 1 response times: the variance of the sum is the sum of (m - i + 1)^2 x its
+run time's variance), which is what the mean's spread is; padding each job's response by
+its own z standard deviations would keep a margin several times the mean's.
 
 A `Walker` keeps what the features need up to date as decisions are taken, and a tree
 asks for the few features on its path (`Walker.view`): applying a tree costs a few
