@@ -6,8 +6,8 @@ from a split synthesize never uses - learned something: its plans cost less than
 of its ablation (`pennyworth-rules`: the same feasibility rules and safety margin, no
 tree), with a paired 95% interval that excludes a tie, and no more than ffd-cheapest's.
 The same check fails for an empty tree and for a tree with shuffled labels. It holds for
-max and rtpt; for avg and percentile it does not (strict expected failures, open: see
-docs/pennyworth.md), so a fix that makes it hold turns those into failures to update."""
+max, rtpt and avg; for percentile it does not (a strict expected failure, open: see
+docs/pennyworth.md), so a fix that makes it hold turns it into a failure to update."""
 
 from __future__ import annotations
 
@@ -75,14 +75,7 @@ def test_the_shipped_tree_matches_its_scenario(kind: str) -> None:
     [
         "max",
         "rtpt",
-        pytest.param(
-            "avg",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known defect, open: the shipped avg tree (and its rules) overshoot the"
-                " mean-response target on actual run times; ffd-cheapest is cheaper",
-            ),
-        ),
+        "avg",
         pytest.param(
             "percentile",
             marks=pytest.mark.xfail(
