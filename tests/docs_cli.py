@@ -14,7 +14,8 @@ says on stderr what it changed:
 * `learn` runs at most `MAX_ITERATIONS` epochs;
 * a provisioner's hyper-parameter search (`provision train --trials`, a scenario's
   `scheduler.provisioner.params.trials`) runs at most `MAX_TRIALS` trials;
-* `tune` tunes at most `MAX_EXPERIMENTS` experiments (with `--scenario FILE`, the run length
+* `tune` tunes at most `MAX_EXPERIMENTS` experiments with a budget of at most `MAX_BUDGET`
+  evaluations each (with `--scenario FILE`, the run length
   is cut as above); `train-rl` trains `MAX_RL_STEPS` steps of small networks on the
   ``tiny`` domain;
 * `--realtime X` paces `REALTIME_SPEEDUP` times faster.
@@ -32,14 +33,15 @@ from typing import Any
 import yaml
 
 SMALL_ENV = "CLUSTEREMU_DOCS_SMALL"
-SMALL_JOBS = 2000
-SMALL_TIME_S = 200.0
+SMALL_JOBS = 1000
+SMALL_TIME_S = 100.0
 MAX_REPLICATIONS = 2
 MAX_SEEDS = 2
 MAX_ITERATIONS = 5
-MAX_EXPERIMENTS = 2
+MAX_EXPERIMENTS = 1
 MAX_RL_STEPS = 120
 MAX_TRIALS = 5
+MAX_BUDGET = 4
 REALTIME_SPEEDUP = 100.0
 SCENARIO_COMMANDS = {"run", "compare", "sweep", "learn", "bound"}
 
@@ -145,9 +147,14 @@ def _shrink_tuning(argv: list[str], command: str) -> tuple[list[str], list[str]]
             out = _replace_option(out, option, value) if option in out else out + [option, value]
             notes.append(f"{option} {value}")
         return out, notes
+    budgets = [int(v) for v in _option_values(out, "--budget") if v.isdigit()]
+    if budgets and max(budgets) > MAX_BUDGET:
+        out = _replace_option(out, "--budget", str(MAX_BUDGET))
+        notes.append(f"--budget {MAX_BUDGET}")
     scenarios = _option_values(argv, "--scenario")
     if scenarios:
-        return _shrink_stop(argv, scenarios[0])
+        shorter, more = _shrink_stop(out, scenarios[0])
+        return shorter, notes + more
     experiments = [int(v) for v in _option_values(out, "--experiments") if v.isdigit()]
     if not experiments or max(experiments) > MAX_EXPERIMENTS:
         out = (

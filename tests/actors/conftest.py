@@ -1,4 +1,7 @@
-"""A private Ray instance per test module (2 CPUs, no dashboard, loopback only)."""
+"""A private Ray instance (2 CPUs, no dashboard, loopback only) for the modules that ask
+for it: started by the first, kept for the next (a start costs seconds), shut down at the
+end of the session (`tests/conftest.py`) or by a module that needs its own cluster
+(`test_multinode.py`), after which the next module starts a fresh one."""
 
 from __future__ import annotations
 
@@ -13,11 +16,7 @@ ray = pytest.importorskip("ray")
 
 @pytest.fixture(scope="module")
 def ray_local() -> Iterator[None]:
-    if ray.is_initialized():
-        ray.shutdown()
     with auth_disabled():  # see helpers.auth_disabled: Ray's token auth, off on purpose
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-        try:
-            yield
-        finally:
-            ray.shutdown()
+        if not ray.is_initialized():
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        yield
