@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -25,3 +26,38 @@ def _ray_down_at_the_end() -> Iterator[None]:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+# --- the tally of bad inputs tried by the hardening tests (tests/clusteremu/badinput.py) ---
+# With two workers (pytest-xdist) each worker counts its own; they send their counts to the
+# controller, which prints the sum.
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        from tests.clusteremu.badinput import TALLY
+
+        workeroutput["bad_input_tally"] = [[f, k, n] for (f, k), n in TALLY.items()]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    from tests.clusteremu.badinput import TALLY
+
+    for family, kind, count in getattr(node, "workeroutput", {}).get("bad_input_tally", []):
+        TALLY[(family, kind)] += count
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from tests.clusteremu.badinput import TALLY
+
+    if not TALLY:
+        return
+    terminalreporter.section("bad inputs tried (all: exit 2, one error line, no traceback)")
+    families = sorted({family for family, _ in TALLY})
+    for family in families:
+        kinds = {k: n for (f, k), n in TALLY.items() if f == family}
+        detail = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        terminalreporter.write_line(f"{family:<10} {sum(kinds.values()):>4}  ({detail})")
+    terminalreporter.write_line(f"{'total':<10} {sum(TALLY.values()):>4}")

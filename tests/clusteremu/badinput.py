@@ -3,7 +3,7 @@ stderr that starts with `error:`, no traceback, nothing printed whole (issue 11)
 
 `refused(argv, family, kind)` runs `clusteremu.cli.main` in this process and tallies the
 input under (command family, class of bad input); the tally is printed at the end of the
-test session (tests/clusteremu/conftest.py), the count of bad inputs tried.
+test session (tests/conftest.py), the count of bad inputs tried.
 """
 
 from __future__ import annotations
