@@ -45,6 +45,7 @@ from cluster.policies.pennyworth.astar import SearchLimit, solve
 from cluster.policies.pennyworth.exact import engine_runtimes, job_problem, solve_jobs
 from cluster.policies.pennyworth.problem import Problem, problem_from_spec
 from scenarios.loader import load_scenario
+from tuners.pennyworth_eval import batch_spec, with_counts
 
 SLOS = ("max", "rtpt", "avg", "percentile")
 SIZES = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32)
@@ -78,27 +79,6 @@ def draw_counts(n_tasks: int, seed: int, jobs: int) -> list[int]:
     """A batch of `jobs` jobs drawn uniformly over the tasks: jobs per task."""
     rng = np.random.default_rng(seed)
     return np.bincount(rng.integers(0, n_tasks, jobs), minlength=n_tasks).tolist()
-
-
-def with_counts(base: Problem, counts: list[int]) -> Problem:
-    """`base` with `counts[t]` jobs of task t, numbered task by task (as the engine numbers
-    a batch arriving at once)."""
-    ids: list[tuple[int, ...]] = []
-    start = 0
-    for c in counts:
-        ids.append(tuple(range(start, start + int(c))))
-        start += int(c)
-    return dataclasses.replace(base, counts=tuple(int(c) for c in counts), job_ids=tuple(ids))
-
-
-def batch_spec(spec: SimulationSpec, counts: list[int], seed: int) -> SimulationSpec:
-    """`spec` running one batch of `counts[t]` jobs of class t, with seed `seed`."""
-    classes = tuple(
-        dataclasses.replace(c, arrival=dataclasses.replace(c.arrival, count=int(n)))
-        for c, n in zip(spec.classes, counts, strict=True)
-    )
-    stop = dataclasses.replace(spec.stop, jobs=int(sum(counts)))
-    return dataclasses.replace(spec, classes=classes, seed=int(seed), stop=stop)
 
 
 #: One solve: (proven, seconds, work) for batch `seed` of `jobs` jobs.
