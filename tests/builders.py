@@ -96,3 +96,16 @@ def pool_scenario(cores: float = 8) -> ScenarioBuilder:
             },
         }
     )
+
+
+def batch_scenario() -> dict[str, Any]:
+    """Four one-second jobs arriving together on two nodes: a zero-length measurement
+    window, as in the Pennyworth scenarios."""
+    return (
+        node_scenario(nodes=2)
+        .jobs(4)
+        .set_class(
+            arrival={"kind": "batch", "count": 4}, size={"kind": "deterministic", "value_s": 1.0}
+        )
+        .build()
+    )

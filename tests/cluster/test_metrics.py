@@ -61,16 +61,9 @@ WINDOW_METRICS = ("mean_jobs_in_system", "holding_cost_rate", "utilization", "th
 
 def _batch(replications: int = 1) -> dict:  # type: ignore[type-arg]
     """Four jobs arriving together: a zero-length measurement window (as pennyworth-*)."""
-    from tests.builders import node_scenario
+    from tests.builders import batch_scenario
 
-    data = (
-        node_scenario(nodes=2)
-        .jobs(4)
-        .set_class(
-            arrival={"kind": "batch", "count": 4}, size={"kind": "deterministic", "value_s": 1.0}
-        )
-        .build()
-    )
+    data = batch_scenario()
     data["replications"] = replications
     return data
 

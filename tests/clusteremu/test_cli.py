@@ -190,18 +190,10 @@ def _batch_scenario(tmp_path: Path) -> Path:
     """Four jobs arriving together: a zero-length measurement window (as pennyworth-*)."""
     import yaml
 
-    from tests.builders import node_scenario
+    from tests.builders import batch_scenario
 
-    data = (
-        node_scenario(nodes=2)
-        .jobs(4)
-        .set_class(
-            arrival={"kind": "batch", "count": 4}, size={"kind": "deterministic", "value_s": 1.0}
-        )
-        .build()
-    )
     path = tmp_path / "batch.yaml"
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(batch_scenario()))
     return path
 
 
