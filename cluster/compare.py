@@ -93,15 +93,6 @@ def plot_comparison(
 OPTIMAL_POLICIES = ("wham", "fw-cam")
 
 
-def parse_grid(text: str) -> tuple[str, list[str]]:
-    """`cluster.pools.0.cores=4,8,16` -> ('cluster.pools.0.cores', ['4', '8', '16'])."""
-    path, sep, raw = text.partition("=")
-    values = [v.strip() for v in raw.split(",") if v.strip()]
-    if not sep or not path.strip() or not values:
-        raise ValueError(f"--grid {text!r}: expected path.to.field=v1,v2,...")
-    return path.strip(), values
-
-
 def total_cores(spec: SimulationSpec) -> float:
     """n: the cores of every pool plus every node (the WHAM paper's normalisation of the cost)."""
     return float(sum(p.cores for p in spec.pools) + sum(spec.node_type(t).cpu for t in spec.nodes))

@@ -39,7 +39,7 @@ from cluster.policies.base import PolicyError
 from cluster.runner import ScenarioResult, run_spec, with_policies
 from clusteremu.plugins import add_plugin_option, load_plugins
 from clusteremu.progress import progress
-from scenarios.errors import ScenarioError, clip, shorten
+from scenarios.errors import ScenarioError, shorten
 from scenarios.loader import check_policies, load_scenario, resolve_path, shipped_scenarios
 
 EXIT_BAD_INPUT = 2
@@ -196,6 +196,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if args.ray:
         require_extra("ray", "ray", "run --ray")
+        if args.shards is not None:  # one actor (a process) per shard
+            from clusteremu.option_checks import workers
+
+            workers(args.shards, "--shards", local=args.address is None)
     variant = _run_variant(args.policy)
     check_out(args, "run")
     spec = _load(args)
@@ -335,12 +339,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _compare_grid(args: argparse.Namespace) -> int:
     """`compare --grid PATH=v1,v2,...`: every policy at every value (the mean-field
     convergence and heuristics figures)."""
-    from cluster.compare import compare_grid, grid_table_text, parse_grid, plot_grid
+    from cluster.compare import compare_grid, grid_table_text, plot_grid
+    from clusteremu.option_checks import grid
 
-    try:
-        path, values = parse_grid(args.grid)
-    except ValueError as exc:
-        raise UsageError(clip(str(exc))) from None
+    path, grid_values = grid(args.grid)
+    values = list(grid_values)
     variants = _variants(args)
     check_out(args, "compare --grid")
     base = list(args.set or [])
@@ -629,6 +632,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         with sigterm_as_interrupt():
+            from clusteremu.option_checks import out_path
+
+            out_path(getattr(args, "out", None))  # every command's --out: not empty
             load_plugins(getattr(args, "plugin", None) or [])
             return int(args.func(args))
     except (ScenarioError, UsageError, OutputError, registry.UnknownPolicyError) as exc:

@@ -126,41 +126,27 @@ class SweepPlan:
 
 
 def parse_grid(text: str) -> GridAxis:
-    """`workload.classes.0.arrival.rate_per_s=6,7,8` -> GridAxis."""
-    path, sep, values = text.partition("=")
-    items = tuple(v.strip() for v in values.split(",")) if sep else ()
-    if not path.strip() or not items or any(not v for v in items):
-        raise SweepError(f"--grid {text!r}: expected path=v1,v2,... with non-empty values")
-    if len(set(items)) != len(items):
-        raise SweepError(f"--grid {text!r}: repeated values")
-    return GridAxis(path.strip(), items)
+    """`workload.classes.0.arrival.rate_per_s=6,7,8` -> GridAxis (checked as every command
+    checks a grid axis: `clusteremu.option_checks.grid`)."""
+    from clusteremu.option_checks import OptionError, grid
+
+    try:
+        path, values = grid(text, "--grid")
+    except OptionError as exc:
+        raise SweepError(str(exc)) from None
+    return GridAxis(path, values)
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
-    """`1-20`, `3`, or `1,4,9` -> seeds (a range includes both ends).
+    """`1-20`, `3`, or `1,4,9` -> seeds (a range includes both ends), checked as every
+    command checks a seed list (`clusteremu.option_checks.seeds`: no empty item, no seed
+    twice, non-negative, the count checked against memory before a range is expanded)."""
+    from clusteremu.option_checks import OptionError, seeds
 
-    The count is checked before a range is expanded: `0-1000000000000` is refused at once.
-    """
-    shown = shorten(text)
-    ranges: list[tuple[int, int]] = []
     try:
-        for part in text.split(","):
-            lo, sep, hi = part.strip().partition("-")
-            a = int(lo)
-            b = int(hi) if sep else a
-            if b < a:
-                raise ValueError
-            ranges.append((a, b))
-    except ValueError:
-        raise SweepError(f"--seeds {shown}: expected N, A-B (A <= B) or a comma list") from None
-    count = sum(b - a + 1 for a, b in ranges)
-    refusal = limits.count_refusal(count, limits.BYTES_PER_CELL, "seeds")
-    if refusal is not None:
-        raise SweepError(f"--seeds {shown}: {refusal}")
-    seeds = [s for a, b in ranges for s in range(a, b + 1)]
-    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise SweepError(f"--seeds {shown}: seeds must be distinct and non-negative")
-    return tuple(seeds)
+        return seeds(text, "--seeds", limits.BYTES_PER_CELL, "seeds")
+    except OptionError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def _policy_kinds(text: str) -> dict[str, str]:
@@ -185,6 +171,12 @@ def plan_sweep(
     paths = [a.path for a in axes]
     if len(set(paths)) != len(paths):
         raise SweepError(f"--grid: a path appears twice in {paths}")
+    from clusteremu.option_checks import OptionError, grid_points
+
+    try:
+        grid_points([len(a.values) for a in axes], "--grid")
+    except OptionError as exc:
+        raise SweepError(str(exc)) from None
     seed_count = len(seeds) if seeds else 1
     count = math.prod(len(a.values) for a in axes) * max(len(policies), 1) * seed_count
     refusal = limits.count_refusal(count, limits.BYTES_PER_CELL, "cells")

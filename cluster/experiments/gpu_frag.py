@@ -293,24 +293,6 @@ def cluster_fragmentation(engine: Engine, nodes: Nodes, t: TypicalPods) -> float
     return total
 
 
-def parse_seeds(text: str) -> list[int]:
-    """`42-51` or `1,2,5` -> the seeds."""
-    out: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part[1:]:
-            lo, hi = part.split("-", 1)
-            a, b = int(lo), int(hi)
-            if b < a:
-                raise ValueError(f"seed range {part!r} runs backwards")
-            out.extend(range(a, b + 1))
-        elif part:
-            out.append(int(part))
-    if not out:
-        raise ValueError("no seeds")
-    return out
-
-
 def medians(replays: Sequence[Replay]) -> dict[str, object]:
     """The JSON of `clusteremu gpu-frag --json` for one policy's seeds."""
     curves = np.vstack([r.curve() for r in replays])

@@ -32,6 +32,9 @@ from clusteremu.progress import progress
 
 #: Where the trace lies beside a checkout of clusteremu (`../shared`, never copied in).
 TRACE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba-gpu-v2023"
+#: Memory one replay keeps until the medians are taken (bytes: its per-pod arrays for the
+#: default trace's 8,152 pods topped up to 130% of the GPUs, and its curves; rounded up).
+BYTES_PER_REPLAY = 512e3
 POLICY_HELP = "random-fit, best-fit, dot-product, gpu-packing, gpu-clustering, fgd, or all"
 
 
@@ -62,27 +65,15 @@ def _replay_task(nodes: Any, pods: Any, policy: str, seed: int, typical: Any) ->
 
 
 def cmd_gpu_frag(args: argparse.Namespace) -> int:
-    from cluster.experiments.gpu_frag import medians, parse_seeds
+    from cluster.experiments.gpu_frag import medians
     from cluster.gpu_trace import TraceError, load_nodes, load_pods
     from cluster.policies.gpu_share import POLICIES, typical_pods
+    from clusteremu import option_checks
     from clusteremu.cli import UsageError, check_out
 
-    policies = (
-        list(POLICIES)
-        if args.policy.strip() == "all"
-        else [p.strip() for p in args.policy.split(",") if p.strip()]
-    )
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown or not policies:
-        raise UsageError(
-            f"--policy: unknown {', '.join(unknown) or '(none)'}; expected {POLICY_HELP}"
-        )
-    try:
-        seeds = parse_seeds(args.seeds)
-    except ValueError as exc:
-        raise UsageError(f"--seeds {args.seeds!r}: {exc}") from None
-    if args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    policies = option_checks.name_list(args.policy, "--policy", list(POLICIES), everything="all")
+    seeds = option_checks.seeds(args.seeds, "--seeds", BYTES_PER_REPLAY * len(policies), "seeds")
+    option_checks.workers(args.workers)
     check_out(args, "gpu-frag")
     try:
         nodes = load_nodes(args.nodes)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from cluster.io import output_folder, to_json, write_json, write_parquet
+from clusteremu import option_checks
 from clusteremu.progress import Progress, progress
 from scenarios.loader import load_scenario
 
@@ -66,6 +67,20 @@ def _common(p: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+#: Memory one profiled job takes until the profile is written (bytes: the engine's arrays and
+#: per-job row, its usage features and profiling row; rounded up).
+BYTES_PER_PROFILED_JOB = 1024
+
+
+def _check_profiling_memory(runs: int, spec: Any, flag: str) -> None:
+    """Refuse, before profiling, more runs than memory holds (each run is one job of every
+    class of the scenario)."""
+    jobs = float(runs) * max(len(spec.classes), 1)
+    option_checks.fits_memory(
+        jobs, BYTES_PER_PROFILED_JOB, flag, f"profiled jobs ({len(spec.classes)} per run)"
+    )
+
+
 def _usage_error(message: str) -> Exception:
     from clusteremu.cli import UsageError
 
@@ -79,14 +94,15 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     for module in ("sklearn", "optuna", "imblearn"):
         require_extra(module, "learn", "provision train")
-    if args.runs < 10:
-        raise _usage_error(f"--runs must be at least 10, got {args.runs}")
-    if args.trials < 1:
-        raise _usage_error(f"--trials must be at least 1, got {args.trials}")
+    option_checks.count(args.runs, "--runs", minimum=10)
+    option_checks.count(args.trials, "--trials")
+    option_checks.fits_memory(args.trials, option_checks.BYTES_PER_TRIAL, "--trials", "trials")
+    option_checks.seed(args.seed)
     check_output_folder(args.out, "provision train")
     spec = load_scenario(args.scenario, list(args.set or []))
     if spec.usage is None:
         raise _usage_error(f"{args.scenario}: has no workload.usage; nothing to learn from")
+    _check_profiling_memory(args.runs, spec, "--runs")
     start = time.perf_counter()
     print(f"profiling {args.runs} runs of {spec.name} ...", file=sys.stderr)
     with progress(f"provision train: profiling {spec.name}") as shown:
@@ -96,7 +112,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     def report(name: str, task: Any) -> None:
         print(f"  trained {name}: bins {task.edges}", file=sys.stderr)
 
-    sizing = train_sizing(prof, static_of(spec), args.trials, args.seed, args.sampler, report)
+    try:
+        sizing = train_sizing(prof, static_of(spec), args.trials, args.seed, args.sampler, report)
+    except ValueError as exc:  # e.g. a heavy task whose profiled usages fill only one bin
+        raise _usage_error(
+            f"--runs {args.runs}: {exc}: the profiling runs of {spec.name} give too little "
+            "to learn from; profile more runs (default 1300)"
+        ) from None
     elapsed = time.perf_counter() - start
     with output_folder(args.out, "provision train", label=spec.name) as stage:
         sizing.save(stage / "sizing.json")
@@ -155,14 +177,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from cluster.io import check_output_folder
     from cluster.model import PolicyRef
 
-    names = [n.strip() for n in args.provisioners.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PROVISIONERS]
-    if unknown or not names:
-        raise _usage_error(
-            f"--provisioners: unknown {unknown}; expected some of {', '.join(PROVISIONERS)}"
-        )
+    names = option_checks.name_list(args.provisioners, "--provisioners", PROVISIONERS)
     if "static" not in names:
         names.insert(0, "static")
+    elif names[0] != "static":  # static first: the others' savings are against it
+        names.remove("static")
+        names.insert(0, "static")
+    if args.model is not None and "predictive" not in names:
+        raise _usage_error(
+            f"--model: only the predictive provisioner uses a sizing model; add predictive "
+            f"to --provisioners (got {args.provisioners}) or drop --model"
+        )
+    learnt = [n for n in names if n != "static" and not (n == "predictive" and args.model)]
+    if learnt:  # they profile the scenario first: --profiling-runs (and --trials) apply
+        option_checks.count(args.profiling_runs, "--profiling-runs", minimum=2)
+    if "predictive" in learnt:
+        option_checks.count(args.trials, "--trials")
+        option_checks.fits_memory(args.trials, option_checks.BYTES_PER_TRIAL, "--trials", "trials")
     if args.model is not None:
         from cluster.policies.provisioner.sizing import Sizing
 
@@ -175,6 +206,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     spec = load_scenario(args.scenario, list(args.set or []))
     if spec.usage is None:
         raise _usage_error(f"{args.scenario}: has no workload.usage; provisioners cannot differ")
+    if learnt:
+        _check_profiling_memory(args.profiling_runs, spec, "--profiling-runs")
     base_params = dict(spec.scheduler.provisioner.params)
     rows: list[dict[str, Any]] = []
     shown = Progress(f"provision compare {spec.name}", total=len(names), unit="provisioners")

@@ -62,10 +62,11 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from clusteremu import option_checks
     from clusteremu.cli import UsageError, check_out, parse_policy, progress_bar, require_extra
 
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.workers is not None:
+        option_checks.workers(args.workers, local=not args.address)
     require_extra("ray", "ray", "sweep")
     from tuners.sweep import SweepError, check_folder, parse_grid, parse_seeds, plan_sweep
 
@@ -73,7 +74,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     check_out(args, "sweep")
     try:
         axes = [parse_grid(g) for g in args.grid]
-        seeds = parse_seeds(args.seeds) if args.seeds else None
+        seeds = parse_seeds(args.seeds) if args.seeds is not None else None
         policies = [",".join(f"{k}={v}" for k, v in parse_policy(p).items()) for p in args.policy]
         plan = plan_sweep(args.scenario, axes, seeds, policies, args.set)
         check_folder(out, plan)

@@ -113,12 +113,24 @@ def add_parser(sub: Any) -> None:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
+    from cluster.policies.pennyworth.exact import MAX_JOBS
+    from clusteremu import option_checks
     from clusteremu.cli import UsageError
 
-    for name in ("batches", "jobs", "trials", "workers", "validation_batches"):
+    for name in ("batches", "trials", "validation_batches"):
         value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')}: expected at least 1, got {value}")
+        if value is not None:
+            option_checks.count(value, f"--{name.replace('_', '-')}")
+    option_checks.count(
+        args.jobs,
+        "--jobs",
+        maximum=MAX_JOBS,
+        reason="the exact planner's limit; A* rarely finishes sets of over 32 jobs within "
+        "--time-limit",
+    )
+    option_checks.fits_memory(args.trials, option_checks.BYTES_PER_TRIAL, "--trials", "trials")
+    if args.workers is not None:
+        option_checks.workers(args.workers)
     if not 0 <= args.test_batches <= 10_000:
         raise UsageError(f"--test-batches: expected 0 to 10000, got {args.test_batches}")
     if args.validation_batches is not None and args.validation_batches > 10_000:
@@ -127,10 +139,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         )
     if not 0 <= args.safety <= 10:
         raise UsageError(f"--safety: expected 0 to 10 standard deviations, got {args.safety}")
-    if not 0 < args.time_limit <= 3600:
-        raise UsageError(f"--time-limit: expected 0 < seconds <= 3600, got {args.time_limit}")
-    if args.seed < 0:
-        raise UsageError(f"--seed: expected a non-negative integer, got {args.seed}")
+    option_checks.time_limit(args.time_limit, maximum=3600)
+    option_checks.seed(args.seed)
 
 
 def _explained(tree: Any, args: argparse.Namespace) -> dict[str, Any]:

@@ -98,27 +98,18 @@ def add_parser(sub: Any) -> None:
 
 
 def _check_tune_args(args: argparse.Namespace) -> list[str]:
+    from clusteremu import option_checks
     from clusteremu.cli import UsageError, check_out
     from tuners.domains import DOMAINS
     from tuners.strategies import STRATEGIES
 
-    tuners = [t.strip() for t in args.tuner.split(",") if t.strip()]
-    unknown = [t for t in tuners if t not in STRATEGIES]
-    if unknown or not tuners:
-        raise UsageError(
-            f"--tuner: unknown {', '.join(unknown) or '(none)'}; expected one or more of "
-            f"{', '.join(STRATEGIES)}"
-        )
-    if len(set(tuners)) != len(tuners):
-        raise UsageError(f"--tuner: {args.tuner!r} names a tuner twice")
-    if args.budget < 1:
-        raise UsageError(f"--budget: expected at least 1 evaluation, got {args.budget}")
-    if args.experiments < 1:
-        raise UsageError(f"--experiments: expected at least 1, got {args.experiments}")
-    if args.workers < 1:
-        raise UsageError(f"--workers: expected at least 1, got {args.workers}")
-    if args.repeats < 1:
-        raise UsageError(f"--repeats: expected at least 1, got {args.repeats}")
+    tuners = option_checks.name_list(args.tuner, "--tuner", list(STRATEGIES))
+    option_checks.count(args.budget, "--budget")
+    option_checks.count(args.experiments, "--experiments")
+    option_checks.count(args.repeats, "--repeats")
+    option_checks.seed(args.seed)
+    _check_trials(args, len(tuners))
+    option_checks.workers(args.workers, local=not args.address)
     if args.domain is not None and args.domain not in DOMAINS:
         raise UsageError(
             f"--domain: unknown domain {args.domain!r}; expected one of {', '.join(DOMAINS)}"
@@ -150,6 +141,20 @@ def _check_tune_args(args: argparse.Namespace) -> list[str]:
             ) from None
     check_out(args, "tune")
     return tuners
+
+
+def _check_trials(args: argparse.Namespace, tuners: int) -> None:
+    """Refuse, before Ray starts, more trials (experiments x budget per tuner) than the
+    driver can hold; the message names the larger of --experiments and --budget."""
+    from clusteremu import option_checks
+
+    flag = "--budget" if args.budget > args.experiments else "--experiments"
+    trials = float(args.experiments) * args.budget * tuners
+    what = (
+        f"trials ({args.experiments:,} experiments x {args.budget:,} evaluations x "
+        f"{tuners} tuner(s))"
+    )
+    option_checks.fits_memory(trials, option_checks.BYTES_PER_TRIAL, flag, what)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -372,28 +377,52 @@ def _plot(results: dict[str, Any], path: Path) -> None:
 # --- train-rl ----------------------------------------------------------------------------------
 
 
+#: Bytes one network parameter costs while SAC trains: float32 weights, gradients and Adam's
+#: two moments (the critics' target copies are counted as networks of their own).
+BYTES_PER_PARAMETER = 16
+
+
+def _mlp_parameters(sizes: list[int]) -> float:
+    """Weights and biases of a fully connected network with these layer sizes."""
+    return float(sum((a + 1) * b for a, b in zip(sizes, sizes[1:], strict=False)))
+
+
+def _check_training_memory(args: argparse.Namespace, net_arch: list[int]) -> None:
+    """Refuse, before training, a replay buffer (--steps, --budget) or networks (--net-arch)
+    that cannot fit in memory: SAC keeps every step's observation pair, and an actor and
+    two critics with their target copies."""
+    from clusteremu import option_checks
+    from tuners.domains import WEIGHT_NAMES
+    from tuners.rl import observation_size
+
+    obs, act = observation_size(args.budget), len(WEIGHT_NAMES)
+    per_step = 4.0 * (2 * obs + act + 3)  # float32 observations, action, reward, flags
+    flag = "--budget" if obs * 1000 > max(args.steps, 1000) else "--steps"
+    what = f"replay buffer steps of {obs:,} observations (--budget {args.budget})"
+    option_checks.fits_memory(max(args.steps, 1000), per_step, flag, what)
+    actor = _mlp_parameters([obs, *net_arch, 2 * act])
+    critics = 4 * _mlp_parameters([obs + act, *net_arch, 1])  # two critics, two targets
+    option_checks.fits_memory(
+        actor + critics, BYTES_PER_PARAMETER, "--net-arch", "network parameters"
+    )
+
+
 def cmd_train_rl(args: argparse.Namespace) -> int:
+    from clusteremu import option_checks
     from clusteremu.cli import UsageError
     from tuners.domains import DOMAINS
 
-    if args.steps < 1:
-        raise UsageError(f"--steps: expected at least 1, got {args.steps}")
-    if args.envs < 1:
-        raise UsageError(f"--envs: expected at least 1, got {args.envs}")
+    option_checks.count(args.steps, "--steps")
+    option_checks.workers(args.envs, "--envs")
     if args.budget < 2:
         raise UsageError(f"--budget: the RL tuner needs at least 2 evaluations, got {args.budget}")
+    option_checks.seed(args.seed)
     if args.domain not in DOMAINS:
         raise UsageError(
             f"--domain: unknown domain {args.domain!r}; expected one of {', '.join(DOMAINS)}"
         )
-    try:
-        net_arch = [int(n) for n in args.net_arch.split(",")]
-        if not net_arch or min(net_arch) < 1:
-            raise ValueError
-    except ValueError:
-        raise UsageError(
-            f"--net-arch: expected positive layer sizes like 512,512,512, got {args.net_arch!r}"
-        ) from None
+    net_arch = option_checks.layer_sizes(args.net_arch)
+    _check_training_memory(args, net_arch)
     out = Path(args.out)
     if out.suffix != ".zip":
         raise UsageError(f"--out {out}: the model is an SB3 zip; name it MODEL.zip")

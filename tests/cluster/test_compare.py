@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.compare import compare_grid, grid_table_text, parse_grid, short_label, total_cores
+from cluster.compare import compare_grid, grid_table_text, short_label, total_cores
 from clusteremu.cli import main
 from scenarios.loader import load_scenario
 
@@ -61,15 +61,7 @@ def test_grid_table_lists_every_policy(small_sweep: list[dict]) -> None:
     assert "0.49989" in text and "±" in text
 
 
-def test_parse_grid_and_labels() -> None:
-    assert parse_grid("cluster.pools.0.cores=4, 8,16") == (
-        "cluster.pools.0.cores",
-        ["4", "8", "16"],
-    )
-    with pytest.raises(ValueError, match="--grid"):
-        parse_grid("cluster.pools.0.cores")
-    with pytest.raises(ValueError):
-        parse_grid("cluster.pools.0.cores=")
+def test_labels() -> None:
     assert short_label({"allocator": "wham"}) == "wham"
     assert (
         short_label({"allocator": "wham", "placer": "first-fit"})
