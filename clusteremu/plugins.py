@@ -65,6 +65,11 @@ def load_plugins(modules: Sequence[str]) -> list[ModuleType]:
                 f"--plugin {name}: no module named {name!r}; put the folder that holds "
                 f"{name.split('.')[0]}.py (or the package) on PYTHONPATH, or install it"
             ) from None
+        except SystemExit as exc:  # sys.exit() or exit() while being imported
+            raise UsageError(
+                f"--plugin {name}: the module called sys.exit({exc.code!r}) while being "
+                "imported; a plug-in module must only register policies"
+            ) from None
         except Exception as exc:  # whatever the plug-in's own code raises on import
             raise UsageError(
                 f"--plugin {name}: the module failed to import: {type(exc).__name__}: {exc}"

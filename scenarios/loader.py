@@ -258,9 +258,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
         raise ValueError(f"override {shorten(text)} must look like path.to.field=value")
     key, raw = text.split("=", 1)
-    parts = [p for p in key.strip().split(".") if p]
-    if not parts:
+    parts = key.strip().split(".")
+    if not any(parts):
         raise ValueError(f"override {shorten(text)} has an empty field path")
+    if not all(parts):
+        raise ValueError(
+            f"override {shorten(text)}: expected a field path like a.b.0.c, with no empty "
+            "part between dots"
+        )
     if len(raw) > MAX_INPUT_BYTES:
         raise ValueError(f"override {shorten(text)}: value longer than {MAX_INPUT_BYTES} bytes")
     try:
