@@ -57,6 +57,16 @@ class OptionError(UsageError, ValueError):
     `UsageError`: exit status 2)."""
 
 
+def _first_repeat(items: Sequence[object]) -> object | None:
+    """The first item that appears a second time (in one pass), None when all differ."""
+    seen: set[object] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
+
+
 def _shown(text: str) -> str:
     """An option's text as the message shows it: quoted, so that '' and ' ' are visible."""
     return shorten(text)
@@ -114,8 +124,8 @@ def seeds(
     if refusal is not None:
         raise OptionError(f"{flag} {shown}: {refusal}")
     out = [s for a, b in ranges for s in range(a, b + 1)]
-    if len(set(out)) != len(out):
-        twice = next(s for i, s in enumerate(out) if s in out[:i])
+    twice = _first_repeat(out)
+    if twice is not None:
         raise OptionError(f"{flag} {shown}: seeds must be distinct; {twice} is given twice")
     return tuple(out)
 
@@ -198,9 +208,9 @@ def name_list(
     unknown = [n for n in names if n not in known]
     if unknown:
         raise OptionError(f"{flag}: unknown {', '.join(unknown)}; {expected}")
-    twice = [n for i, n in enumerate(names) if n in names[:i]]
-    if twice:
-        raise OptionError(f"{flag} {shown}: {twice[0]} is given twice")
+    twice = _first_repeat(names)
+    if twice is not None:
+        raise OptionError(f"{flag} {shown}: {twice} is given twice")
     return names
 
 
@@ -228,10 +238,10 @@ def grid(text: str, flag: str = "--grid") -> tuple[str, tuple[str, ...]]:
         raise OptionError(f"{flag} {shown}: expected path.to.field=v1,v2,... with non-empty values")
     if any(not v for v in values):
         raise OptionError(f"{flag} {shown}: expected non-empty values; got an empty one")
-    twice = [v for i, v in enumerate(values) if v in values[:i]]
-    if twice:
-        raise OptionError(f"{flag} {shown}: repeated values ({shorten(twice[0])} is given twice)")
     grid_points([len(values)], flag)
+    twice = _first_repeat(values)
+    if twice is not None:
+        raise OptionError(f"{flag} {shown}: repeated values ({shorten(twice)} is given twice)")
     return path.strip(), values
 
 
