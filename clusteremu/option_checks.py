@@ -41,8 +41,8 @@ from scenarios.errors import shorten
 
 #: The largest seed (numpy's generators take any non-negative integer; results store int64).
 MAX_SEED = 2**63 - 1
-#: Memory one worker process takes once it has imported the engine (bytes; a Ray worker or a
-#: training environment's process measured at about 250 MB resident, rounded up).
+#: Memory one worker process takes once it has imported the engine (bytes; a process that
+#: ran a small mm-c run peaks at about 245 MB resident, 280 MB with Ray imported; rounded up).
 BYTES_PER_WORKER = 300e6
 #: Memory one tuning trial keeps until the search ends (bytes: a Ray Tune trial's object,
 #: configuration and results in the driver, or an Optuna trial; rounded up).
