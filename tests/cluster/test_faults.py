@@ -94,7 +94,7 @@ def test_fail_and_recover_by_type_and_count() -> None:
         jobs=[(2.0, 5.0), (2.0, 5.0), (2.0, 5.0)],
         nodes=3,
         events=[
-            {"at_s": 1, "fail": {"type": "n", "count": 2}},
+            {"at_s": 2, "fail": {"type": "n", "count": 2}},
             {"at_s": 4, "recover": {"type": "n", "count": 1}},
             {"at_s": 6, "recover": {"type": "n", "count": 1}},
         ],
