@@ -290,3 +290,84 @@ def test_redraw_gives_killed_jobs_fresh_sizes_and_same_keeps_them() -> None:
 def test_no_faults_no_fault_keys() -> None:
     _, summary = run(scenario())
     assert "node_failures" not in summary
+
+
+BAD_EVENTS = {
+    "unknown node": (
+        {"at_s": 1, "fail": {"node": 5}},
+        "events.1.fail.node: expected a node index below 2",
+    ),
+    "unknown type": (
+        {"at_s": 1, "join": {"type": "gpu", "count": 1}},
+        "events.1.join.type: expected one of the node types ['n']",
+    ),
+    "unknown class": (
+        {"at_s": 1, "set_rate": {"class": "b", "rate_per_s": 2}},
+        "events.1.set_rate.class: expected one of the classes",
+    ),
+    "past the stop": (
+        {"at_s": 500, "recover": {"node": 0}},
+        "events.1.at_s: expected a time at or before stop.time_s = 100 s",
+    ),
+    "negative count": (
+        {"at_s": 1, "drain": {"type": "n", "count": -1}},
+        "events.1.drain.count: expected greater than or equal to 1",
+    ),
+    "two actions": (
+        {"at_s": 1, "fail": {"node": 0}, "drain": {"node": 0}},
+        "events.1: expected exactly one action",
+    ),
+    "node and type": (
+        {"at_s": 1, "fail": {"node": 0, "type": "n"}},
+        "events.1.fail: give exactly one of node or type",
+    ),
+    "unknown action": ({"at_s": 1, "explode": {"node": 0}}, "events.1.explode: unknown field"),
+    "other speed-up kind": (
+        {"at_s": 1, "set_speedup": {"class": "a", "speedup": {"kind": "power", "exponent": 0.5}}},
+        "events.1.set_speedup.speedup.kind: expected linear",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_EVENTS))
+def test_a_bad_timeline_event_is_refused_naming_its_index_and_field(
+    case: str, tmp_path: Any
+) -> None:
+    import yaml
+
+    from tests.clusteremu.badinput import refused
+
+    event, expect = BAD_EVENTS[case]
+    data = rate_scenario([{"at_s": 0, "fail": {"node": 1}}, event])
+    data["stop"] = {"time_s": 100.0}
+    data["cluster"]["nodes"][0]["count"] = 2
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    refused(["run", str(path), "--out", str(tmp_path / "out")], "run", "timeline event", expect)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("failures", "expect"),
+    [
+        ({"mtbf_s": 10}, "failures: give exactly one of mttr_s or down"),
+        ({"mtbf_s": 10, "up": {"kind": "exponential", "mean_s": 1}, "mttr_s": 1}, "mtbf_s or up"),
+        ({"mtbf_s": -1, "mttr_s": 1}, "failures.mtbf_s: expected greater than 0"),
+        (
+            {"up": {"kind": "empirical", "values_s": [0, 1]}, "mttr_s": 1},
+            "up: expected times > 0",
+        ),
+    ],
+)
+def test_a_bad_failure_model_is_refused(
+    failures: dict[str, Any], expect: str, tmp_path: Any
+) -> None:
+    import yaml
+
+    from tests.clusteremu.badinput import refused
+
+    data = rate_scenario([])
+    data["cluster"]["node_types"][0]["failures"] = failures
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    refused(["validate", str(path)], "validate", "failure model", expect)
