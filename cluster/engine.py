@@ -1130,6 +1130,13 @@ class LiveView(PlacementView):
         """Node rows that are up now (computed at each read: nodes boot and leave)."""
         return self.__dict__["_s"].nodes_i[NI.STATUS] == NodeStatus.UP
 
+    @property
+    def node_status(self) -> IntArray:
+        """Every node row's `NodeStatus` now (read-only)."""
+        status = self.__dict__["_s"].nodes_i[NI.STATUS].view()
+        status.flags.writeable = False
+        return status
+
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:
     """Node arrays that change only when nodes are rented, as read-only copies."""

@@ -14,6 +14,7 @@ import pytest
 
 from cluster.engine import Engine
 from cluster.layout import IS, NF, NodeStatus
+from cluster.policies.base import Placement, PlacementView, Placer, Release, Rent, Scaler, ScaleView
 from scenarios.loader import spec_from_dict
 
 
@@ -371,3 +372,48 @@ def test_a_bad_failure_model_is_refused(
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
     refused(["validate", str(path)], "validate", "failure model", expect)
+
+
+class ReplaceFailed(Scaler):
+    """Rents one node of the failed node's type for every node seen down the first time."""
+
+    name = "test-replace-failed"
+
+    def __init__(self) -> None:
+        self.replaced: set[int] = set()
+
+    def scale(self, view: ScaleView) -> list[Rent | Release]:
+        down = [int(k) for k in np.flatnonzero(view.node_status == NodeStatus.DOWN)]
+        new = [k for k in down if k not in self.replaced]
+        self.replaced.update(new)
+        return [Rent(view.node_type_names[int(view.node_type[k])]) for k in new]
+
+
+def test_a_scaler_sees_the_failure_and_rents_a_replacement() -> None:
+    # The only node fails at 4 for good; the scaler rents a replacement (up after 1 s), where
+    # the killed 10 s job runs again from 5 to 15.
+    data = scenario(events=[{"at_s": 4, "fail": {"node": 0}}])
+    data["cluster"]["node_types"][0].update(startup_delay_s=1.0, rentable=True)
+    engine = Engine(spec_from_dict(data), scaler=ReplaceFailed())
+    jobs = engine.run().jobs.to_pandas()
+    assert jobs["end_s"].tolist() == [15.0]
+    assert jobs["node"].tolist() == ["n-1"]
+    assert engine.nodes_i[1, 0] == NodeStatus.DOWN
+
+
+def test_a_placer_sees_each_node_status() -> None:
+    seen: list[list[int]] = []
+
+    class Recording(Placer):
+        name = "test-recording"
+
+        def place(self, view: PlacementView) -> list[Placement]:
+            seen.append(view.node_status.tolist())
+            up = np.flatnonzero(view.active & (view.free_slots >= 1) & (view.free_cpu >= 1))
+            return [Placement(int(j), int(k)) for j, k in zip(view.queue, up, strict=False)]
+
+    data = scenario(
+        jobs=[(0.0, 1.0), (5.0, 1.0)], nodes=2, events=[{"at_s": 2, "fail": {"node": 0}}]
+    )
+    Engine(spec_from_dict(data), placer=Recording()).run()
+    assert seen == [[NodeStatus.UP, NodeStatus.UP], [NodeStatus.DOWN, NodeStatus.UP]]
