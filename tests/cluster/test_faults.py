@@ -417,3 +417,21 @@ def test_a_placer_sees_each_node_status() -> None:
     )
     Engine(spec_from_dict(data), placer=Recording()).run()
     assert seen == [[NodeStatus.UP, NodeStatus.UP], [NodeStatus.DOWN, NodeStatus.UP]]
+
+
+def test_the_timeline_samples_nodes_queue_and_failures() -> None:
+    from cluster.timeline import sample_timeline
+
+    # One node down from 4 to 7 s; a 10 s job at 0 and a 1 s job at 5 (waits until 17).
+    data = scenario(
+        jobs=[(0.0, 10.0), (5.0, 1.0)],
+        events=[{"at_s": 4, "fail": {"node": 0}}, {"at_s": 7, "recover": {"node": 0}}],
+    )
+    whole = Engine(spec_from_dict(data)).run()
+    result, timeline = sample_timeline(Engine(spec_from_dict(data)), every_s=2.0)
+    assert whole.jobs.equals(result.jobs)  # sampling changes nothing
+    assert timeline.time_s.tolist() == [0, 2, 4, 6, 8, 10, 12, 14, 16, 18]
+    assert timeline.nodes_up.tolist() == [1, 1, 0, 0, 1, 1, 1, 1, 1, 1]
+    assert timeline.nodes_down.tolist() == [0, 0, 1, 1, 0, 0, 0, 0, 0, 0]
+    assert timeline.jobs_waiting.tolist() == [0, 0, 1, 2, 1, 1, 1, 1, 1, 0]
+    assert timeline.node_failures.tolist() == [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
