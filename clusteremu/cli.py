@@ -166,6 +166,8 @@ def _headline(summary: dict[str, Any]) -> str:
     ]
     if "slo_loss_usd" in summary:  # a scenario with an SLO: its loss and eq. 1's total
         keys += ["startup_usd", "operating_usd", "slo_loss_usd", "total_usd", "nodes_rented"]
+    if "node_failures" in summary:  # node failures or a timeline (docs/faults.md)
+        keys += ["node_failures", "failure_kills", "availability", "lost_core_s"]
     return "\n".join(f"  {k:<24} {fmt(k)}" for k in keys)
 
 
