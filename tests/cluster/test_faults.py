@@ -435,3 +435,33 @@ def test_the_timeline_samples_nodes_queue_and_failures() -> None:
     assert timeline.nodes_down.tolist() == [0, 0, 1, 1, 0, 0, 0, 0, 0, 0]
     assert timeline.jobs_waiting.tolist() == [0, 0, 1, 2, 1, 1, 1, 1, 1, 0]
     assert timeline.node_failures.tolist() == [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+
+
+def test_set_speedup_changes_a_running_malleable_job_at_once() -> None:
+    # A pool of 2 cores, one job of 10 core-s under Amdahl p = 0: rate 1 until 4 s, then
+    # p = 1 makes 2 cores worth 2: the 6 left take 3 s, so it ends at 7.
+    data = scenario(
+        events=[
+            {
+                "at_s": 4,
+                "set_speedup": {
+                    "class": "j0",
+                    "speedup": {"kind": "amdahl", "parallel_fraction": 1.0},
+                },
+            }
+        ]
+    )
+    data["cluster"] = {"pools": [{"name": "p", "cores": 2}]}
+    data["workload"]["classes"][0].update(
+        pool="p", speedup={"kind": "amdahl", "parallel_fraction": 0.0}
+    )
+    jobs, _ = run(data)
+    assert jobs["end_s"].tolist() == [pytest.approx(7.0)]
+
+
+def test_the_failure_model_is_a_field_sweeps_and_overrides_can_set() -> None:
+    from clusteremu import load_scenario
+
+    spec = load_scenario("faults-rack", ["cluster.node_types.0.failures.mtbf_s=1800"])
+    failures = spec.node_types[0].failures
+    assert failures is not None and failures.up.mean == 1800.0 and failures.down.mean == 300.0
