@@ -363,8 +363,16 @@ class Engine:
         for k in range(len(spec.nodes)):
             self._fault_draws.add_node(k, int(nodes_i[NI.NODE_TYPE, k]))
             if nodes_i[NI.FAILS, k]:
-                self._fault_draws.fill_node(draws, nodes_i, k)
+                for up in (True, False):
+                    self._store_draws(draws, nodes_i, k, up)
         return {"fault_draws": draws, "timeline": timeline_array(spec)}
+
+    def _store_draws(self, draws: FloatArray, nodes_i: IntArray, k: int, up: bool) -> None:
+        """Node k's next block of up (or down) times into its row; its cursor to 0."""
+        block = self._fault_draws.next_block(k, int(nodes_i[NI.NODE_TYPE, k]), up)
+        lo = 0 if up else block.size
+        draws[k, lo : lo + block.size] = block
+        nodes_i[NI.UP_POS if up else NI.DOWN_POS, k] = 0
 
     def _first_failures(self) -> None:
         """Schedule each static node's first random failure (after its first up time)."""
@@ -753,8 +761,7 @@ class Engine:
         """A node's up (or down) times ran out: draw the next block and schedule its event."""
         s = self._s
         k, kind = int(s.istate[IS.DRAW_NODE]), int(s.istate[IS.DRAW_KIND])
-        up = kind == int(kernel.Event.FAIL)
-        self._fault_draws.refill(s.fault_draws, s.nodes_i, k, up)
+        self._store_draws(s.fault_draws, s.nodes_i, k, up=kind == int(kernel.Event.FAIL))
         kernel.schedule_fault_entry(self._t, k, self.now, kind)
 
     def _redraw_sizes(self) -> None:
@@ -842,7 +849,8 @@ class Engine:
         s.istate[IS.NODES_USED] = k + 1
         self._fault_draws.add_node(k, t)
         if s.nodes_i[NI.FAILS, k]:
-            self._fault_draws.fill_node(s.fault_draws, s.nodes_i, k)
+            for up in (True, False):
+                self._store_draws(s.fault_draws, s.nodes_i, k, up)
         if s.istate[IS.HEAP_N] + 2 >= s.heap_t.size:
             self._replace(**self._room(2 * s.heap_t.size, s.queue.size))
             s = self._s

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cluster.jobs import Purpose, name_key
-from cluster.layout import NI, TL, Action
+from cluster.layout import TL, Action
 from cluster.model import SimulationSpec
 
 FloatArray = npt.NDArray[np.float64]
@@ -91,25 +91,17 @@ class FaultDraws:
             rng = self._rngs[key] = np.random.default_rng(child)
         return rng
 
-    def refill(self, draws: FloatArray, nodes_i: npt.NDArray[np.int64], k: int, up: bool) -> None:
-        """Draw node k's next block of up (or down) times into its row of `draws`."""
-        t = int(nodes_i[NI.NODE_TYPE, k])
-        failures = self.spec.node_types[t].failures
+    def next_block(self, k: int, type_index: int, up: bool) -> FloatArray:
+        """Node k's next `FAULT_DRAWS` up (or down) times, s; the engine stores them in its
+        row of `fault_draws`: up times in the first half, down times in the second."""
+        failures = self.spec.node_types[type_index].failures
         if failures is None:
-            return
-        dist, purpose, lo, pos = (
-            (failures.up, Purpose.FAILURE_UP, 0, NI.UP_POS)
-            if up
-            else (failures.down, Purpose.FAILURE_DOWN, FAULT_DRAWS, NI.DOWN_POS)
+            raise ValueError(f"node type {type_index} has no failure model")
+        dist, purpose = (
+            (failures.up, Purpose.FAILURE_UP) if up else (failures.down, Purpose.FAILURE_DOWN)
         )
-        values = dist.sample(self._rng(k, t, purpose), FAULT_DRAWS)
-        draws[k, lo : lo + FAULT_DRAWS] = np.asarray(values, dtype=np.float64)
-        nodes_i[pos, k] = 0
-
-    def fill_node(self, draws: FloatArray, nodes_i: npt.NDArray[np.int64], k: int) -> None:
-        """A joining node's first blocks of up and down times."""
-        self.refill(draws, nodes_i, k, up=True)
-        self.refill(draws, nodes_i, k, up=False)
+        values = dist.sample(self._rng(k, type_index, purpose), FAULT_DRAWS)
+        return np.asarray(values, dtype=np.float64)
 
 
 __all__ = ["FAULT_DRAWS", "FaultDraws", "timeline_array"]
