@@ -297,6 +297,12 @@ def check_windowed(spec: SimulationSpec) -> None:
             "workload.usage (real usages, out-of-memory kills) runs in exact mode only; "
             "drop --window"
         )
+    if spec.has_faults:
+        raise ValueError(
+            "node failures and timeline events (node_types' failures, events) run in exact "
+            "mode only: a node's failure must kill and re-queue jobs across the shards' "
+            "windows; drop --window"
+        )
 
 
 def run_replication(

@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cluster import kernel
+from cluster.faults import FaultDraws, timeline_array
 from cluster.jobs import (
     Jobs,
     Purpose,
@@ -61,6 +62,7 @@ from cluster.layout import (
     NI,
     PF,
     PI,
+    TL,
     JobState,
     NodeStatus,
     Refusal,
@@ -114,6 +116,8 @@ _NEED_SCALE, _STATUS_POOL = int(IS.NEED_SCALE), int(IS.STATUS_POOL)
 _N_WAITING, _DEC_N = int(IS.N_WAITING), int(IS.DEC_N)
 _BAD = int(Status.BAD_DECISION)
 _LIFT = int(Status.NEED_LIFT_DECISION)
+_TIMELINE, _DRAWS = int(Status.NEED_TIMELINE_ACTION), int(Status.NEED_FAULT_DRAWS)
+_REDRAWS = int(Status.NEED_SIZE_REDRAWS)
 _PLACE, _ALLOC, _SCALE = (
     int(Status.NEED_PLACE_DECISION),
     int(Status.NEED_ALLOC_DECISION),
@@ -247,8 +251,11 @@ class Engine:
             check_gpu_request(f"workload class {c.name!r}: request.gpu", c.request.gpu)
         self.jobs = jobs if jobs is not None else generate_jobs(spec, seq)
         self._type_index = {t.name: i for i, t in enumerate(spec.node_types)}
+        self._fault_draws = FaultDraws(spec, seq)
+        self._redraw_rngs: dict[int, np.random.Generator] = {}
         self._s = self._build_state(placer_rng, force_python_policies)
         self._t = tuple(self._s)  # what compiled entries take (see cluster.kernel)
+        self._first_failures()
         self._run: Callable[..., int] | None = None  # run_entry without type dispatch
         self._ro: EngineState | None = None
         self._view_cache: dict[str, Any] = {}
@@ -300,8 +307,9 @@ class Engine:
             fstate[FS.WIN_START] = jobs.arrival_s[warm] if n else 0.0
             fstate[FS.WIN_END] = jobs.arrival_s[-1] if n else 0.0
             fstate[FS.HORIZON] = math.inf
-        # A completion and a patience timer per job at most, plus node-ready events.
-        heap = 2 * n + m + 1
+        # A completion and a patience timer per job at most, plus node-ready and fault events
+        # (stale entries are purged when the heap is full: see `kernel.purge_heap`).
+        heap = 2 * n + 2 * m + 1
         # Out-of-memory kills queue jobs again: head-room, so the loop need not return.
         queue = max(n, 1) + (max(16, n // 16) if istate[IS.HAS_USAGE] else 0)
         return EngineState(
@@ -337,7 +345,41 @@ class Engine:
             world_i=world_i,
             cached=cached,
             lift_edges=lift_edges,
+            **self._fault_state(nodes_f, nodes_i, istate, heap),
         )
+
+    def _fault_state(
+        self, nodes_f: FloatArray, nodes_i: IntArray, istate: IntArray, heap: int
+    ) -> dict[str, Any]:
+        """The fault arrays: the static nodes' first up and down times and the timeline.
+
+        Each static node with a failure model fails first after its first up time (the
+        `Event.FAIL` entries are pushed by `_first_failures` once the state exists)."""
+        spec = self.spec
+        istate[IS.FAULTS] = int(spec.has_faults)
+        istate[IS.ON_FAILURE] = int(spec.on_node_failure == "fail")
+        istate[IS.REDRAW] = int(spec.restart_work == "redraw")
+        draws = np.zeros((nodes_f.shape[1], self._fault_draws.width()))
+        for k in range(len(spec.nodes)):
+            self._fault_draws.add_node(k, int(nodes_i[NI.NODE_TYPE, k]))
+            if nodes_i[NI.FAILS, k]:
+                for up in (True, False):
+                    self._store_draws(draws, nodes_i, k, up)
+        return {"fault_draws": draws, "timeline": timeline_array(spec)}
+
+    def _store_draws(self, draws: FloatArray, nodes_i: IntArray, k: int, up: bool) -> None:
+        """Node k's next block of up (or down) times into its row; its cursor to 0."""
+        block = self._fault_draws.next_block(k, int(nodes_i[NI.NODE_TYPE, k]), up)
+        lo = 0 if up else block.size
+        draws[k, lo : lo + block.size] = block
+        nodes_i[NI.UP_POS if up else NI.DOWN_POS, k] = 0
+
+    def _first_failures(self) -> None:
+        """Schedule each static node's first random failure (after its first up time)."""
+        s = self._s
+        for k in range(len(self.spec.nodes)):
+            if s.nodes_i[NI.FAILS, k]:
+                kernel.schedule_fault_entry(self._t, k, 0.0, int(kernel.Event.FAIL))
 
     def _replace(self, **arrays: Any) -> None:
         """Swap in grown arrays (the state is immutable as a tuple; its arrays are not)."""
@@ -459,7 +501,15 @@ class Engine:
                 self._refused()
             elif status == _LIFT:
                 self._lift(int(self._s.istate[IS.OOM_JOB]))
+            elif status == _TIMELINE:
+                self._timeline_action(int(self._s.istate[IS.TL_EVENT]))
+            elif status == _DRAWS:
+                self._refill_draws()
+            elif status == _REDRAWS:
+                self._redraw_sizes()
             else:
+                if self._s.istate[IS.HEAP_OVERFLOW]:
+                    raise RuntimeError("the event heap overflowed (a bug in the engine)")
                 self.status = status
                 return status
 
@@ -700,6 +750,35 @@ class Engine:
             raise ValueError(f"drop: job {j} is not waiting in the queue")
         kernel.drop_entry(self._t, j, self.now)
 
+    def _timeline_action(self, e: int) -> None:
+        """Carry out timeline event e that the loop hands over: `join` rents its nodes."""
+        s = self._s
+        t = int(s.timeline[TL.TYPE, e])
+        for _ in range(int(s.timeline[TL.COUNT, e])):
+            self.rent(t)
+
+    def _refill_draws(self) -> None:
+        """A node's up (or down) times ran out: draw the next block and schedule its event."""
+        s = self._s
+        k, kind = int(s.istate[IS.DRAW_NODE]), int(s.istate[IS.DRAW_KIND])
+        self._store_draws(s.fault_draws, s.nodes_i, k, up=kind == int(kernel.Event.FAIL))
+        kernel.schedule_fault_entry(self._t, k, self.now, kind)
+
+    def _redraw_sizes(self) -> None:
+        """Jobs re-queued after a failure get fresh work from their class's size
+        distribution (`restart_work: redraw`), each class from its own stream."""
+        s = self._s
+        n = int(s.istate[IS.REDRAW_N])
+        s.istate[IS.REDRAW_N] = 0
+        for j in s.members[:n].tolist():
+            c = int(s.jobs_i[JI.CLS, j])
+            rng = self._redraw_rngs.get(c)
+            if rng is None:
+                seq = replication_seed(self.spec, self.replication)
+                rng = stream(seq, Purpose.RESTART, self.spec.classes[c].name)
+                self._redraw_rngs[c] = rng
+            s.jobs_f[JF.SIZE, j] = float(self.spec.classes[c].size.sample(rng, 1)[0])
+
     def _lift(self, j: int) -> None:
         """Job j ran out of memory within its retry limit: the provisioner lifts its
         request and the job is killed and queued again with it (its work is lost)."""
@@ -758,7 +837,8 @@ class Engine:
                 nodes_i=nodes_i,
                 gpu_free=gpu_free,
                 cached=grown(s.cached, rows, axis=0),
-                **self._room(s.heap_t.size + k + 1, s.queue.size),
+                fault_draws=grown(s.fault_draws, rows, axis=0),
+                **self._room(s.heap_t.size + 2 * (k + 1), s.queue.size),
             )
             s = self._s
         nt = self.spec.node_types[t]
@@ -767,13 +847,19 @@ class Engine:
         fill_node(s.nodes_f, s.nodes_i, s.gpu_free, k, nt, t, self.now, status)
         s.cached[k] = initial_cache(self.spec, t, s.cached.shape[1])
         s.istate[IS.NODES_USED] = k + 1
-        if s.istate[IS.HEAP_N] + 1 >= s.heap_t.size:
+        self._fault_draws.add_node(k, t)
+        if s.nodes_i[NI.FAILS, k]:
+            for up in (True, False):
+                self._store_draws(s.fault_draws, s.nodes_i, k, up)
+        if s.istate[IS.HEAP_N] + 2 >= s.heap_t.size:
             self._replace(**self._room(2 * s.heap_t.size, s.queue.size))
             s = self._s
         if status == NodeStatus.BOOTING:
             kernel.push_entry(self._t, self.now + delay, k, int(kernel.Event.NODE_READY))
         else:
             s.istate[IS.NEED_PLACE] = 1
+            if s.nodes_i[NI.FAILS, k]:
+                kernel.schedule_fault_entry(self._t, k, self.now, int(kernel.Event.FAIL))
         self._view_cache.clear()
         return k
 
@@ -1051,6 +1137,13 @@ class LiveView(PlacementView):
     def active(self) -> npt.NDArray[np.bool_]:
         """Node rows that are up now (computed at each read: nodes boot and leave)."""
         return self.__dict__["_s"].nodes_i[NI.STATUS] == NodeStatus.UP
+
+    @property
+    def node_status(self) -> IntArray:
+        """Every node row's `NodeStatus` now (read-only)."""
+        status = self.__dict__["_s"].nodes_i[NI.STATUS].view()
+        status.flags.writeable = False
+        return status
 
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:

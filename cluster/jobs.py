@@ -32,6 +32,9 @@ class Purpose(IntEnum):
     SIZES = 2
     RUNTIME = 3
     USAGE = 4
+    FAILURE_UP = 5  #: a node's up times (keyed by its type's name and its ordinal)
+    FAILURE_DOWN = 6  #: a node's down times
+    RESTART = 7  #: fresh work of jobs re-queued after a failure (`restart_work: redraw`)
     PLACER = 11
     ALLOCATOR = 12
     PROVISIONER = 13

@@ -33,6 +33,8 @@ from cluster.layout import (
     NI,
     PF,
     PI,
+    TL,
+    Action,
     Event,
     JobState,
     NodeStatus,
@@ -63,6 +65,9 @@ _PAUSED, _YIELDED, _NEED_SCALE_DECISION = (
 )
 _BAD_DECISION = int(Status.BAD_DECISION)
 _NEED_LIFT_DECISION = int(Status.NEED_LIFT_DECISION)
+_NEED_TIMELINE_ACTION = int(Status.NEED_TIMELINE_ACTION)
+_NEED_FAULT_DRAWS = int(Status.NEED_FAULT_DRAWS)
+_NEED_SIZE_REDRAWS = int(Status.NEED_SIZE_REDRAWS)
 
 #: Heap kinds carry the job's attempt number above these bits (stale entries are skipped).
 KIND_BITS = 4
@@ -124,6 +129,14 @@ def _heap_swap(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, a: int, b: int) -
 def heap_push(s, t: float, j: int, kind: int) -> None:  # type: ignore[no-untyped-def]
     ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
     i = s.istate[IS.HEAP_N]
+    if i >= ht.size:
+        # Full: drop the stale entries (killed attempts' completions pile up under
+        # failures). Valid entries are at most one per job and two per node row.
+        purge_heap(s)
+        i = s.istate[IS.HEAP_N]
+        if i >= ht.size:
+            s.istate[IS.HEAP_OVERFLOW] = 1
+            return
     ht[i], hj[i], hk[i] = t, j, kind
     s.istate[IS.HEAP_N] = i + 1
     while i > 0:
@@ -156,6 +169,33 @@ def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
             break
 
 
+@kernel_function
+def purge_heap(s) -> None:  # type: ignore[no-untyped-def]
+    """Drop every stale entry from the heap and restore the heap order."""
+    ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
+    n = s.istate[IS.HEAP_N]
+    w = 0
+    for r in range(n):
+        if not _stale(s, r):
+            ht[w], hj[w], hk[w] = ht[r], hj[r], hk[r]
+            w += 1
+    s.istate[IS.HEAP_N] = w
+    for top in range(w // 2 - 1, -1, -1):
+        i = top
+        while True:
+            left = 2 * i + 1
+            if left >= w:
+                break
+            child = left
+            if left + 1 < w and _heap_less(ht, hj, left + 1, left):
+                child = left + 1
+            if _heap_less(ht, hj, child, i):
+                _heap_swap(ht, hj, hk, i, child)
+                i = child
+            else:
+                break
+
+
 @inline_function
 def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
     """Whether heap entry i no longer applies (a killed attempt, a job no longer waiting)."""
@@ -168,6 +208,11 @@ def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
         )
     if kind == Event.TIMER:
         return s.jobs_i[JI.STATE, j] != JobState.QUEUED
+    if kind >= Event.FAIL:  # a node's fault event: stale once the node moved on
+        return (
+            s.nodes_i[NI.STATUS, j] == NodeStatus.RELEASED
+            or (s.heap_k[i] >> KIND_BITS) != s.nodes_i[NI.EPOCH, j]
+        )
     return False
 
 
@@ -281,6 +326,13 @@ def start_job(  # type: ignore[no-untyped-def]
     nodes_f[NF.FREE_GPU, k] -= gpu
     nodes_f[NF.FREE_SLOTS, k] -= 1.0
     nodes_f[NF.RUNNING_JOBS, k] += 1.0
+    if s.istate[IS.FAULTS] == 1:  # the node's list of running jobs (a failure kills them)
+        head = s.nodes_i[NI.JOB_HEAD, k]
+        jobs_i[JI.NEXT, j] = head
+        jobs_i[JI.PREV, j] = -1
+        if head >= 0:
+            jobs_i[JI.PREV, head] = j
+        s.nodes_i[NI.JOB_HEAD, k] = j
     s.fstate[FS.BUSY_CPU] += cpu
     heap_push(s, now + duration, j, event | (jobs_i[JI.RETRIES, j] << KIND_BITS))
     s.istate[IS.DECISIONS] += 1
@@ -319,6 +371,25 @@ def _free_node_of(s, j: int) -> None:  # type: ignore[no-untyped-def]
             if (mask >> g) & 1:
                 s.gpu_free[k, g] += milli
     s.fstate[FS.BUSY_CPU] -= cpu
+    if s.istate[IS.FAULTS] == 1:
+        _unlink_from_node(s, j, k)
+        if s.nodes_i[NI.STATUS, k] == NodeStatus.DRAINING and nodes_f[NF.RUNNING_JOBS, k] <= 0:
+            release_node(s, k, s.fstate[FS.NOW])  # drained: its last job left
+
+
+@inline_function
+def _unlink_from_node(s, j: int, k: int) -> None:  # type: ignore[no-untyped-def]
+    """Take job j out of node k's list of running jobs."""
+    jobs_i = s.jobs_i
+    prev, nxt = jobs_i[JI.PREV, j], jobs_i[JI.NEXT, j]
+    if prev >= 0:
+        jobs_i[JI.NEXT, prev] = nxt
+    else:
+        s.nodes_i[NI.JOB_HEAD, k] = nxt
+    if nxt >= 0:
+        jobs_i[JI.PREV, nxt] = prev
+    jobs_i[JI.NEXT, j] = -1
+    jobs_i[JI.PREV, j] = -1
 
 
 @inline_function
@@ -585,6 +656,197 @@ def on_node_ready(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
         if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
             s.istate[IS.NEED_PLACE] = 1
         s.istate[IS.NEED_SCALE] = 1
+        if s.nodes_i[NI.FAILS, k] == 1:
+            schedule_fault(s, k, t, Event.FAIL)
+
+
+# --- node faults (docs/faults.md) ----------------------------------------------------------
+
+
+@kernel_function
+def schedule_fault(s, k: int, t: float, kind: int) -> None:  # type: ignore[no-untyped-def]
+    """Schedule node k's next random `Event.FAIL` (after an up time) or `Event.RECOVER`
+    (after a down time) from its own draws; when they ran out, an `Event.DRAW_UP` /
+    `DRAW_DOWN` now, on which Python refills them and calls this again."""
+    half = s.fault_draws.shape[1] // 2
+    epoch = s.nodes_i[NI.EPOCH, k] << KIND_BITS
+    row = NI.UP_POS if kind == Event.FAIL else NI.DOWN_POS
+    pos = s.nodes_i[row, k]
+    if pos >= half:
+        heap_push(s, t, k, (Event.DRAW_UP if kind == Event.FAIL else Event.DRAW_DOWN) | epoch)
+        return
+    s.nodes_i[row, k] = pos + 1
+    d = s.fault_draws[k, pos if kind == Event.FAIL else half + pos]
+    heap_push(s, t + d, k, kind | epoch)
+
+
+@inline_function
+def _make_queue_room(s) -> None:  # type: ignore[no-untyped-def]
+    """Room at the queue's tail for one more entry: entries of jobs that left or were
+    queued again are dropped (each job has at most one live entry, so this always frees
+    room for a running job's new entry behind every arrival still to come)."""
+    istate = s.istate
+    if istate[IS.Q_TAIL] + 1 + (s.jobs_f.shape[1] - istate[IS.NEXT_ARRIVAL]) <= s.queue.size:
+        return
+    w = 0
+    for h in range(istate[IS.Q_HEAD], istate[IS.Q_TAIL]):
+        if _live(s, h):
+            j = s.queue[h]
+            s.queue[w] = j
+            s.jobs_i[JI.QPOS, j] = w
+            w += 1
+    istate[IS.Q_HEAD] = 0
+    istate[IS.Q_TAIL] = w
+
+
+@kernel_function
+def release_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """Node k (running no job) leaves at t: its price stops, its fault events go stale."""
+    s.nodes_i[NI.STATUS, k] = NodeStatus.RELEASED
+    s.nodes_f[NF.RELEASED_AT, k] = t
+    if s.nodes_f[NF.READY_AT, k] > t:
+        s.nodes_f[NF.READY_AT, k] = t  # never ready: no operating time
+    s.nodes_i[NI.EPOCH, k] += 1
+    s.istate[IS.NEED_SCALE] = 1
+
+
+@inline_function
+def _close_down_time(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """Add node k's down time up to t (since the warm-up ended) to DOWN_S."""
+    nodes_f = s.nodes_f
+    lo = max(nodes_f[NF.DOWN_SINCE, k], nodes_f[NF.READY_AT, k], s.fstate[FS.WIN_START])
+    if t > lo:
+        nodes_f[NF.DOWN_S, k] += t - lo
+    nodes_f[NF.DOWN_SINCE, k] = -1.0
+
+
+@kernel_function
+def fail_node(s, k: int, t: float, random: bool) -> None:  # type: ignore[no-untyped-def]
+    """Node k fails at t: the jobs running there are killed (their work is lost, counted
+    as waste) and re-queued or failed (`IS.ON_FAILURE`); the node takes no placement until
+    it recovers (after a random down time when `random`, else at a timeline `recover`)."""
+    status = s.nodes_i[NI.STATUS, k]
+    if status != NodeStatus.UP and status != NodeStatus.DRAINING and status != NodeStatus.BOOTING:
+        return
+    if t >= s.fstate[FS.WIN_START]:
+        s.istate[IS.NODE_FAILURES] += 1
+    requeue = s.istate[IS.ON_FAILURE] == 0
+    while s.nodes_i[NI.JOB_HEAD, k] >= 0:
+        j = s.nodes_i[NI.JOB_HEAD, k]
+        s.jobs_i[JI.FAIL_KILLS, j] += 1
+        s.istate[IS.FAILURE_KILLS] += 1
+        s.jobs_f[JF.LOST_CORE_S, j] += s.jobs_f[JF.REQ_CPU, j] * (t - s.jobs_f[JF.START, j])
+        if requeue:
+            _make_queue_room(s)
+        kill_job(s, j, t, requeue)  # takes j off the node's list
+        if requeue and s.istate[IS.REDRAW] == 1:  # Python draws its new work
+            s.members[s.istate[IS.REDRAW_N]] = j
+            s.istate[IS.REDRAW_N] += 1
+    s.istate[IS.NEED_SCALE] = 1
+    if s.nodes_i[NI.STATUS, k] == NodeStatus.RELEASED:
+        return  # a draining node: its last job is gone, so it left
+    s.nodes_i[NI.EPOCH, k] += 1
+    if status == NodeStatus.DRAINING:
+        release_node(s, k, t)
+        return
+    s.nodes_i[NI.STATUS, k] = NodeStatus.DOWN
+    s.nodes_f[NF.DOWN_SINCE, k] = t
+    if random and s.nodes_i[NI.FAILS, k] == 1:
+        schedule_fault(s, k, t, Event.RECOVER)
+
+
+@kernel_function
+def recover_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """Down node k comes back at t, empty (booting still if its start-up is not over); with
+    a failure model its next up time starts."""
+    if s.nodes_i[NI.STATUS, k] != NodeStatus.DOWN:
+        return
+    _close_down_time(s, k, t)
+    s.nodes_i[NI.EPOCH, k] += 1
+    s.istate[IS.NEED_SCALE] = 1
+    if s.nodes_f[NF.READY_AT, k] > t:
+        s.nodes_i[NI.STATUS, k] = NodeStatus.BOOTING  # its NODE_READY event is still due
+        return
+    s.nodes_i[NI.STATUS, k] = NodeStatus.UP
+    if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
+        s.istate[IS.NEED_PLACE] = 1
+    if s.nodes_i[NI.FAILS, k] == 1:
+        schedule_fault(s, k, t, Event.FAIL)
+
+
+@kernel_function
+def drain_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """Node k takes no new placement from t; released when its last running job leaves
+    (at once if it runs none, is down or still booting)."""
+    status = s.nodes_i[NI.STATUS, k]
+    if status == NodeStatus.DOWN:
+        _close_down_time(s, k, t)
+    elif status != NodeStatus.UP and status != NodeStatus.BOOTING:
+        return
+    if status == NodeStatus.UP and s.nodes_f[NF.RUNNING_JOBS, k] > 0:
+        s.nodes_i[NI.STATUS, k] = NodeStatus.DRAINING
+        s.istate[IS.NEED_SCALE] = 1
+    else:
+        release_node(s, k, t)
+
+
+@inline_function
+def _acts_on(status: int, action: int) -> bool:
+    """Whether a timeline action by type and count picks a node in this status."""
+    if action == Action.RECOVER:
+        return status == NodeStatus.DOWN
+    if action == Action.FAIL:
+        return (
+            status == NodeStatus.UP or status == NodeStatus.DRAINING or status == NodeStatus.BOOTING
+        )
+    return status == NodeStatus.UP or status == NodeStatus.BOOTING or status == NodeStatus.DOWN
+
+
+@inline_function
+def _node_action(s, k: int, action: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    if action == Action.FAIL:
+        fail_node(s, k, t, False)
+    elif action == Action.RECOVER:
+        recover_node(s, k, t)
+    else:
+        drain_node(s, k, t)
+
+
+@kernel_function
+def on_timeline(s, e: int, t: float) -> bool:  # type: ignore[no-untyped-def]
+    """Timeline event e at t: fail, recover or drain nodes, or set a class's speed-up
+    (pools are brought up to t and their rates follow; placed jobs started from now on
+    use it). Returns True when Python carries it out (`join` rents nodes)."""
+    tl = s.timeline
+    action = int(tl[TL.ACTION, e])
+    if action == Action.JOIN:
+        s.istate[IS.TL_EVENT] = e
+        return True
+    if action == Action.SET_RATE:
+        return False  # arrivals are drawn before the run, with the new rate from at_s
+    if action == Action.SET_SPEEDUP:
+        c = int(tl[TL.CLS, e])
+        s.classes_f[CF.SP_PARAM, c] = tl[TL.P0, e]
+        if not math.isnan(tl[TL.P1, e]):
+            s.classes_f[CF.SP_PARAM2, c] = tl[TL.P1, e]
+        for p in range(s.pools_f.shape[1]):
+            advance_pool(s, p, t)
+            apply_allocation(s, p, t)
+        return False
+    node = int(tl[TL.NODE, e])
+    if node >= 0:
+        if node < s.istate[IS.NODES_USED]:
+            _node_action(s, node, action, t)
+        return False
+    left = int(tl[TL.COUNT, e])
+    typ = int(tl[TL.TYPE, e])
+    for k in range(s.istate[IS.NODES_USED]):
+        if left <= 0:
+            break
+        if s.nodes_i[NI.NODE_TYPE, k] == typ and _acts_on(s.nodes_i[NI.STATUS, k], action):
+            _node_action(s, k, action, t)
+            left -= 1
+    return False
 
 
 @inline_function
@@ -717,6 +979,9 @@ def next_event_time(s) -> float:  # type: ignore[no-untyped-def]
     t = s.jobs_f[JF.ARRIVAL, a] if a < s.jobs_f.shape[1] else math.inf
     if s.istate[IS.HEAP_N] > 0:
         t = min(t, s.heap_t[0])
+    e = s.istate[IS.TL_NEXT]
+    if e < s.timeline.shape[1]:
+        t = min(t, s.timeline[TL.AT, e])
     for p in range(s.pools_f.shape[1]):
         if s.pools_i[PI.NEXT_J, p] >= 0:
             t = min(t, s.pools_f[PF.NEXT_T, p])
@@ -792,7 +1057,16 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                 if s.pools_i[PI.NEXT_J, p] >= 0 and s.pools_f[PF.NEXT_T, p] < t_pool:
                     t_pool = s.pools_f[PF.NEXT_T, p]
                     p_min = p
-            t = min(t_arrival, min(t_heap, t_pool))
+            e = istate[IS.TL_NEXT]
+            t_tl = s.timeline[TL.AT, e] if e < s.timeline.shape[1] else math.inf
+            t = min(min(t_arrival, t_tl), min(t_heap, t_pool))
+            if (
+                istate[IS.FAULTS] == 1
+                and t_arrival == math.inf
+                and istate[IS.N_SYSTEM] == 0
+                and fstate[FS.HORIZON] == math.inf
+            ):
+                return _FINISHED  # every job has left: node events no longer matter
             if t > fstate[FS.HORIZON]:
                 advance_to(s, fstate[FS.HORIZON])
                 return _FINISHED
@@ -805,7 +1079,9 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
             advance_to(s, t)
             istate[IS.EVENTS] += 1
 
-            if t_heap <= t_pool and t_heap <= t_arrival:
+            # Ties: heap events (completions, timers, node events), then pool completions,
+            # then timeline events (in list order), then arrivals.
+            if t_heap <= t_pool and t_heap <= t_arrival and t_heap <= t_tl:
                 i = s.heap_j[0]
                 kind = s.heap_k[0] & KIND_MASK
                 heap_pop(s)
@@ -816,11 +1092,27 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                 elif kind == Event.OOM:
                     if on_oom(s, i, t):
                         return _NEED_LIFT_DECISION
+                elif kind == Event.FAIL:
+                    fail_node(s, i, t, True)
+                    if istate[IS.REDRAW_N] > 0:
+                        return _NEED_SIZE_REDRAWS
+                elif kind == Event.RECOVER:
+                    recover_node(s, i, t)
+                elif kind == Event.DRAW_UP or kind == Event.DRAW_DOWN:
+                    istate[IS.DRAW_NODE] = i
+                    istate[IS.DRAW_KIND] = Event.FAIL if kind == Event.DRAW_UP else Event.RECOVER
+                    return _NEED_FAULT_DRAWS
                 else:
                     on_complete(s, i, t)
-            elif t_pool <= t_arrival:
+            elif t_pool <= t_arrival and t_pool <= t_tl:
                 if pools:
                     on_pool_completion(s, p_min, t)
+            elif t_tl <= t_arrival:
+                istate[IS.TL_NEXT] = e + 1
+                if on_timeline(s, e, t):
+                    return _NEED_TIMELINE_ACTION
+                if istate[IS.REDRAW_N] > 0:
+                    return _NEED_SIZE_REDRAWS
             else:
                 istate[IS.NEXT_ARRIVAL] = a + 1
                 on_arrival(s, a, t)
@@ -961,3 +1253,9 @@ def gather_entry(t) -> int:  # type: ignore[no-untyped-def]
 @kernel_function
 def peek_entry(t) -> float:  # type: ignore[no-untyped-def]
     return next_event_time(EngineState(*t))
+
+
+@kernel_function
+def schedule_fault_entry(t, k: int, now: float, kind: int) -> None:  # type: ignore[no-untyped-def]
+    """`schedule_fault` from Python (after refilling node k's draws)."""
+    schedule_fault(EngineState(*t), k, now, kind)

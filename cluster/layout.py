@@ -39,6 +39,7 @@ class JF(IntEnum):
     RESERVED_MEM_S = 19  #: GB-seconds reserved over all attempts (with a usage model)
     USED_CPU_S = 20  #: core-seconds really used over all attempts (with a usage model)
     USED_MEM_S = 21  #: GB-seconds really used (peak held) over all attempts (usage model)
+    LOST_CORE_S = 22  #: core-seconds of work lost by node failures (killed attempts)
 
 
 class JI(IntEnum):
@@ -54,6 +55,7 @@ class JI(IntEnum):
     GPU_MASK = 7  #: bit g set: the job holds (a share of) GPU g of its node
     QPOS = 8  #: index of the job's live entry in the placement queue
     OOM_KILLS = 9  #: attempts killed out-of-memory
+    FAIL_KILLS = 10  #: attempts killed by node failures (`docs/faults.md`)
 
 
 class JobState(IntEnum):
@@ -82,6 +84,8 @@ class NF(IntEnum):
     READY_AT = 12  #: s (rented + start-up delay)
     RELEASED_AT = 13  #: s, or +inf while held
     RUNNING_JOBS = 14  #: jobs running on the node
+    DOWN_SINCE = 15  #: s, when the node went down (-1 while it is not down)
+    DOWN_S = 16  #: down time since the warm-up ended (closed intervals), s
 
 
 class NI(IntEnum):
@@ -89,15 +93,23 @@ class NI(IntEnum):
 
     NODE_TYPE = 0
     STATUS = 1  #: a `NodeStatus`
+    EPOCH = 2  #: bumped at every fail, recover and release (older node events are stale)
+    JOB_HEAD = 3  #: first job of the node's list of running jobs (with faults), or -1
+    FAILS = 4  #: 1: the node's type has a random failure model (`fault_draws` row)
+    UP_POS = 5  #: next unused up-time draw of the node's row of `fault_draws`
+    DOWN_POS = 6  #: next unused down-time draw
 
 
 class NodeStatus(IntEnum):
-    """A node row's lifecycle: unused row -> booting -> up -> released."""
+    """A node row's lifecycle: unused row -> booting -> up -> released; an up node may
+    go down (failed) and come back up, or drain (no new placements) and then be released."""
 
     UNUSED = 0
     BOOTING = 1
     UP = 2
     RELEASED = 3
+    DOWN = 4  #: failed: takes no placement, comes back empty (still billed when rented)
+    DRAINING = 5  #: takes no new placement; released when its last job leaves
 
 
 class PF(IntEnum):
@@ -171,6 +183,17 @@ class IS(IntEnum):
     OOM_COUNT = 26  #: out-of-memory kills so far
     DROPPED_COUNT = 27  #: waiting jobs dropped unplaced (`Engine.drop`)
     LIFT_CODE = 28  #: 1: lift out-of-memory requests in the loop (`LiftRule`); 0: in Python
+    FAULTS = 29  #: 1: node failures or timeline events (nodes keep lists of their jobs)
+    ON_FAILURE = 30  #: what a node failure does to its jobs: 0 re-queue, 1 fail
+    NODE_FAILURES = 31  #: node failures since the warm-up ended
+    FAILURE_KILLS = 32  #: jobs killed by node failures (all jobs)
+    TL_NEXT = 33  #: index of the next timeline event
+    TL_EVENT = 34  #: with NEED_TIMELINE_ACTION: the timeline event Python carries out
+    DRAW_NODE = 35  #: with NEED_FAULT_DRAWS: the node whose draws ran out
+    DRAW_KIND = 36  #: ... and the event to schedule once refilled (`Event.FAIL`/`RECOVER`)
+    HEAP_OVERFLOW = 37  #: 1: an event found no room in the heap (a bug: the engine raises)
+    REDRAW = 38  #: 1: a job killed by a failure redoes freshly drawn work (`restart_work`)
+    REDRAW_N = 39  #: with NEED_SIZE_REDRAWS: killed jobs (in `members`) to draw work for
 
 
 class FS(IntEnum):
@@ -194,6 +217,10 @@ class Event(IntEnum):
     NODE_READY = 1
     TIMER = 2
     OOM = 3  #: a running job's memory peak exceeds its request
+    FAIL = 4  #: a node fails (random failure model); the node's epoch above KIND_BITS
+    RECOVER = 5  #: a node comes back up (random failure model); epoch above KIND_BITS
+    DRAW_UP = 6  #: a node's up-time draws ran out: Python refills them, then FAIL
+    DRAW_DOWN = 7  #: a node's down-time draws ran out: Python refills them, then RECOVER
 
 
 class Status(IntEnum):
@@ -207,6 +234,33 @@ class Status(IntEnum):
     NEED_SCALE_DECISION = 5
     BAD_DECISION = 6  #: a Python placement could not be applied (see IS.DEC_BAD, DEC_WHY)
     NEED_LIFT_DECISION = 7  #: IS.OOM_JOB ran out of memory: the provisioner lifts its request
+    NEED_TIMELINE_ACTION = 8  #: IS.TL_EVENT is due and Python carries it out (`join`)
+    NEED_SIZE_REDRAWS = 10  #: IS.REDRAW_N re-queued jobs (in `members`) need new sizes
+    NEED_FAULT_DRAWS = 9  #: IS.DRAW_NODE needs new up or down times (`Event.DRAW_UP`, ...)
+
+
+class TL(IntEnum):
+    """Rows of `timeline` (float64[len(TL), events]): the scenario's timeline, by time."""
+
+    AT = 0  #: s
+    ACTION = 1  #: an `Action`
+    NODE = 2  #: node index, or -1 (then TYPE and COUNT)
+    TYPE = 3  #: node type index, or -1
+    COUNT = 4  #: nodes acted on
+    CLS = 5  #: class index (set_rate, set_speedup), or -1
+    P0 = 6  #: set_speedup: first parameter
+    P1 = 7  #: set_speedup: second parameter
+
+
+class Action(IntEnum):
+    """Timeline actions (`docs/faults.md`)."""
+
+    FAIL = 0
+    RECOVER = 1
+    JOIN = 2
+    DRAIN = 3
+    SET_RATE = 4
+    SET_SPEEDUP = 5
 
 
 class Refusal(IntEnum):

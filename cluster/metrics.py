@@ -176,7 +176,11 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
     if has_usage:
         for name, values in usage_columns(jf, ji).items():
             table = table.append_column(name, values)
+    if spec.has_faults:
+        table = table.append_column("failure_kills", pa.array(ji[JI.FAIL_KILLS].astype(np.int32)))
     summary = summarize(run, measured, response, failed)
+    if spec.has_faults:
+        summary.update(fault_summary(run))
     if spec.slo is not None:
         table, summary = _with_slo(run, table, summary, node, start, end, measured)
     if has_usage:
@@ -257,6 +261,32 @@ def usage_summary(run: RunState) -> dict[str, Any]:
         "used_cpu_core_h": float(jf[JF.USED_CPU_S].sum() / 3600.0),
         "oom_kills": int(s.istate[IS.OOM_COUNT]),
         "failed_jobs": int((ji[JI.STATE] == JobState.FAILED).sum()),
+    }
+
+
+def fault_summary(run: RunState) -> dict[str, Any]:
+    """`failure_kills` (attempts of measured jobs killed by node failures, like
+    `jobs_failed`) and the work they lost (`lost_core_s`); `node_failures` and
+    `availability` (the fraction of node-time, from ready to released, the nodes were not
+    down) from the end of the warm-up to the end of the run."""
+    s = run.state
+    used = run.nodes_used
+    nf = s.nodes_f[:, :used]
+    lo = float(s.fstate[FS.WIN_START])
+    hi = run.now_s
+    measured = in_window(run)
+    end = np.minimum(nf[NF.RELEASED_AT], run.now_s)
+    node_time = np.clip(np.minimum(end, hi) - np.maximum(nf[NF.READY_AT], lo), 0.0, None)
+    down_now = nf[NF.DOWN_SINCE] >= 0.0
+    since = np.maximum(nf[NF.DOWN_SINCE], nf[NF.READY_AT])
+    open_down = np.clip(np.minimum(end, hi) - np.maximum(since, lo), 0.0, None)
+    down = float(nf[NF.DOWN_S].sum() + open_down[down_now].sum())
+    total = float(node_time.sum())
+    return {
+        "node_failures": int(s.istate[IS.NODE_FAILURES]),
+        "failure_kills": int(s.jobs_i[JI.FAIL_KILLS][measured].sum()),
+        "availability": 1.0 - down / total if total > 0 else float("nan"),
+        "lost_core_s": float(s.jobs_f[JF.LOST_CORE_S][measured].sum()),
     }
 
 

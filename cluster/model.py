@@ -18,6 +18,35 @@ from cluster.workload import ArrivalProcess
 
 
 @dataclass(frozen=True)
+class NodeFailures:
+    """Random failures of every node of a type: each node alternates up times and down
+    times drawn from `up` and `down` (seconds), whether or not it runs a job, each node
+    from its own streams (`cluster.faults`)."""
+
+    up: Distribution
+    down: Distribution
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """One event of the scenario's timeline at `at_s` seconds (`docs/faults.md`).
+
+    `action` is fail, recover, join, drain, set_rate or set_speedup; `node` (an index) or
+    `node_type` and `count` name the nodes acted on; `cls` the class (set_rate,
+    set_speedup); `rate_per_s` the new arrival rate; `params` the new speed-up parameters.
+    """
+
+    at_s: float
+    action: str
+    node: int | None = None
+    node_type: str | None = None
+    count: int = 1
+    cls: str | None = None
+    rate_per_s: float = 0.0
+    params: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
 class NodeType:
     """A kind of machine: capacities, relative speed and price."""
 
@@ -40,6 +69,8 @@ class NodeType:
     cached: tuple[str, ...] = ()
     #: Whether a policy may rent nodes of this type (Pennyworth's VM types).
     rentable: bool = False
+    #: Random failures of its nodes (None: they never fail on their own).
+    failures: NodeFailures | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +280,19 @@ class SimulationSpec:
     usage: UsageSpec | None = None
     #: The service-level objective whose loss the summary reports (`cluster.slo`).
     slo: Any = None
+    #: The timeline: events at set times (fail, recover, join, drain, set_rate,
+    #: set_speedup), sorted by time.
+    events: tuple[TimelineEvent, ...] = ()
+    #: What a node failure does to the jobs running there: "requeue" or "fail".
+    on_node_failure: str = "requeue"
+    #: The work a job re-queued after a failure does: "same" (its own size again, from the
+    #: start) or "redraw" (a fresh size from its class's distribution).
+    restart_work: str = "same"
+
+    @property
+    def has_faults(self) -> bool:
+        """Whether nodes may fail, recover or drain (random failures or a timeline)."""
+        return bool(self.events) or any(t.failures is not None for t in self.node_types)
 
     def node_type(self, name: str) -> NodeType:
         for nt in self.node_types:

@@ -62,6 +62,11 @@ class EngineState(NamedTuple):
     #: (classes, 1 + E) the compiled lift rule per class: column 0 the cap (GB, inf: none),
     #: then the bin edges (GB, ascending, inf-padded); (0, 1) without a usage model.
     lift_edges: FloatArray
+    #: (N, 2 * FAULT_DRAWS) each node row's next up times (first half) and down times
+    #: (second half), s, drawn from its own streams; (0, 0) without failure models.
+    fault_draws: FloatArray = np.zeros((0, 0))
+    #: (len(TL), E) the scenario's timeline, sorted by time; (len(TL), 0) without one.
+    timeline: FloatArray = np.zeros((8, 0))
 
 
 def gpu_count(t: NodeType) -> int:
@@ -92,6 +97,7 @@ def empty_nodes(rows: int, gpus: int) -> tuple[FloatArray, IntArray, FloatArray]
     nodes_f[NF.RELEASED_AT] = math.inf
     nodes_i = np.zeros((len(NI), rows), dtype=np.int64)
     nodes_i[NI.NODE_TYPE] = -1
+    nodes_i[NI.JOB_HEAD] = -1
     return nodes_f, nodes_i, np.zeros((rows, max(gpus, 1)))
 
 
@@ -116,8 +122,14 @@ def fill_node(
     nodes_f[NF.READY_AT, k] = now if status == NS.UP else now + t.startup_delay_s
     nodes_f[NF.RELEASED_AT, k] = math.inf
     nodes_f[NF.RUNNING_JOBS, k] = 0.0
+    nodes_f[NF.DOWN_SINCE, k] = -1.0
+    nodes_f[NF.DOWN_S, k] = 0.0
     nodes_i[NI.NODE_TYPE, k] = type_index
     nodes_i[NI.STATUS, k] = status
+    nodes_i[NI.EPOCH, k] = 0
+    nodes_i[NI.JOB_HEAD, k] = -1
+    nodes_i[NI.FAILS, k] = int(t.failures is not None)
+    nodes_i[NI.UP_POS, k] = nodes_i[NI.DOWN_POS, k] = 0
     gpu_free[k, :] = 0.0
     gpu_free[k, : gpu_count(t)] = GPU_MILLI
 

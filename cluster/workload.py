@@ -117,3 +117,37 @@ class TraceArrivals(ArrivalProcess):
         if count > len(self.sizes):
             raise ValueError(f"a trace of {len(self.sizes)} sizes has no size for job {count}")
         return np.asarray(self.sizes[:count], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class RateChanges(ArrivalProcess):
+    """`base`'s arrivals until the first change, then a Poisson process at each change's
+    rate (arrivals per second, 0: none) from its time on: a timeline's `set_rate` events.
+
+    `changes` holds (at_s, rate_per_s) pairs sorted by time; the draws come from the one
+    generator the class's arrivals use.
+    """
+
+    base: ArrivalProcess
+    changes: tuple[tuple[float, float], ...]
+
+    @property
+    def rate_per_s(self) -> float | None:  # type: ignore[override]
+        last = self.changes[-1][1]
+        return last if last > 0 else None
+
+    def generate(self, rng: np.random.Generator, until_s: float, max_count: int) -> FloatArray:
+        first = self.changes[0][0]
+        before = self.base.generate(rng, min(until_s, first), max_count)
+        parts = [before[before < first]]
+        count = parts[0].size
+        for i, (at_s, rate) in enumerate(self.changes):
+            end = self.changes[i + 1][0] if i + 1 < len(self.changes) else math.inf
+            end = min(end, until_s)
+            if rate <= 0 or at_s > until_s or count >= max_count:
+                continue
+            times = at_s + poisson_arrivals(rate).generate(rng, end - at_s, max_count - count)
+            times = times[times < end] if end < until_s else times[times <= until_s]
+            parts.append(times)
+            count += times.size
+        return np.concatenate(parts)[:max_count]

@@ -90,6 +90,11 @@ POLICY_METRICS = (
     # paper's eq. 1)
     "slo_loss_usd",
     "total_usd",
+    # a scenario with node failures or a timeline (docs/faults.md)
+    "node_failures",
+    "failure_kills",
+    "availability",
+    "lost_core_s",
 )
 
 log = logging.getLogger("clusteremu")
@@ -161,6 +166,8 @@ def _headline(summary: dict[str, Any]) -> str:
     ]
     if "slo_loss_usd" in summary:  # a scenario with an SLO: its loss and eq. 1's total
         keys += ["startup_usd", "operating_usd", "slo_loss_usd", "total_usd", "nodes_rented"]
+    if "node_failures" in summary:  # node failures or a timeline (docs/faults.md)
+        keys += ["node_failures", "failure_kills", "availability", "lost_core_s"]
     return "\n".join(f"  {k:<24} {fmt(k)}" for k in keys)
 
 
@@ -187,6 +194,18 @@ def _warn_if_nothing_measured(summary: dict[str, Any]) -> None:
         )
 
 
+def _check_ray_mode(spec: SimulationSpec, args: argparse.Namespace) -> None:
+    """Refuse, before Ray starts, what the windowed and real-time modes do not model."""
+    if not (args.window or args.realtime):
+        return
+    from actors.coordinator import check_windowed
+
+    try:
+        check_windowed(spec)
+    except ValueError as exc:
+        raise UsageError(f"--{'window' if args.window else 'realtime'}: {exc}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     given = [flag for dest, flag in RAY_ONLY_OPTIONS if getattr(args, dest, None) is not None]
     if given and not args.ray:
@@ -209,6 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from actors.coordinator import reporting  # the Ray extra; imported only when asked for
         from actors.launch import run_on_ray
 
+        _check_ray_mode(spec, args)
         with progress_bar(not args.json, spec.name) as update, reporting(update):
             result: ScenarioResult = run_on_ray(spec, args)
     else:

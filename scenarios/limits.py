@@ -114,7 +114,23 @@ def _node_cores(model: schema.ScenarioModel) -> float:
 
 
 def _class_jobs(model: schema.ScenarioModel, i: int, horizon_s: float) -> tuple[float, str]:
-    """Jobs class `i` brings by `horizon_s`, and the field that sets the count."""
+    """Jobs class `i` brings by `horizon_s`, and the field that sets the count (a timeline
+    `set_rate` of the class bounds it by its rate over the whole horizon)."""
+    jobs, field = _class_jobs_before_rates(model, i, horizon_s)
+    name = model.workload.classes[i].name
+    total = jobs
+    for e, ev in enumerate(model.events):
+        if ev.set_rate is not None and ev.set_rate.class_ == name:
+            extra = ev.set_rate.rate_per_s * horizon_s
+            total += extra
+            if extra > jobs:
+                jobs, field = extra, f"events.{e}.set_rate.rate_per_s"
+    return total, field
+
+
+def _class_jobs_before_rates(
+    model: schema.ScenarioModel, i: int, horizon_s: float
+) -> tuple[float, str]:
     jc = model.workload.classes[i]
     a = jc.arrival
     where = f"workload.classes.{i}.arrival"
@@ -200,6 +216,12 @@ def scenario_needs(model: schema.ScenarioModel, replications: int | None = None)
         biggest = max(range(len(model.cluster.nodes)), key=lambda i: model.cluster.nodes[i].count)
         node_field = f"cluster.nodes.{biggest}.count"
     nodes += generator.nodes if generator is not None else 0
+    joins = [(e, ev.join.count) for e, ev in enumerate(model.events) if ev.join is not None]
+    if joins:
+        biggest_join = max(joins, key=lambda item: item[1])
+        if biggest_join[1] > nodes:
+            node_field = f"events.{biggest_join[0]}.join.count"
+        nodes += sum(count for _, count in joins)
     needs = [
         Need(job_field, jobs * BYTES_PER_JOB_RUN, job_detail),
         Need(

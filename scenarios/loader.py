@@ -26,6 +26,7 @@ from cluster.jobs import Jobs
 from cluster.model import (
     ClassUsage,
     JobClass,
+    NodeFailures,
     NodeType,
     PolicyRef,
     Pool,
@@ -33,6 +34,7 @@ from cluster.model import (
     SchedulerSpec,
     SimulationSpec,
     StopRule,
+    TimelineEvent,
     UsageSpec,
 )
 from cluster.policies import registry
@@ -446,8 +448,113 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
                     f"got {shorten(ref.name)}",
                 )
             )
+    problems += _timeline_problems(model)
     if problems:
         raise ScenarioError(source, problems)
+
+
+def _timeline_problems(model: schema.ScenarioModel) -> list[tuple[str, str]]:
+    """What the timeline names that the scenario lacks: an unknown node, node type or
+    class, a time past the stop, a speed-up of another kind than the class's."""
+    problems: list[tuple[str, str]] = []
+    types = [t.name for t in model.cluster.node_types]
+    classes = {c.name: c for c in model.workload.classes}
+    n_nodes = sum(g.count for g in model.cluster.nodes)
+    stop = model.stop.time_s
+    for e, ev in enumerate(model.events):
+        action = ev.action
+        where = f"events.{e}"
+        if stop is not None and ev.at_s > stop:
+            problems.append(
+                (f"{where}.at_s", f"expected a time at or before stop.time_s = {stop:g} s")
+            )
+        body = getattr(ev, action)
+        node = getattr(body, "node", None)
+        if node is not None and node >= n_nodes:
+            problems.append(
+                (
+                    f"{where}.{action}.node",
+                    f"expected a node index below {n_nodes} (the scenario's nodes), got {node}",
+                )
+            )
+        node_type = getattr(body, "type", None)
+        if node_type is not None and node_type not in types:
+            problems.append(
+                (
+                    f"{where}.{action}.type",
+                    f"expected one of the node types {shorten(types, 200)}, "
+                    f"got {shorten(node_type)}",
+                )
+            )
+        cls = getattr(body, "class_", None)
+        if cls is not None and cls not in classes:
+            problems.append(
+                (
+                    f"{where}.{action}.class",
+                    f"expected one of the classes {shorten(list(classes), 200)}, "
+                    f"got {shorten(cls)}",
+                )
+            )
+        elif cls is not None and action == "set_speedup":
+            have = classes[cls].speedup.kind
+            if body.speedup.kind != have:
+                problems.append(
+                    (
+                        f"{where}.set_speedup.speedup.kind",
+                        f"expected {have} (class {shorten(cls)}'s speed-up kind; "
+                        "set_speedup changes its parameters)",
+                    )
+                )
+        elif cls is not None and isinstance(classes[cls].arrival, schema.TraceArrival):
+            problems.append(
+                (
+                    f"{where}.set_rate.class",
+                    f"class {shorten(cls)} replays a trace; set_rate applies to generated arrivals",
+                )
+            )
+    return problems
+
+
+def _node_failures(m: schema.FailuresModel | None) -> NodeFailures | None:
+    if m is None:
+        return None
+    up = dist.Exponential(m.mtbf_s) if m.mtbf_s is not None else _distribution(m.up)
+    down = dist.Exponential(m.mttr_s) if m.mttr_s is not None else _distribution(m.down)
+    return NodeFailures(up, down)
+
+
+def _timeline(model: schema.ScenarioModel) -> tuple[TimelineEvent, ...]:
+    """The timeline as engine data, sorted by time (ties keep the file's order)."""
+    out = []
+    for ev in model.events:
+        action = ev.action
+        body = getattr(ev, action)
+        params: tuple[float, ...] = ()
+        if action == "set_speedup":
+            params = tuple(float(x) for x in _speedup(body.speedup).kernel_params())
+        out.append(
+            TimelineEvent(
+                at_s=ev.at_s,
+                action=action,
+                node=getattr(body, "node", None),
+                node_type=getattr(body, "type", None),
+                count=int(getattr(body, "count", 1)),
+                cls=getattr(body, "class_", None),
+                rate_per_s=float(getattr(body, "rate_per_s", 0.0)),
+                params=params,
+            )
+        )
+    return tuple(sorted(out, key=lambda t: t.at_s))
+
+
+def _with_rate_changes(
+    arrival: wl.ArrivalProcess, name: str, events: tuple[TimelineEvent, ...]
+) -> wl.ArrivalProcess:
+    """A class's arrivals with its timeline `set_rate` events applied."""
+    changes = tuple(
+        (e.at_s, e.rate_per_s) for e in events if e.action == "set_rate" and e.cls == name
+    )
+    return wl.RateChanges(arrival, changes) if changes else arrival
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> SimulationSpec:
@@ -591,6 +698,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
             t.startup_delay_s,
             math.inf if t.max_jobs is None else float(t.max_jobs),
             rentable=t.rentable,
+            failures=_node_failures(t.failures),
         )
         for t in cluster.node_types
     )
@@ -598,6 +706,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
     pools = tuple(Pool(p.name, p.cores, p.speed, p.price_per_hour) for p in cluster.pools)
     default_pool = pools[0].name if len(pools) == 1 and not nodes else None
     classes: list[JobClass] = []
+    events = _timeline(model)
     max_cores = max([p.cores for p in pools] + [t.cpu for t in node_types] + [2.0])
     for i, m in enumerate(model.workload.classes):
         where = f"workload.classes.{i}"
@@ -625,6 +734,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         else:
             arrival = _read_trace(a, base_dir, f"{where}.arrival", source)
         r = m.request
+        arrival = _with_rate_changes(arrival, m.name, events)
         classes.append(
             JobClass(
                 m.name,
@@ -660,6 +770,9 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         slo=None
         if model.slo is None
         else slo_from_mapping(model.slo.model_dump(exclude_none=True)),
+        events=events,
+        on_node_failure=model.on_node_failure,
+        restart_work=model.restart_work,
     )
     spec = world.attach_world(spec, model, source)  # images, data, caches, metrics
     check_feasible(spec, source)

@@ -236,6 +236,29 @@ SPEEDUP_KINDS = _kinds(Speedup)
 # --- cluster -------------------------------------------------------------------------------
 
 
+class FailuresModel(Strict):
+    """Random failures of every node of a type (docs/faults.md): up times with mean
+    `mtbf_s` and down times with mean `mttr_s` (exponential), or any distribution as
+    `up:` / `down:`."""
+
+    mtbf_s: PositiveFloat | None = Field(default=None, description="mean up time, s")
+    mttr_s: PositiveFloat | None = Field(default=None, description="mean down time, s")
+    up: Distribution | None = None
+    down: Distribution | None = None
+
+    @model_validator(mode="after")
+    def _one_each(self) -> FailuresModel:
+        if (self.mtbf_s is None) == (self.up is None):
+            raise ValueError("give exactly one of mtbf_s or up")
+        if (self.mttr_s is None) == (self.down is None):
+            raise ValueError("give exactly one of mttr_s or down")
+        for name in ("up", "down"):
+            d = getattr(self, name)
+            if isinstance(d, EmpiricalDist) and min(d.values_s) <= 0:
+                raise ValueError(f"{name}: expected times > 0 (a node cannot fail at once)")
+        return self
+
+
 class NodeTypeModel(Strict):
     name: str = Field(min_length=1)
     cpu: Capacity = Field(description="cores")
@@ -253,6 +276,7 @@ class NodeTypeModel(Strict):
     registry_mbps: Bandwidth | None = None
     storage_mbps: Bandwidth | None = None
     cached: list[str] = Field(default_factory=list)
+    failures: FailuresModel | None = None
 
 
 class NodeGroupModel(Strict):
@@ -420,6 +444,74 @@ class SloModel(Strict):
         return self
 
 
+# --- the timeline (docs/faults.md) ---------------------------------------------------------
+
+#: The most nodes one `join` event adds (each is a node row of the run).
+MAX_JOIN = 1_000_000
+#: The most events in a timeline.
+MAX_EVENTS = 100_000
+
+
+class NodesTarget(Strict):
+    """The nodes a fail, recover or drain acts on: one node by index, or `count` nodes of a
+    type (the first in node order whose state allows the action)."""
+
+    node: int | None = Field(default=None, ge=0, description="node index")
+    type: str | None = Field(default=None, min_length=1)
+    count: int = Field(default=1, ge=1, le=MAX_JOIN)
+
+    @model_validator(mode="after")
+    def _node_or_type(self) -> NodesTarget:
+        if (self.node is None) == (self.type is None):
+            raise ValueError("give exactly one of node or type")
+        return self
+
+
+class JoinAction(Strict):
+    type: str = Field(min_length=1)
+    count: int = Field(default=1, ge=1, le=MAX_JOIN)
+
+
+class SetRateAction(Strict):
+    class_: str = Field(alias="class", min_length=1)
+    rate_per_s: NonNegFloat
+
+
+class SetSpeedupAction(Strict):
+    class_: str = Field(alias="class", min_length=1)
+    speedup: Speedup
+
+
+#: The actions of a timeline event, in the order the docs list them.
+EVENT_ACTIONS = ("fail", "recover", "join", "drain", "set_rate", "set_speedup")
+
+
+class EventModel(Strict):
+    """One timeline event: `at_s` and exactly one action."""
+
+    at_s: NonNegFloat
+    fail: NodesTarget | None = None
+    recover: NodesTarget | None = None
+    join: JoinAction | None = None
+    drain: NodesTarget | None = None
+    set_rate: SetRateAction | None = None
+    set_speedup: SetSpeedupAction | None = None
+
+    @model_validator(mode="after")
+    def _one_action(self) -> EventModel:
+        given = [a for a in EVENT_ACTIONS if getattr(self, a) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"expected exactly one action of {', '.join(EVENT_ACTIONS)}, got "
+                f"{len(given)}" + (f" ({', '.join(given)})" if given else "")
+            )
+        return self
+
+    @property
+    def action(self) -> str:
+        return next(a for a in EVENT_ACTIONS if getattr(self, a) is not None)
+
+
 class ScenarioModel(Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -432,3 +524,11 @@ class ScenarioModel(Strict):
     world: WorldModel = Field(default_factory=WorldModel)
     metrics: MetricsModel = Field(default_factory=MetricsModel)
     slo: SloModel | None = None
+    events: list[EventModel] = Field(default_factory=list, max_length=MAX_EVENTS)
+    on_node_failure: Literal["requeue", "fail"] = Field(
+        default="requeue", description="what a node failure does to the jobs running there"
+    )
+    restart_work: Literal["same", "redraw"] = Field(
+        default="same",
+        description="work of a job re-queued after a failure: its own again, or freshly drawn",
+    )

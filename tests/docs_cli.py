@@ -187,6 +187,23 @@ def _shrink_stop(argv: list[str], scenario: str) -> tuple[list[str], list[str]]:
                 text = str(int(value)) if length == "jobs" else f"{value:g}"
                 out += ["--set", f"stop.{key}={text}"]
                 notes.append(f"stop.{key}={text}")
+            if length == "time_s":  # the timeline shrinks with the run (none past the stop)
+                out, notes = _shrink_events(out, notes, scenario, factor)
+    return out, notes
+
+
+def _shrink_events(
+    out: list[str], notes: list[str], scenario: str, factor: float
+) -> tuple[list[str], list[str]]:
+    events = _scenario(scenario).get("events")
+    given = [o.partition("=")[0] for o in _option_values(out, "--set")]
+    if not isinstance(events, list) or "events" in given:  # the command sets its own
+        return out, notes
+    for i, event in enumerate(events):
+        at = event.get("at_s") if isinstance(event, dict) else None
+        if isinstance(at, int | float):
+            out += ["--set", f"events.{i}.at_s={at * factor:g}"]
+    notes.append(f"events' at_s x {factor:g}")
     return out, notes
 
 

@@ -105,6 +105,9 @@ class PlacementView:
     #: (`cluster.world.World.items` names them; its tables say what a class needs where);
     #: (0, 0) when the scenario has no world model. The engine's cache, read-only.
     cached: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
+    #: Each node row's `cluster.layout.NodeStatus` (BOOTING, UP, DOWN after a failure,
+    #: DRAINING, RELEASED); only UP nodes (`active`) take placements. Empty: not given.
+    node_status: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 class Placement(NamedTuple):
@@ -127,7 +130,10 @@ class Placement(NamedTuple):
 class ScaleView:
     """What a scaler sees: the waiting jobs and every node row handed out so far.
 
-    `node_status` holds `cluster.layout.NodeStatus` values (BOOTING, UP, RELEASED).
+    `node_status` holds `cluster.layout.NodeStatus` values (BOOTING, UP, DOWN, DRAINING,
+    RELEASED): a DOWN node failed and comes back empty (a rented one bills meanwhile; a
+    scaler may rent a replacement or release it), a DRAINING one takes no new job and is
+    released when its last job ends. The scaler is asked after every failure and recovery.
     """
 
     time_s: float

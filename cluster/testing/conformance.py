@@ -14,9 +14,10 @@ hand-made views: decisions name real jobs and nodes; capacity (cores, GB, worker
 milli-GPU per GPU, a pool's cores) is never exceeded; the view is not mutated; an empty
 queue, pool or cluster is handled; runs are deterministic for a seed; the policy pickles
 (it travels to Ray workers). Placers are also run with worker slots, inactive (booting and
-released) nodes, patience timeouts and shared GPUs (two 0.5-GPU jobs share one GPU, a
-1.0-GPU job needs a wholly free one). Policies with a compiled path (`kernel_code` > 0)
-must give the same per-job table on both paths.
+released) nodes, a failed and a draining node (docs/faults.md), patience timeouts and
+shared GPUs (two 0.5-GPU jobs share one GPU, a 1.0-GPU job needs a wholly free one);
+scalers with failing nodes and views holding down and draining ones. Policies with a
+compiled path (`kernel_code` > 0) must give the same per-job table on both paths.
 
 The `check_*` functions are the rules themselves, usable on their own: each returns the
 list of problems with one decision list (empty when legal).
@@ -37,7 +38,7 @@ import pytest
 from cluster.engine import Engine
 from cluster.layout import GPU_MILLI, JF, JI, NF, NI, JobState, NodeStatus
 from cluster.metrics import RunResult
-from cluster.model import SimulationSpec
+from cluster.model import NodeFailures, SimulationSpec, TimelineEvent
 from cluster.policies.base import (
     Allocation,
     Allocator,
@@ -245,6 +246,20 @@ def with_startup_delay(spec: SimulationSpec, delay_s: float) -> SimulationSpec:
     """The spec with every node type taking `delay_s` seconds to start when rented (the
     scenario's own nodes are up from the start regardless)."""
     types = tuple(dataclasses.replace(t, startup_delay_s=delay_s) for t in spec.node_types)
+    return dataclasses.replace(spec, node_types=types)
+
+
+def with_timeline(spec: SimulationSpec, *events: TimelineEvent) -> SimulationSpec:
+    """The spec with these timeline events (docs/faults.md)."""
+    return dataclasses.replace(spec, events=tuple(sorted(events, key=lambda e: e.at_s)))
+
+
+def with_failures(spec: SimulationSpec, mtbf_s: float, mttr_s: float) -> SimulationSpec:
+    """The spec with every node type failing at random (exponential up and down times)."""
+    from cluster.distributions import Exponential
+
+    failures = NodeFailures(Exponential(mtbf_s), Exponential(mttr_s))
+    types = tuple(dataclasses.replace(t, failures=failures) for t in spec.node_types)
     return dataclasses.replace(spec, node_types=types)
 
 
@@ -603,6 +618,37 @@ class PlacerConformance:
         assert not run_capacity_violations(engine)
         assert calls["placed"] > 0
 
+    def test_down_and_draining_nodes_are_never_used(self) -> None:
+        """Node 0 fails at t1 and recovers at t2, node 1 drains at t3 (a fifth, two and three
+        fifths into the arrivals): no job starts on node 0 while it is down, no attempt on
+        it spans the failure, none starts on node 1 after t3, and node 1 is released. The
+        checked views show no down or draining node as active."""
+        spec = self._spec()
+        if len(spec.nodes) < 2:
+            pytest.skip("the scenario has fewer than two nodes")
+        arrival = Engine(spec, placer=self.make_placer()).jobs.arrival_s
+        t1, t2, t3 = (float(arrival[arrival.size * i // 5]) for i in (1, 2, 3))
+        spec = with_timeline(
+            spec,
+            TimelineEvent(t1, "fail", node=0),
+            TimelineEvent(t2, "recover", node=0),
+            TimelineEvent(t3, "drain", node=1),
+        )
+        engine, result, calls = self.checked_run(spec)
+        s = engine.state
+        ran = placed_jobs(engine) & (s.jobs_i[JI.STATE] == JobState.DONE)
+        start, end = s.jobs_f[JF.START], s.jobs_f[JF.END]
+        on0 = ran & (s.jobs_i[JI.NODE] == 0)
+        assert not np.any(on0 & (start >= t1) & (start < t2)), "a job started on a down node"
+        assert not np.any(on0 & (start < t1) & (end > t1)), "a job outlived its node's failure"
+        on1 = ran & (s.jobs_i[JI.NODE] == 1)
+        assert not np.any(on1 & (start > t3)), "a job started on a draining node"
+        assert engine.nodes_i[NI.STATUS, 1] == NodeStatus.RELEASED
+        assert result.summary["node_failures"] == 1
+        if self.make_placer().kernel_code:
+            fast = Engine(spec, placer=self.make_placer()).run()
+            assert equal_tables(fast, result)
+
     def test_shared_gpus(self) -> None:
         """Shared GPUs: legal per-GPU decisions over a whole run."""
         scenario = self.gpu_scenario()
@@ -879,6 +925,33 @@ class ScalerConformance:
             decisions = self._set_up().scale(view)
             problems = check_scaling(view, decisions)
             assert not problems, "; ".join(problems)
+
+    def test_down_and_draining_nodes_in_a_view(self) -> None:
+        """Views with down and draining nodes (after failures and drains): legal decisions."""
+        if not self._python():
+            pytest.skip("no Python decision function")
+        for view in (
+            self._view(4, [NodeStatus.DOWN]),
+            self._view(2, [NodeStatus.DOWN, NodeStatus.DRAINING, NodeStatus.UP]),
+            self._view(0, [NodeStatus.DRAINING, NodeStatus.DOWN, NodeStatus.BOOTING]),
+        ):
+            decisions = self._set_up().scale(view)
+            problems = check_scaling(view, decisions)
+            assert not problems, "; ".join(problems)
+
+    def test_failing_nodes(self) -> None:
+        """Every node type fails at random (up 60 s, down 10 s on average): the scaler is
+        asked after failures and recoveries, its decisions stay legal, capacity holds and
+        every job is served."""
+        if not self._python():
+            pytest.skip("no Python decision function")
+        scaler, calls = self.checked_scaler()
+        engine = Engine(with_failures(self._spec(), 60.0, 10.0), scaler=scaler)
+        result = engine.run()
+        assert result.summary["node_failures"] > 0
+        assert calls["calls"] > 0
+        assert not run_capacity_violations(engine)
+        assert result.summary["jobs_unfinished"] == 0
 
     def test_picklable(self) -> None:
         scaler = self._set_up()

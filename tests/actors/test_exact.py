@@ -131,3 +131,47 @@ def test_replications_reuse_the_run_actors(
     fresh = run_replication(spec, 1, options, "fresh")
     assert_same_jobs(fresh.jobs, second.jobs)
     assert second.summary["mean_jobs_in_system"] == fresh.summary["mean_jobs_in_system"]
+
+
+def test_exact_mode_equals_kernel_with_failures_and_a_timeline() -> None:
+    """Random node failures, kills and re-queues, and every timeline action that touches
+    nodes: the engine actor runs the same loop, so the per-job tables are identical."""
+    spec = load_scenario(
+        "faults-mm2",
+        [
+            "stop.jobs=3000",
+            "stop.warmup_jobs=100",
+            "restart_work=same",
+            "cluster.nodes.0.count=3",
+            "events=[{at_s: 300, fail: {node: 0}}, {at_s: 400, recover: {type: core, count: 1}},"
+            " {at_s: 500, join: {type: core, count: 1}}, {at_s: 900, drain: {node: 1}},"
+            " {at_s: 1200, set_rate: {class: a, rate_per_s: 2.0}}]",
+        ],
+    )
+    reference = run_spec(spec)
+    result = run_on_ray(spec, RayRunOptions(shards=2))
+    assert_same_jobs(reference.jobs, result.jobs)
+    assert reference.summary["failure_kills"] > 50
+    for key in ("node_failures", "failure_kills", "lost_core_s", "availability", "retries"):
+        assert result.summary[key] == reference.summary[key], key
+
+
+def test_windowed_mode_refuses_failures_before_ray_starts() -> None:
+    from tests.clusteremu.badinput import refused
+
+    refused(
+        [
+            "run",
+            "faults-mm2",
+            "--ray",
+            "--window",
+            "2",
+            "--set",
+            "stop.jobs=1000",
+            "--set",
+            "stop.warmup_jobs=10",
+        ],
+        "run",
+        "ray mode",
+        "--window: node failures and timeline events",
+    )

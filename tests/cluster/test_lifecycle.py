@@ -271,7 +271,7 @@ def test_engine_arrays_are_read_only_outside_the_engine() -> None:
 #: policy's own state may share (`gpu_free`, `queue`) are left to the read-only check.
 STATE_WRITE = re.compile(
     r"\.(jobs_f|jobs_i|nodes_f|nodes_i|pools_f|pools_i|classes_f|classes_i|"
-    r"istate|fstate|heap_t|heap_j|heap_k|n_class|area_class|run_by_type)"
+    r"istate|fstate|heap_t|heap_j|heap_k|n_class|area_class|run_by_type|fault_draws|timeline)"
     r"\[[^\]]*\]\s*(=|\+=|-=|\*=|/=)(?!=)"
 )
 #: The engine and its compiled transitions: the only writers of state.

@@ -167,3 +167,13 @@ def test_protocol_chart(saved: list[list[str]], tmp_path: Path) -> None:
     )
     report.plot(tmp_path / "held-out.png")
     assert saved == [["log"]]
+
+
+def test_faults_timeline_chart(saved: list[list[str]], tmp_path: Path) -> None:
+    from cluster.timeline import Timeline, plot_timeline
+
+    t = np.arange(4.0)
+    ints = [np.array(v, dtype=np.int64) for v in ([3, 2, 2, 3], [0, 1, 1, 0], [0] * 4, [0] * 4)]
+    timeline = Timeline("x", t, *ints, np.array([0, 200, 3, 0]), np.array([0, 1, 1, 1]))
+    plot_timeline(timeline, tmp_path / "timeline.png")
+    assert saved == [["linear", "symlog", "linear"]]
