@@ -287,7 +287,7 @@ class SimulationSpec:
     on_node_failure: str = "requeue"
     #: The work a job re-queued after a failure does: "same" (its own size again, from the
     #: start) or "redraw" (a fresh size from its class's distribution).
-    restart_work: str = "same"
+    restart_work: str = "redraw"
 
     @property
     def has_faults(self) -> bool:

@@ -529,6 +529,6 @@ class ScenarioModel(Strict):
         default="requeue", description="what a node failure does to the jobs running there"
     )
     restart_work: Literal["same", "redraw"] = Field(
-        default="same",
+        default="redraw",
         description="work of a job re-queued after a failure: its own again, or freshly drawn",
     )

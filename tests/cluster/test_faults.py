@@ -278,8 +278,8 @@ def test_python_placer_path_equals_the_compiled_one_under_faults() -> None:
 
 
 def test_redraw_gives_killed_jobs_fresh_sizes_and_same_keeps_them() -> None:
-    same = Engine(busy_failing_spec()).run().jobs.to_pandas()
-    redraw = Engine(busy_failing_spec(restart_work="redraw")).run().jobs.to_pandas()
+    same = Engine(busy_failing_spec(restart_work="same")).run().jobs.to_pandas()
+    redraw = Engine(busy_failing_spec()).run().jobs.to_pandas()  # the default
     drawn = Engine(busy_failing_spec()).jobs.size
     np.testing.assert_array_equal(same["size"].to_numpy(), drawn)
     killed = redraw["failure_kills"].to_numpy() > 0
