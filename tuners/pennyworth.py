@@ -257,9 +257,7 @@ def run_chunks(
         while queue or running:
             while queue and len(running) < max(1, workers):
                 index, first, last = queue.pop()
-                ref = remote.remote(
-                    base_ref, jobs, seed, split, first, last, time_limit_s, slack
-                )
+                ref = remote.remote(base_ref, jobs, seed, split, first, last, time_limit_s, slack)
                 running[ref] = index
             ready, _ = ray.wait(list(running), num_returns=1)
             index = running.pop(ready[0])
@@ -875,8 +873,7 @@ def held_out_report(
             f"(the exact optimum with {plan.slack:.0%} of the SLO's bound kept free); "
             f"validation and test: batches of {jobs} "
             "jobs with actual run times drawn as the engine draws them",
-            f"the tree plans keeping {slack:.1%} of the SLO's bound free (selected on "
-            "validation)",
+            f"the tree plans keeping {slack:.1%} of the SLO's bound free (selected on validation)",
         ),
     )
 

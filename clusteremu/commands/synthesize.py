@@ -8,8 +8,9 @@
 
 Draws `--batches` example job sets of `--jobs` jobs over varying task mixes, plans each
 optimally on the task means (the exact planner, keeping `--slack` of the SLO's bound free
-as a margin for the spread of the run times) on Ray (`tuners.pennyworth`), writes their decisions as Parquet under DIR/examples/
-(resumable: a re-run solves only the missing chunks), then searches the tree's
+as a margin for the spread of the run times) on Ray (`tuners.pennyworth`), writes their
+decisions as Parquet under DIR/examples/ (resumable: a re-run solves only the missing
+chunks), then searches the tree's
 hyper-parameters (and the margin it plans with) with Ray Tune and Optuna's TPE sampler
 (`--trials` trials, `--workers` at once), minimising the mean actual cost of the tree's
 plans on validation batches of the scenario's size with actual run times. The chosen tree
