@@ -179,9 +179,7 @@ def optimum(batch: ActualBatch, time_limit_s: float = 120.0) -> ExactSolution:
 # --- the policies ---------------------------------------------------------------------------
 
 
-def tree_policy(
-    tree: RadTree, safety_z: float | None = None, slack: float | None = None
-) -> PlanFn:
+def tree_policy(tree: RadTree, safety_z: float | None = None, slack: float | None = None) -> PlanFn:
     """A RAD-tree planning with its margins: its safety padding (or `safety_z`) and the
     share of the SLO's bound it keeps free (or `slack`)."""
     z = tree.safety_z if safety_z is None else safety_z
