@@ -26,7 +26,8 @@ feature layout is refused (`ExamplesError`, naming what differs) before any work
 Validation. Batches of the scenario's size (32 jobs in the shipped family) with actual run
 times come from the protocol's "validation" split (`tuners.pennyworth_eval`); a tree plans
 them on the means and `score_tree` prices its plans with the actual run times (eq. 1, SLO
-loss included): the mean cost in dollars is what the search minimises.
+loss included), in `VALIDATION_DRAWS` replications of each batch's run: the mean cost in
+dollars is what the search minimises.
 
 Search. `search_tree` runs one Ray Tune trial per hyper-parameter setting (max_depth,
 min_samples_leaf, ccp_alpha, the share of the sets whose examples are used, and the slack
@@ -64,7 +65,12 @@ import ray
 
 from cluster.io import write_json, write_parquet
 from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.exact import JobPlan, mean_job_problem, solve_jobs
+from cluster.policies.pennyworth.exact import (
+    JobPlan,
+    engine_runtimes,
+    mean_job_problem,
+    solve_jobs,
+)
 from cluster.policies.pennyworth.features import (
     action_names,
     examples_of_plan,
@@ -82,6 +88,7 @@ from tuners.pennyworth_eval import (
     actual_cost,
     baseline_policies,
     batch_key,
+    batch_spec,
     costs_of,
     draw_batches,
     rules_policy,
@@ -105,6 +112,8 @@ CHUNK_BATCHES = 50
 BATCH_TIME_LIMIT_S = 20.0
 #: The protocol's splits: training sets, validation batches, test batches.
 TRAIN, VALIDATION, TEST = "train", "validation", "test"
+#: Replications of each validation batch's run (run-time draws) a plan is scored over.
+VALIDATION_DRAWS = 20
 #: The margin of the examples' plans: the share of the SLO's bound kept free.
 EXAMPLE_SLACK = 0.15
 _CHUNK_FILE = re.compile(r"^chunk-(\d{6})-([0-9a-f]{12})\.parquet$")
@@ -565,10 +574,14 @@ def read_examples(folder: str | Path, plan: ExamplePlan) -> Examples:
 class Validation:
     """Validation batches with their actual run times (the protocol's "validation" split,
     used for selection only) and how many drawn ones were dropped as equivalent to a
-    training set."""
+    training set. `runtimes[i]`: batch i's run times in each of `VALIDATION_DRAWS`
+    replications of its run (the first is the batch's own): a plan is scored by its mean
+    cost over them, so that the selection sees the rare long run times whose lateness
+    dominates the cost (a second late costs as much as a dozen VM start-ups)."""
 
     batches: tuple[ActualBatch, ...]
     overlap: Overlap
+    runtimes: tuple[tuple[FloatArray, ...], ...] = ()
 
 
 def default_validation_batches(batches: int) -> int:
@@ -586,13 +599,29 @@ def training_keys(plan: ExamplePlan) -> set[Hashable]:
 
 
 def validation_set(
-    spec: SimulationSpec, base: Problem, plan: ExamplePlan, count: int, jobs: int
+    spec: SimulationSpec,
+    base: Problem,
+    plan: ExamplePlan,
+    count: int,
+    jobs: int,
+    draws: int | None = None,
 ) -> Validation:
-    """`count` validation batches of `jobs` jobs with actual run times."""
+    """`count` validation batches of `jobs` jobs with actual run times, each in `draws`
+    replications of its run (common random numbers with `clusteremu run --seed S
+    --replications R`)."""
     batches, overlap = draw_batches(
         spec, base, plan.seed, VALIDATION, count, jobs, training_keys(plan)
     )
-    return Validation(tuple(batches), overlap)
+    draws = VALIDATION_DRAWS if draws is None else max(1, int(draws))
+    runtimes = tuple(
+        (b.runtime_s,)
+        + tuple(
+            engine_runtimes(batch_spec(spec, b.problem.counts, b.seed), b.problem, r)[0]
+            for r in range(1, draws)
+        )
+        for b in batches
+    )
+    return Validation(tuple(batches), overlap, runtimes)
 
 
 @dataclass(frozen=True)
@@ -609,7 +638,13 @@ def score_tree(tree: RadTree, validation: Validation, slack: float) -> TreeScore
     """Plan every validation batch with `tree` (on the means, keeping `slack` of the SLO's
     bound free) and price the plans with the actual run times."""
     policy = tree_policy(tree, 0.0, slack)
-    costs = np.array([actual_cost(b, policy(b.problem)) for b in validation.batches])
+    costs = np.zeros(len(validation.batches))
+    for i, batch in enumerate(validation.batches):
+        plan = policy(batch.problem)
+        draws = validation.runtimes[i] if validation.runtimes else (batch.runtime_s,)
+        costs[i] = np.mean(
+            [actual_cost(dataclasses.replace(batch, runtime_s=rt), plan) for rt in draws]
+        )
     return TreeScore(float(costs.mean()), float(costs.max()), len(costs))
 
 

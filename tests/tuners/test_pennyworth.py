@@ -6,6 +6,7 @@ actual run times (the mean equals `actual_cost` computed directly)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -211,7 +212,7 @@ def test_a_tree_is_scored_with_the_actual_run_times(base: Problem, spec: Simulat
     )
     jobs = scenario_jobs(spec)
     assert jobs == 32
-    validation = validation_set(spec, base, plan, 6, jobs)
+    validation = validation_set(spec, base, plan, 6, jobs, draws=1)
     batches = validation.batches
     assert len(batches) == 6 and all(b.split == VALIDATION for b in batches)
     assert [b.index for b in batches] == list(range(6))  # none equivalent to a training set
@@ -229,6 +230,27 @@ def test_a_tree_is_scored_with_the_actual_run_times(base: Problem, spec: Simulat
             assert score.batches == 6
             assert score.mean_cost_usd == pytest.approx(float(np.mean(costs)), rel=1e-12)
             assert score.max_cost_usd == pytest.approx(max(costs), rel=1e-12)
+    # Several draws: each batch's cost is its plan's mean over the replications of its run,
+    # the first being the batch's own run times.
+    drawn = validation_set(spec, base, plan, 6, jobs, draws=3)
+    assert [b.key for b in drawn.batches] == [b.key for b in batches]
+    for b, runs in zip(drawn.batches, drawn.runtimes, strict=True):
+        assert len(runs) == 3 and np.array_equal(runs[0], b.runtime_s)
+        assert not np.allclose(runs[1], runs[0]) and not np.allclose(runs[2], runs[1])
+    score = score_tree(full, drawn, 0.1)
+    means = [
+        np.mean(
+            [
+                actual_cost(
+                    dataclasses.replace(b, runtime_s=rt), full.plan(b.problem.with_slack(0.1))
+                )
+                for rt in runs
+            ]
+        )
+        for b, runs in zip(drawn.batches, drawn.runtimes, strict=True)
+    ]
+    assert score.mean_cost_usd == pytest.approx(float(np.mean(means)), rel=1e-12)
+
     # Priced with the actual run times, not the means: the costs differ.
     plans = [full.plan(b.problem.with_slack(0.2)) for b in batches]
     on_means = [
