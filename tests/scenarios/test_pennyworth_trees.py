@@ -6,8 +6,7 @@ from a split synthesize never uses - learned something: its plans cost less than
 of its ablation (`pennyworth-rules`: the same feasibility rules and margin, no
 tree), with a paired 95% interval that excludes a tie, and no more than ffd-cheapest's.
 The same check fails for an empty tree and for a tree with shuffled labels. It holds for
-max, rtpt and avg; for percentile it does not (a strict expected failure, open: see
-docs/pennyworth.md), so a fix that makes it hold turns it into a failure to update."""
+all four SLOs."""
 
 from __future__ import annotations
 
@@ -70,22 +69,7 @@ def test_the_shipped_tree_matches_its_scenario(kind: str) -> None:
     assert tree.slack > 0 or tree.safety_z > 0  # a margin for the run times' spread
 
 
-@pytest.mark.parametrize(
-    "kind",
-    [
-        "max",
-        "rtpt",
-        "avg",
-        pytest.param(
-            "percentile",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="does not replicate, open: synthesize's 50 held-out batches gave tree /"
-                " rules 0.9841 [0.9735, 0.9947]; these 120 fresh batches give a tie",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_shipped_tree_learned_something_and_an_empty_or_shuffled_one_did_not(
     kind: str,
 ) -> None:
