@@ -262,7 +262,7 @@ def test_examples_of_another_seed_are_refused(
     base = scenario_problem(SCENARIO)
     folder = tmp_path / "out" / "examples"
     write_json(
-        plan_examples(SCENARIO, base, 10, 8, 0, time_limit_s=20.0).manifest(), folder / MANIFEST
+        plan_examples(SCENARIO, base, 10, 20, 0, time_limit_s=20.0).manifest(), folder / MANIFEST
     )
     before = (folder / MANIFEST).read_bytes()
     argv = ["synthesize", SCENARIO, "--out", str(tmp_path / "out"), "--seed", "5"]
