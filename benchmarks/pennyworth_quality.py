@@ -2,25 +2,26 @@
 optimum with perfect knowledge of every job's run time, on held-out batches of 32 jobs.
 
 For each shipped Pennyworth scenario (one per SLO) and each VM type set (t2.small alone,
-or the three t2 types): a tree is synthesised as `clusteremu synthesize` does
-(`--sets` example job sets of `--jobs` jobs over varying task mixes, planned by A* on the
-means with a safety margin; `--trials` Tune trials selected on `--validation` batches of
-32 jobs with actual run times), then scored once on `--test` held-out batches of 32 jobs
-(none equivalent to a training or validation one): every policy plans on the task means,
-its plan is priced with the actual run times (what the emulator charges), and divided by
-the perfect-knowledge optimum (`exact.solve_jobs`; its proven lower bound where the time
-limit stops it). The Pennyworth paper reports the tree within 9% (one type) and 7%
-(three types) of the optimum.
+or the three t2 types): a tree is synthesised as `clusteremu synthesize` does (`--sets`
+example job sets of `--jobs` jobs over varying task mixes, planned optimally on the means
+keeping a share of the SLO's bound free; `--trials` Tune trials selected on
+`--validation` batches of 32 jobs with actual run times), then scored once on `--test`
+held-out batches of 32 jobs (none equivalent to a training or validation one): every
+policy plans on the task means, its plan is priced with the actual run times (what the
+emulator charges), and divided by the perfect-knowledge optimum (`exact.solve_jobs`; its
+proven lower bound where the time limit stops it). The Pennyworth paper reports the tree
+within 9% (one type) and 7% (three types) of the optimum.
 
     python benchmarks/pennyworth_quality.py [--slos max,rtpt,avg,percentile] [--types 1,3]
-        [--sets 400] [--jobs 10] [--trials 8] [--validation 30] [--test 30]
+        [--sets 400] [--jobs 20] [--trials 8] [--validation 30] [--test 30]
         [--time-limit 120] [--trees DIR] [--variant trained|empty|shuffled] [--json]
 
-With `--trees DIR` the trees are written to DIR/<slo>-<types>.json (and read from there
-on a later run instead of being synthesised again). Prints one table row per SLO and type
-set: the mean ratio to the optimum with its 95% interval for the tree, its ablation
-(`pennyworth-rules`) and the baselines, how many optima were proven, and whether the tree
-learned something (paired interval against the rules).
+With `--trees DIR` the trees are written to DIR/<slo>-<types>.json (and
+DIR/<slo>-<types>@<sets>.json for the smaller counts of a `--sets` list), and read from
+there on a later run instead of being synthesised again. Prints one table row per SLO,
+type set and set count: the mean ratio to the optimum with its 95% interval for the tree,
+its ablation (`pennyworth-rules`) and the baselines, how many optima were proven, and
+whether the tree learned something (paired interval against the rules).
 """
 
 from __future__ import annotations
@@ -83,24 +84,25 @@ def scenario_with_types(slo: str, types: int, folder: Path) -> str:
 
 
 def get_tree(
-    scenario: str, args: argparse.Namespace, name: str, folder: Path
+    scenario: str, args: argparse.Namespace, name: str, sets: int, folder: Path
 ) -> tuple[RadTree, float]:
-    """The tree of `scenario`: read from --trees when there, else synthesised on Ray."""
-    if args.trees:
-        path = Path(args.trees) / f"{name}.json"
-        if path.exists():
-            return RadTree.load(path), 0.0
+    """The tree of `scenario` learned from `sets` example sets: read from --trees when
+    there, else synthesised on Ray (the examples folder is shared by every set count of a
+    scenario: a larger count resumes from the sets already planned)."""
+    path = Path(args.trees) / f"{name}.json" if args.trees else None
+    if path is not None and path.exists():
+        return RadTree.load(path), 0.0
     import ray
 
     base = scenario_problem(scenario)
-    plan = plan_examples(scenario, base, args.sets, args.jobs, args.seed)
+    plan = plan_examples(scenario, base, sets, args.jobs, args.seed)
     start = time.perf_counter()
     if not ray.is_initialized():
         ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
     result = synthesize(
         base,
         plan,
-        folder / f"examples-{name}",
+        folder / f"examples-{name.split('@')[0]}",
         args.trials,
         args.workers,
         args.validation,
@@ -109,75 +111,97 @@ def get_tree(
         test_batches=0,
     )
     seconds = time.perf_counter() - start
-    if args.trees:
-        Path(args.trees).mkdir(parents=True, exist_ok=True)
-        result.tree.save(Path(args.trees) / f"{name}.json")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        result.tree.save(path)
     return result.tree, seconds
 
 
-def evaluate(slo: str, types: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+def tree_name(slo: str, types: int, sets: int, largest: int) -> str:
+    """`<slo>-<types>` for the tree of the largest set count, `<slo>-<types>@<sets>` else."""
+    return f"{slo}-{types}" if sets == largest else f"{slo}-{types}@{sets}"
+
+
+def evaluate(slo: str, types: int, args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
+    """One row per set count of `--sets`: every tree and policy on the same test batches
+    (none with the task counts of any tree's training set or validation batch), divided
+    by the same optima."""
     scenario = scenario_with_types(slo, types, folder)
-    name = f"{slo}-{types}"
-    tree, synth_s = get_tree(scenario, args, name, folder)
-    if args.variant == "empty":
-        tree = empty_tree(tree)
-    elif args.variant == "shuffled":
-        tree = shuffled_tree(tree)
     spec = load_scenario(scenario)
     base = scenario_problem(scenario)
     jobs = scenario_jobs(spec)
-    # The tree's own training sets and validation batches (from its info), so that no
-    # benchmark batch has the task counts of one; the benchmark draws its own split, not
-    # synthesize's test split (which synthesize has scored once already).
-    sets = int(tree.info.get("batches_used", args.sets))
-    set_jobs = int(tree.info.get("jobs_per_set", args.jobs))
-    plan = plan_examples(scenario, base, sets, set_jobs, args.seed)
-    validation = validation_set(spec, base, plan, args.validation, jobs)
-    taken = training_keys(plan) | {b.plan_key for b in validation.batches}
+    counts = sorted({int(n) for n in str(args.sets).split(",")})
+    trees: dict[int, tuple[RadTree, float]] = {}
+    taken: set[Any] = set()
+    for n in counts:
+        tree, synth_s = get_tree(scenario, args, tree_name(slo, types, n, counts[-1]), n, folder)
+        trees[n] = (tree, synth_s)
+        # The tree's own training sets and validation batches (from its info), so that no
+        # benchmark batch has the task counts of one; the benchmark draws its own split,
+        # not synthesize's test split (which synthesize has scored once already).
+        sets = int(tree.info.get("batches_used", n))
+        set_jobs = int(tree.info.get("jobs_per_set", args.jobs))
+        plan = plan_examples(scenario, base, sets, set_jobs, args.seed)
+        validation = validation_set(spec, base, plan, args.validation, jobs)
+        taken |= training_keys(plan) | {b.plan_key for b in validation.batches}
     batches, overlap = draw_batches(spec, base, args.seed, SPLIT, args.test, jobs, taken)
-    z = tree.safety_z
-    policies = {TREE: tree_policy(tree, z), RULES: rules_policy(z), **baseline_policies()}
-    costs = costs_of(policies, batches)
     start = time.perf_counter()
     optima = optima_of(batches, args.time_limit)
     optimum_s = time.perf_counter() - start
-    ratios = ratio_to(optima.reference, costs)
-    row: dict[str, Any] = {
-        "slo": slo,
-        "types": types,
-        "test_batches": len(batches),
-        "overlap": overlap.count,
-        "proven_optimal": int(optima.optimal.sum()),
-        "optimum_s_max": round(float(optima.seconds.max()), 1),
-        "optimum_usd_mean": round(float(optima.cost.mean()), 5),
-        "safety_z": round(z, 3),
-        "tree_nodes": int(tree.feature.size),
-        "synthesis_s": round(synth_s, 1),
-        "optimum_total_s": round(optimum_s, 1),
-    }
-    for policy, values in ratios.items():
-        ci = mean_interval(values)
-        row[policy] = {
-            "mean": round(ci.estimate, 4),
-            "ci": [round(ci.low, 4), round(ci.high, 4)],
-            "max": round(float(values.max()), 3),
+    rows = []
+    for n in counts:
+        tree, synth_s = trees[n]
+        if args.variant == "empty":
+            tree = empty_tree(tree)
+        elif args.variant == "shuffled":
+            tree = shuffled_tree(tree)
+        z, slack = tree.safety_z, tree.slack
+        policies = {
+            TREE: tree_policy(tree, z, slack),
+            RULES: rules_policy(z, slack),
+            **baseline_policies(),
         }
-    verdict = learned_something(
-        costs[TREE], costs[RULES], better="lower", kind="ratio", names=(TREE, RULES)
-    )
-    row["learned_something"] = verdict.holds
-    row["tree_vs_rules"] = verdict.paired.describe()
-    for other in ("ffd-cheapest",):
-        row[f"tree_vs_{other}"] = paired_interval(
-            costs[TREE], costs[other], kind="ratio"
-        ).describe()
-    return row
+        costs = costs_of(policies, batches)
+        ratios = ratio_to(optima.reference, costs)
+        row: dict[str, Any] = {
+            "slo": slo,
+            "types": types,
+            "sets": n,
+            "test_batches": len(batches),
+            "overlap": overlap.count,
+            "proven_optimal": int(optima.optimal.sum()),
+            "optimum_s_max": round(float(optima.seconds.max()), 1),
+            "optimum_usd_mean": round(float(optima.cost.mean()), 5),
+            "safety_z": round(z, 3),
+            "slack": round(slack, 4),
+            "tree_nodes": int(tree.feature.size),
+            "synthesis_s": round(synth_s, 1),
+            "optimum_total_s": round(optimum_s, 1),
+        }
+        for policy, values in ratios.items():
+            ci = mean_interval(values)
+            row[policy] = {
+                "mean": round(ci.estimate, 4),
+                "ci": [round(ci.low, 4), round(ci.high, 4)],
+                "max": round(float(values.max()), 3),
+            }
+        verdict = learned_something(
+            costs[TREE], costs[RULES], better="lower", kind="ratio", names=(TREE, RULES)
+        )
+        row["learned_something"] = verdict.holds
+        row["tree_vs_rules"] = verdict.paired.describe()
+        for other in ("ffd-cheapest",):
+            row[f"tree_vs_{other}"] = paired_interval(
+                costs[TREE], costs[other], kind="ratio"
+            ).describe()
+        rows.append(row)
+    return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     names = [TREE, RULES, *baseline_policies()]
-    head = "| SLO | types | " + " | ".join(names) + " | proven optima | learned |"
-    lines = [head, "|" + "---|" * (len(names) + 4)]
+    head = "| SLO | types | sets | " + " | ".join(names) + " | proven optima | learned |"
+    lines = [head, "|" + "---|" * (len(names) + 5)]
     for r in rows:
         cells = [
             f"{r[n]['mean']:.4f} [{r[n]['ci'][0]:.4f}, {r[n]['ci'][1]:.4f}]"
@@ -186,7 +210,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             for n in names
         ]
         lines.append(
-            f"| {r['slo']} | {r['types']} | "
+            f"| {r['slo']} | {r['types']} | {r['sets']} | "
             + " | ".join(cells)
             + f" | {r['proven_optimal']}/{r['test_batches']} | "
             + ("yes" if r["learned_something"] else "no")
@@ -199,8 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--slos", default=",".join(SLOS))
     p.add_argument("--types", default="1,3")
-    p.add_argument("--sets", type=int, default=400, help="example sets per tree")
-    p.add_argument("--jobs", type=int, default=10, help="jobs per example set")
+    p.add_argument(
+        "--sets",
+        default="400",
+        help="example sets per tree; a comma list (e.g. 50,100,200,400) gives the quality "
+        "curve: one tree per count, all on the same test batches",
+    )
+    p.add_argument("--jobs", type=int, default=20, help="jobs per example set (the paper's 20)")
     p.add_argument("--trials", type=int, default=8)
     p.add_argument("--validation", type=int, default=30, help="validation batches")
     p.add_argument("--test", type=int, default=30, help="held-out test batches")
@@ -221,9 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pw-quality-") as tmp:
         for slo in args.slos.split(","):
             for types in (int(t) for t in args.types.split(",")):
-                row = evaluate(slo, types, args, Path(tmp))
-                rows.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+                for row in evaluate(slo, types, args, Path(tmp)):
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
     print(json.dumps(rows, indent=1) if args.json else table(rows))
     return 0
 

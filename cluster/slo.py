@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,21 @@ class Slo:
                 )
         if self.kind == "percentile" and not 0 < self.percentile <= 100:
             raise ValueError(f"slo.percentile must lie in (0, 100], got {self.percentile}")
+
+    def tightened(self, slack: float) -> Slo:
+        """The same objective with its bound `slack` (a fraction in [0, 1)) tighter: the
+        deadline, the rtpt factor or the target times (1 - slack). A plan on estimates that
+        meets the tightened bound keeps that share of it as a margin for the spread of the
+        actual run times."""
+        if not (math.isfinite(slack) and 0.0 <= slack < 1.0):
+            raise ValueError(f"slack: expected a fraction from 0 to below 1, got {slack!r}")
+        keep = 1.0 - slack
+        return replace(
+            self,
+            deadline_s=self.deadline_s * keep,
+            factor=self.factor * keep,
+            target_s=self.target_s * keep,
+        )
 
     @property
     def per_job(self) -> bool:

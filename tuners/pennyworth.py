@@ -1,4 +1,4 @@
-"""Synthesising a RAD-tree on Ray (Pennyworth): examples from A*-optimal plans, a Ray Tune
+"""Synthesising a RAD-tree on Ray (Pennyworth): examples from optimal plans, a Ray Tune
 search of the tree's hyper-parameters selected on validation batches, and one score on
 held-out test batches (the evaluation protocol of `tuners.protocol`).
 
@@ -6,10 +6,12 @@ Examples. `M` example job sets of `n` jobs are drawn over varying task mixes, as
 Pennyworth paper did (set i: a number of tasks m uniform in 1..T, m distinct tasks, each
 job's task uniform among them), from the protocol's instance stream ("train", i) of the
 seed, so a set depends on nothing else and the examples are identical whatever the number
-of workers. Each set is planned by A* on the task means with the examples' safety padding
-(`Problem.safety_z`: run times' spread kept as margin) and its optimal path turned into
-decision rows (`features.examples_of_plan`); a set A* cannot solve within the time limit
-is skipped and counted. Batches go to Ray tasks `CHUNK_BATCHES` at a time; the
+of workers. Each set is planned optimally on the task means by the exact planner
+(`exact.solve_jobs`) against the SLO tightened by the examples' slack (`Problem.with_slack`:
+a share of the bound kept free as margin for the spread of the run times), and the optimal
+plan, in a canonical renting order (`teacher_plan`), turned into decision rows
+(`features.examples_of_plan`); a set not proven optimal within the time limit is skipped
+and counted. Batches go to Ray tasks `CHUNK_BATCHES` at a time; the
 driver writes each finished chunk atomically as one Parquet file::
 
     DIR/_examples.json                 what the examples are (scenario hash, jobs, seed, ...)
@@ -24,11 +26,12 @@ feature layout is refused (`ExamplesError`, naming what differs) before any work
 Validation. Batches of the scenario's size (32 jobs in the shipped family) with actual run
 times come from the protocol's "validation" split (`tuners.pennyworth_eval`); a tree plans
 them on the means and `score_tree` prices its plans with the actual run times (eq. 1, SLO
-loss included): the mean cost in dollars is what the search minimises.
+loss included), in `VALIDATION_DRAWS` replications of each batch's run: the mean cost in
+dollars is what the search minimises.
 
 Search. `search_tree` runs one Ray Tune trial per hyper-parameter setting (max_depth,
-min_samples_leaf, ccp_alpha, the share of the sets whose examples are used, and the safety
-padding the tree plans with), proposed by Optuna's TPE sampler (seeded; the first proposal
+min_samples_leaf, ccp_alpha, the share of the sets whose examples are used, and the slack
+the tree plans with), proposed by Optuna's TPE sampler (seeded; the first proposal
 is the full tree) and minimising the validation cost; ties go to the smaller tree.
 
 Test. After the selection, `held_out_report` scores the chosen tree once on the "test"
@@ -62,13 +65,19 @@ import ray
 
 from cluster.io import write_json, write_parquet
 from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.astar import SearchLimit, solve
+from cluster.policies.pennyworth.exact import (
+    JobPlan,
+    engine_runtimes,
+    mean_job_problem,
+    solve_jobs,
+)
 from cluster.policies.pennyworth.features import (
     action_names,
     examples_of_plan,
     feature_names,
     feature_width,
 )
+from cluster.policies.pennyworth.plan import Plan
 from cluster.policies.pennyworth.problem import Problem, ScenarioFieldError, checked_problem
 from cluster.policies.pennyworth.tree import RadTree
 from scenarios import limits
@@ -79,6 +88,7 @@ from tuners.pennyworth_eval import (
     actual_cost,
     baseline_policies,
     batch_key,
+    batch_spec,
     costs_of,
     draw_batches,
     rules_policy,
@@ -97,13 +107,15 @@ VERSION = 1
 MANIFEST = "_examples.json"
 #: Batches per Ray task (and per Parquet file); fixed, so the files do not depend on workers.
 CHUNK_BATCHES = 50
-#: The most seconds A* may spend on one batch before the generation stops (bad input).
-#: The most seconds A* may spend on one example set before it is skipped (and counted).
+#: The most seconds the exact planner may spend on one example set before it is skipped
+#: (and counted).
 BATCH_TIME_LIMIT_S = 20.0
 #: The protocol's splits: training sets, validation batches, test batches.
 TRAIN, VALIDATION, TEST = "train", "validation", "test"
-#: Safety padding of the examples' plans (standard deviations of the run times).
-EXAMPLE_SAFETY_Z = 3.0
+#: Replications of each validation batch's run (run-time draws) a plan is scored over.
+VALIDATION_DRAWS = 20
+#: The margin of the examples' plans: the share of the SLO's bound kept free.
+EXAMPLE_SLACK = 0.15
 _CHUNK_FILE = re.compile(r"^chunk-(\d{6})-([0-9a-f]{12})\.parquet$")
 
 
@@ -144,7 +156,7 @@ def batch_problem(base: Problem, jobs: int, seed: int, split: str, index: int) -
 @dataclass
 class ChunkResult:
     """Solved batches `first`..`last - 1`: decision rows (features `x`, labels `y`, their
-    batch and step) and each batch's optimal cost (dollars); `seconds`: A* wall time."""
+    batch and step) and each batch's optimal cost (dollars); `seconds`: the planner's wall time."""
 
     x: FloatArray
     y: IntArray
@@ -152,8 +164,26 @@ class ChunkResult:
     step: IntArray
     optimal_usd: FloatArray
     seconds: float
-    #: Sets A* could not solve within the time limit (skipped; no rows).
+    #: Sets not proven optimal within the time limit (skipped; no rows).
     skipped: int = 0
+
+
+def teacher_plan(problem: Problem, plan: JobPlan) -> Plan:
+    """An optimal plan over the batch's jobs as a plan over tasks in a canonical renting
+    order, the decisions a tree imitates: VMs of the larger types first, then the VM with
+    the longest job first (ties: more jobs, then the task list); each VM's jobs in the
+    exact planner's run order (its best order for the SLO)."""
+    task_of = [t for t, c in enumerate(problem.counts) for _ in range(c)]
+    vms = [(k, tuple(task_of[j] for j in jobs)) for k, jobs in plan.vms]
+    vms.sort(
+        key=lambda vm: (
+            -vm[0],
+            -max(float(problem.runtime_s[t, vm[0]]) for t in vm[1]),
+            -len(vm[1]),
+            vm[1],
+        )
+    )
+    return Plan(tuple(vms))
 
 
 def solve_chunk(
@@ -164,10 +194,13 @@ def solve_chunk(
     first: int,
     last: int,
     time_limit_s: float = BATCH_TIME_LIMIT_S,
-    safety_z: float = EXAMPLE_SAFETY_Z,
+    slack: float = EXAMPLE_SLACK,
 ) -> ChunkResult:
-    """Solve sets first..last-1 of `split` by A* (on the means, `safety_z` padding); their
-    examples and optimal costs. A set A* cannot solve within `time_limit_s` is skipped."""
+    """Solve sets first..last-1 of `split` optimally on the means against the SLO
+    tightened by `slack` (the exact planner, `exact.solve_jobs`: it proves sets of 20 and
+    more jobs optimal where A* on the task counts cannot); their examples (`teacher_plan`'s
+    decisions) and optimal costs. A set not proven optimal within `time_limit_s` is
+    skipped (and counted)."""
     start = time.perf_counter()
     xs: list[FloatArray] = []
     ys: list[IntArray] = []
@@ -176,13 +209,13 @@ def solve_chunk(
     costs: list[float] = []
     skipped = 0
     for i in range(first, last):
-        problem = batch_problem(base, jobs, seed, split, i).with_safety(safety_z)
-        try:
-            found = solve(problem, time_limit_s=time_limit_s)
-        except SearchLimit:
+        problem = batch_problem(base, jobs, seed, split, i).with_safety(0.0).with_slack(slack)
+        # No time at all proves nothing: every set is skipped (the tests use it).
+        found = solve_jobs(mean_job_problem(problem), time_limit_s) if time_limit_s > 0 else None
+        if found is None or not found.optimal:
             skipped += 1
             continue
-        x, y = examples_of_plan(problem, found.plan)
+        x, y = examples_of_plan(problem, teacher_plan(problem, found.plan))
         xs.append(x)
         ys.append(y)
         batches.append(np.full(len(y), i, dtype=np.int64))
@@ -219,7 +252,7 @@ def run_chunks(
     workers: int,
     on_result: Callable[[int, ChunkResult], None],
     time_limit_s: float = BATCH_TIME_LIMIT_S,
-    safety_z: float = EXAMPLE_SAFETY_Z,
+    slack: float = EXAMPLE_SLACK,
 ) -> None:
     """Solve `chunks` ((index, first, last) each) as Ray tasks, at most `workers` at once,
     calling `on_result(index, result)` in the driver as each finishes. Ray must be
@@ -233,9 +266,7 @@ def run_chunks(
         while queue or running:
             while queue and len(running) < max(1, workers):
                 index, first, last = queue.pop()
-                ref = remote.remote(
-                    base_ref, jobs, seed, split, first, last, time_limit_s, safety_z
-                )
+                ref = remote.remote(base_ref, jobs, seed, split, first, last, time_limit_s, slack)
                 running[ref] = index
             ready, _ = ray.wait(list(running), num_returns=1)
             index = running.pop(ready[0])
@@ -276,8 +307,8 @@ class ExamplePlan:
     jobs: int
     seed: int
     chunk_batches: int = CHUNK_BATCHES
-    #: The examples' safety padding and A*'s time limit per set (s).
-    safety_z: float = EXAMPLE_SAFETY_Z
+    #: The examples' margin (share of the SLO's bound) and the time limit per set (s).
+    slack: float = EXAMPLE_SLACK
     time_limit_s: float = BATCH_TIME_LIMIT_S
 
     def identity(self) -> dict[str, Any]:
@@ -288,7 +319,8 @@ class ExamplePlan:
             "scenario_sha256": self.scenario_sha256,
             "jobs": self.jobs,
             "seed": self.seed,
-            "safety_z": self.safety_z,
+            "teacher": "exact",
+            "slack": self.slack,
             "time_limit_s": self.time_limit_s,
             "chunk_batches": self.chunk_batches,
             "features": feature_names(self.task_names, self.type_names),
@@ -312,7 +344,8 @@ class ExamplePlan:
                     last,
                     FORMAT,
                     VERSION,
-                    self.safety_z,
+                    "exact",
+                    self.slack,
                     self.time_limit_s,
                 ],
                 separators=(",", ":"),
@@ -328,7 +361,7 @@ def plan_examples(
     jobs: int,
     seed: int,
     chunk_batches: int = CHUNK_BATCHES,
-    safety_z: float = EXAMPLE_SAFETY_Z,
+    slack: float = EXAMPLE_SLACK,
     time_limit_s: float = BATCH_TIME_LIMIT_S,
 ) -> ExamplePlan:
     """The example set of `scenario` (whose problem is `base`); ExamplesError when it
@@ -348,7 +381,7 @@ def plan_examples(
         jobs,
         seed,
         chunk_batches,
-        float(safety_z),
+        float(slack),
         float(time_limit_s),
     )
 
@@ -450,7 +483,7 @@ class ExamplesOutcome:
     ran: int
     rows: int = 0
     wall_s: float = 0.0
-    #: Sets solved now that A* could not solve within the time limit (no examples).
+    #: Sets solved now that were not proven optimal within the time limit (no examples).
     unsolved: int = 0
 
 
@@ -498,7 +531,7 @@ def generate_examples(
             workers,
             on_result,
             plan.time_limit_s,
-            plan.safety_z,
+            plan.slack,
         )
     outcome.wall_s = time.perf_counter() - start
     return outcome
@@ -541,10 +574,14 @@ def read_examples(folder: str | Path, plan: ExamplePlan) -> Examples:
 class Validation:
     """Validation batches with their actual run times (the protocol's "validation" split,
     used for selection only) and how many drawn ones were dropped as equivalent to a
-    training set."""
+    training set. `runtimes[i]`: batch i's run times in each of `VALIDATION_DRAWS`
+    replications of its run (the first is the batch's own): a plan is scored by its mean
+    cost over them, so that the selection sees the rare long run times whose lateness
+    dominates the cost (a second late costs as much as a dozen VM start-ups)."""
 
     batches: tuple[ActualBatch, ...]
     overlap: Overlap
+    runtimes: tuple[tuple[FloatArray, ...], ...] = ()
 
 
 def default_validation_batches(batches: int) -> int:
@@ -562,13 +599,29 @@ def training_keys(plan: ExamplePlan) -> set[Hashable]:
 
 
 def validation_set(
-    spec: SimulationSpec, base: Problem, plan: ExamplePlan, count: int, jobs: int
+    spec: SimulationSpec,
+    base: Problem,
+    plan: ExamplePlan,
+    count: int,
+    jobs: int,
+    draws: int | None = None,
 ) -> Validation:
-    """`count` validation batches of `jobs` jobs with actual run times."""
+    """`count` validation batches of `jobs` jobs with actual run times, each in `draws`
+    replications of its run (common random numbers with `clusteremu run --seed S
+    --replications R`)."""
     batches, overlap = draw_batches(
         spec, base, plan.seed, VALIDATION, count, jobs, training_keys(plan)
     )
-    return Validation(tuple(batches), overlap)
+    draws = VALIDATION_DRAWS if draws is None else max(1, int(draws))
+    runtimes = tuple(
+        (b.runtime_s,)
+        + tuple(
+            engine_runtimes(batch_spec(spec, b.problem.counts, b.seed), b.problem, r)[0]
+            for r in range(1, draws)
+        )
+        for b in batches
+    )
+    return Validation(tuple(batches), overlap, runtimes)
 
 
 @dataclass(frozen=True)
@@ -581,11 +634,17 @@ class TreeScore:
     batches: int
 
 
-def score_tree(tree: RadTree, validation: Validation, safety_z: float) -> TreeScore:
-    """Plan every validation batch with `tree` (on the means, `safety_z` padding) and price
-    the plans with the actual run times."""
-    policy = tree_policy(tree, safety_z)
-    costs = np.array([actual_cost(b, policy(b.problem)) for b in validation.batches])
+def score_tree(tree: RadTree, validation: Validation, slack: float) -> TreeScore:
+    """Plan every validation batch with `tree` (on the means, keeping `slack` of the SLO's
+    bound free) and price the plans with the actual run times."""
+    policy = tree_policy(tree, 0.0, slack)
+    costs = np.zeros(len(validation.batches))
+    for i, batch in enumerate(validation.batches):
+        plan = policy(batch.problem)
+        draws = validation.runtimes[i] if validation.runtimes else (batch.runtime_s,)
+        costs[i] = np.mean(
+            [actual_cost(dataclasses.replace(batch, runtime_s=rt), plan) for rt in draws]
+        )
     return TreeScore(float(costs.mean()), float(costs.max()), len(costs))
 
 
@@ -602,8 +661,8 @@ class TreeParams:
     min_samples_leaf: int
     ccp_alpha: float
     batches_used: int
-    #: Safety padding the tree plans with (standard deviations of the run times).
-    safety_z: float = EXAMPLE_SAFETY_Z
+    #: The share of the SLO's bound the tree plans to keep free.
+    slack: float = EXAMPLE_SLACK
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], batches: int) -> TreeParams:
@@ -613,7 +672,7 @@ class TreeParams:
             int(config["min_samples_leaf"]),
             float(config["ccp_alpha"]),
             used,
-            float(config.get("safety_z", EXAMPLE_SAFETY_Z)),
+            float(config.get("slack", EXAMPLE_SLACK)),
         )
 
 
@@ -624,7 +683,7 @@ FULL_TREE = {
     "min_samples_leaf": 1,
     "ccp_alpha": 1e-6,
     "examples_fraction": 1.0,
-    "safety_z": EXAMPLE_SAFETY_Z,
+    "slack": EXAMPLE_SLACK,
 }
 
 
@@ -636,7 +695,7 @@ def search_space() -> dict[str, Any]:
         "min_samples_leaf": tune.lograndint(1, 65),
         "ccp_alpha": tune.loguniform(1e-6, 1e-2),
         "examples_fraction": tune.choice([0.25, 0.5, 0.75, 1.0]),
-        "safety_z": tune.uniform(2.0, 5.0),
+        "slack": tune.uniform(0.05, 0.3),
     }
 
 
@@ -669,7 +728,7 @@ def tree_trial(config: dict[str, Any], space: TreeSpace, validation: Validation)
     """Ray Tune function trainable: fit one tree, score it on the validation batches."""
     params = TreeParams.from_config(config, space.examples.batches)
     tree = space.fit(params)
-    score = score_tree(tree, validation, params.safety_z)
+    score = score_tree(tree, validation, params.slack)
     return {
         "cost_usd": score.mean_cost_usd,
         "max_cost_usd": score.max_cost_usd,
@@ -819,8 +878,12 @@ def held_out_report(
         jobs,
         train | {b.plan_key for b in validation.batches},
     )
-    z = tree.safety_z
-    policies = {METHOD: tree_policy(tree, z), ABLATION: rules_policy(z), **baseline_policies()}
+    z, slack = tree.safety_z, tree.slack
+    policies = {
+        METHOD: tree_policy(tree, z, slack),
+        ABLATION: rules_policy(z, slack),
+        **baseline_policies(),
+    }
     scores = TestSet(batches).score(lambda bs: costs_of(policies, bs))
     table = scores.compare(
         METHOD,
@@ -842,9 +905,10 @@ def held_out_report(
         table.learned_something(ABLATION),
         notes=(
             f"training: {plan.batches} example sets of {plan.jobs} jobs planned on the means "
-            f"(safety padding {plan.safety_z:g} sd); validation and test: batches of {jobs} "
+            f"(the exact optimum with {plan.slack:.0%} of the SLO's bound kept free); "
+            f"validation and test: batches of {jobs} "
             "jobs with actual run times drawn as the engine draws them",
-            f"the tree plans with safety padding {z:g} sd (selected on validation)",
+            f"the tree plans keeping {slack:.1%} of the SLO's bound free (selected on validation)",
         ),
     )
 
@@ -897,7 +961,7 @@ def synthesize(
     seconds["search_s"] = search.wall_s
     t2 = time.perf_counter()
     tree = space.fit(search.best)
-    score = score_tree(tree, validation, search.best.safety_z)
+    score = score_tree(tree, validation, search.best.slack)
     seconds["fit_s"] = time.perf_counter() - t2
     tree.info.update(
         {
@@ -906,7 +970,8 @@ def synthesize(
             "jobs_per_set": plan.jobs,
             "batches_used": search.best.batches_used,
             "seed": plan.seed,
-            "safety_z": search.best.safety_z,
+            "safety_z": 0.0,
+            "slack": search.best.slack,
             "validation_cost_usd": score.mean_cost_usd,
         }
     )

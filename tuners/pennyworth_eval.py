@@ -179,10 +179,12 @@ def optimum(batch: ActualBatch, time_limit_s: float = 120.0) -> ExactSolution:
 # --- the policies ---------------------------------------------------------------------------
 
 
-def tree_policy(tree: RadTree, safety_z: float | None = None) -> PlanFn:
-    """A RAD-tree planning with its safety padding (or `safety_z`)."""
+def tree_policy(tree: RadTree, safety_z: float | None = None, slack: float | None = None) -> PlanFn:
+    """A RAD-tree planning with its margins: its safety padding (or `safety_z`) and the
+    share of the SLO's bound it keeps free (or `slack`)."""
     z = tree.safety_z if safety_z is None else safety_z
-    return lambda problem: tree.plan(problem.with_safety(z))
+    f = tree.slack if slack is None else slack
+    return lambda problem: tree.plan(problem.with_slack(f).with_safety(z))
 
 
 def empty_tree(tree: RadTree) -> RadTree:
@@ -205,9 +207,9 @@ def shuffled_tree(tree: RadTree, seed: int = 7) -> RadTree:
     return dataclasses.replace(tree, classes=rng.permutation(tree.classes))
 
 
-def rules_policy(safety_z: float) -> PlanFn:
-    """The feasibility rules alone (the tree's ablation), with the same padding."""
-    return lambda problem: rules_plan(problem.with_safety(safety_z))
+def rules_policy(safety_z: float, slack: float = 0.0) -> PlanFn:
+    """The feasibility rules alone (the tree's ablation), with the same margins."""
+    return lambda problem: rules_plan(problem.with_slack(slack).with_safety(safety_z))
 
 
 def baseline_policies() -> dict[str, PlanFn]:

@@ -1,15 +1,16 @@
-"""`clusteremu synthesize`: learn a RAD-tree policy from A*-optimal plans (Pennyworth).
+"""`clusteremu synthesize`: learn a RAD-tree policy from optimal plans (Pennyworth).
 
-    clusteremu synthesize SCENARIO --out DIR [--batches 800] [--jobs 8] [--trials 8]
-                          [--validation-batches N] [--test-batches 50] [--safety 3]
+    clusteremu synthesize SCENARIO --out DIR [--batches 400] [--jobs 20] [--trials 8]
+                          [--validation-batches N] [--test-batches 50] [--slack 0.15]
                           [--time-limit 20] [--workers W] [--seed 0] [--explain]
                           [--explain-full] [--json]
     clusteremu synthesize --tree FILE [--explain | --explain-full] [--json]
 
-Draws `--batches` example job sets of `--jobs` jobs over varying task mixes, plans each by
-A* on the task means (with `--safety` standard deviations of the run times as margin) on
-Ray (`tuners.pennyworth`), writes their decisions as Parquet under DIR/examples/
-(resumable: a re-run solves only the missing chunks), then searches the tree's
+Draws `--batches` example job sets of `--jobs` jobs over varying task mixes, plans each
+optimally on the task means (the exact planner, keeping `--slack` of the SLO's bound free
+as a margin for the spread of the run times) on Ray (`tuners.pennyworth`), writes their
+decisions as Parquet under DIR/examples/ (resumable: a re-run solves only the missing
+chunks), then searches the tree's
 hyper-parameters (and the margin it plans with) with Ray Tune and Optuna's TPE sampler
 (`--trials` trials, `--workers` at once), minimising the mean actual cost of the tree's
 plans on validation batches of the scenario's size with actual run times. The chosen tree
@@ -43,7 +44,7 @@ EXAMPLES = "examples"
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "synthesize", help="learn a RAD-tree policy from A*-optimal plans on Ray (Pennyworth)"
+        "synthesize", help="learn a RAD-tree policy from optimal plans on Ray (Pennyworth)"
     )
     p.add_argument(
         "scenario",
@@ -56,9 +57,14 @@ def add_parser(sub: Any) -> None:
         help="folder for tree.json, report.json and examples/ (Parquet); required unless --tree",
     )
     p.add_argument(
-        "--batches", type=int, default=800, help="example job sets solved by A* (default 800)"
+        "--batches",
+        type=int,
+        default=400,
+        help="example job sets planned optimally (default 400)",
     )
-    p.add_argument("--jobs", type=int, default=8, help="jobs per example set (default 8)")
+    p.add_argument(
+        "--jobs", type=int, default=20, help="jobs per example set (default 20, the paper's)"
+    )
     p.add_argument(
         "--validation-batches",
         type=int,
@@ -73,16 +79,18 @@ def add_parser(sub: Any) -> None:
         help="held-out batches the chosen tree is scored on once (default 50; 0: none)",
     )
     p.add_argument(
-        "--safety",
+        "--slack",
         type=float,
-        default=3.0,
-        help="margin of the examples' plans, in standard deviations of the run times (default 3)",
+        default=0.15,
+        help="margin of the examples' plans: the share of the SLO's bound (deadline, rtpt "
+        "factor, target) kept free (default 0.15)",
     )
     p.add_argument(
         "--time-limit",
         type=float,
         default=20.0,
-        help="seconds A* may spend on one example set before it is skipped (default 20)",
+        help="seconds the planner may spend proving one example set optimal before it is "
+        "skipped (default 20)",
     )
     p.add_argument("--trials", type=int, default=8, help="hyper-parameter settings tried")
     p.add_argument(
@@ -137,8 +145,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--validation-batches: expected at most 10000, got {args.validation_batches}"
         )
-    if not 0 <= args.safety <= 10:
-        raise UsageError(f"--safety: expected 0 to 10 standard deviations, got {args.safety}")
+    if not 0 <= args.slack < 0.9:
+        raise UsageError(f"--slack: expected a fraction from 0 to below 0.9, got {args.slack}")
     option_checks.time_limit(args.time_limit, maximum=3600)
     option_checks.seed(args.seed)
 
@@ -228,7 +236,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
             args.jobs,
             args.seed,
             CHUNK_BATCHES,
-            args.safety,
+            args.slack,
             args.time_limit,
         )
         check_folder(out / EXAMPLES, plan)
@@ -308,7 +316,7 @@ def _report(
             "solved": result.examples.ran,
         },
         "unsolved_sets": result.examples.unsolved,
-        "example_safety_z": plan.safety_z,
+        "example_slack": plan.slack,
         "validation_batches": result.validation_batches,
         "trials": len(result.search.trials) + result.search.failures,
         "failed_trials": result.search.failures,
@@ -318,7 +326,7 @@ def _report(
             "ccp_alpha": result.params.ccp_alpha,
             "batches_used": result.params.batches_used,
             "examples_used": int(tree.info["examples"]),
-            "safety_z": result.params.safety_z,
+            "slack": result.params.slack,
         },
         "tree": {"nodes": int(tree.feature.size), "leaves": tree.leaves, "depth": tree.depth},
         "validation (used for selection)": {
@@ -349,7 +357,7 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
         f"search: {report['trials']} trials in {report['seconds']['search_s']:.1f} s; best "
         f"max_depth {best['max_depth']}, min_samples_leaf {best['min_samples_leaf']}, "
         f"ccp_alpha {best['ccp_alpha']:.3g}, {best['batches_used']} sets "
-        f"({best['examples_used']} examples), safety {best['safety_z']:.2f} sd"
+        f"({best['examples_used']} examples), slack {best['slack']:.1%} of the SLO's bound"
     )
     print(
         f"tree: {tree['nodes']} nodes, {tree['leaves']} leaves, depth {tree['depth']}; "

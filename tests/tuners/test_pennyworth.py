@@ -1,18 +1,19 @@
 """Pennyworth examples on Ray: example sets over varying task mixes fixed by (seed, split
 name, index), Parquet chunks identical whatever the workers, a resumed generation solving
-only the missing chunks, a changed configuration refused, sets past A*'s time limit
-skipped and counted (not an error), and a tree scored on validation batches with the
+only the missing chunks, a changed configuration refused, sets not proven optimal within
+the time limit skipped and counted (not an error), and a tree scored on validation batches with the
 actual run times (the mean equals `actual_cost` computed directly)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.astar import solve
+from cluster.policies.pennyworth.exact import mean_job_problem, solve_jobs
 from cluster.policies.pennyworth.features import examples_of_plan, feature_width
 from cluster.policies.pennyworth.plan import plan_cost
 from cluster.policies.pennyworth.problem import Problem
@@ -37,13 +38,14 @@ from tuners.pennyworth import (
     scenario_problem,
     score_tree,
     solve_chunk,
+    teacher_plan,
     training_keys,
     validation_set,
 )
 from tuners.pennyworth_eval import actual_cost, batch_key
 
 SCENARIO = "pennyworth-max"
-#: 50 sets of 4 jobs: 3 chunks (20, 20, 10 sets), about 1 s of A* in all.
+#: 50 sets of 4 jobs: 3 chunks (20, 20, 10 sets), about 1 s of planning in all.
 BATCHES, JOBS = 50, 4
 
 
@@ -90,14 +92,22 @@ def test_task_mixes_vary_from_one_task_to_all() -> None:
     assert all(sum(c) == 3 and sum(x > 0 for x in c) <= 3 for c in few)
 
 
-def test_the_examples_are_a_star_plans_on_the_means_with_the_padding(base: Problem) -> None:
+def planned(base: Problem, plan: ExamplePlan, i: int) -> Problem:
+    """Example set i as the teacher plans it: on the means, the SLO tightened by the slack."""
+    return batch_problem(base, JOBS, plan.seed, TRAIN, i).with_slack(plan.slack)
+
+
+def test_the_examples_are_optimal_plans_on_the_means_with_the_slack(base: Problem) -> None:
     plan = small_plan(base)
-    result = solve_chunk(base, JOBS, plan.seed, TRAIN, 5, 9, safety_z=plan.safety_z)
+    assert plan.slack > 0
+    result = solve_chunk(base, JOBS, plan.seed, TRAIN, 5, 9, slack=plan.slack)
     assert result.skipped == 0 and sorted(set(result.batch.tolist())) == [5, 6, 7, 8]
     for i in range(5, 9):
-        p = batch_problem(base, JOBS, plan.seed, TRAIN, i).with_safety(plan.safety_z)
-        found = solve(p)
-        x, y = examples_of_plan(p, found.plan)
+        p = planned(base, plan, i)
+        assert p.slo.deadline_s == pytest.approx(base.slo.deadline_s * (1 - plan.slack))
+        found = solve_jobs(mean_job_problem(p))
+        assert found.optimal
+        x, y = examples_of_plan(p, teacher_plan(p, found.plan))
         mine = result.batch == i
         assert np.array_equal(result.x[mine], x) and np.array_equal(result.y[mine], y)
         assert np.array_equal(result.step[mine], np.arange(len(y)))
@@ -149,12 +159,12 @@ def test_examples_are_identical_with_one_and_two_workers_and_resume(
     assert len(files) == 3 and files == chunk_bytes(two)  # byte for byte
     assert (one / MANIFEST).read_bytes() == (two / MANIFEST).read_bytes()
 
-    # The rows are the A* plans' decisions (on the means, with the padding), set by set.
+    # The rows are the optimal plans' decisions (on the means, with the slack), set by set.
     rows = read_examples(one, plan)
     assert rows.x.shape[0] == first.rows == len(rows.y)
     assert np.array_equal(np.unique(rows.batch), np.arange(BATCHES))
-    p = batch_problem(base, JOBS, plan.seed, TRAIN, 17).with_safety(plan.safety_z)
-    x, y = examples_of_plan(p, solve(p).plan)
+    p = planned(base, plan, 17)
+    x, y = examples_of_plan(p, teacher_plan(p, solve_jobs(mean_job_problem(p)).plan))
     assert np.array_equal(rows.x[rows.batch == 17], x) and np.array_equal(
         rows.y[rows.batch == 17], y
     )
@@ -195,14 +205,14 @@ def test_a_folder_of_other_examples_is_refused(base: Problem, tmp_path: Path) ->
 
 def test_a_tree_is_scored_with_the_actual_run_times(base: Problem, spec: SimulationSpec) -> None:
     plan = small_plan(base)
-    chunk = solve_chunk(base, JOBS, plan.seed, TRAIN, 0, BATCHES, safety_z=plan.safety_z)
+    chunk = solve_chunk(base, JOBS, plan.seed, TRAIN, 0, BATCHES, slack=plan.slack)
     full = RadTree.fit(chunk.x, chunk.y, base.task_names, base.type_names, base.profiles or {})
     stump = RadTree.fit(
         chunk.x, chunk.y, base.task_names, base.type_names, base.profiles or {}, max_depth=1
     )
     jobs = scenario_jobs(spec)
     assert jobs == 32
-    validation = validation_set(spec, base, plan, 6, jobs)
+    validation = validation_set(spec, base, plan, 6, jobs, draws=1)
     batches = validation.batches
     assert len(batches) == 6 and all(b.split == VALIDATION for b in batches)
     assert [b.index for b in batches] == list(range(6))  # none equivalent to a training set
@@ -214,14 +224,35 @@ def test_a_tree_is_scored_with_the_actual_run_times(base: Problem, spec: Simulat
     assert [b.key for b in again.batches] == [b.key for b in batches]
 
     for tree in (full, stump):
-        for z in (0.0, 2.0):
-            score = score_tree(tree, validation, z)
-            costs = [actual_cost(b, tree.plan(b.problem.with_safety(z))) for b in batches]
+        for slack in (0.0, 0.2):
+            score = score_tree(tree, validation, slack)
+            costs = [actual_cost(b, tree.plan(b.problem.with_slack(slack))) for b in batches]
             assert score.batches == 6
             assert score.mean_cost_usd == pytest.approx(float(np.mean(costs)), rel=1e-12)
             assert score.max_cost_usd == pytest.approx(max(costs), rel=1e-12)
+    # Several draws: each batch's cost is its plan's mean over the replications of its run,
+    # the first being the batch's own run times.
+    drawn = validation_set(spec, base, plan, 6, jobs, draws=3)
+    assert [b.key for b in drawn.batches] == [b.key for b in batches]
+    for b, runs in zip(drawn.batches, drawn.runtimes, strict=True):
+        assert len(runs) == 3 and np.array_equal(runs[0], b.runtime_s)
+        assert not np.allclose(runs[1], runs[0]) and not np.allclose(runs[2], runs[1])
+    score = score_tree(full, drawn, 0.1)
+    means = [
+        np.mean(
+            [
+                actual_cost(
+                    dataclasses.replace(b, runtime_s=rt), full.plan(b.problem.with_slack(0.1))
+                )
+                for rt in runs
+            ]
+        )
+        for b, runs in zip(drawn.batches, drawn.runtimes, strict=True)
+    ]
+    assert score.mean_cost_usd == pytest.approx(float(np.mean(means)), rel=1e-12)
+
     # Priced with the actual run times, not the means: the costs differ.
-    plans = [full.plan(b.problem.with_safety(2.0)) for b in batches]
+    plans = [full.plan(b.problem.with_slack(0.2)) for b in batches]
     on_means = [
         plan_cost(b.problem.with_safety(0.0), p)[0] for b, p in zip(batches, plans, strict=True)
     ]

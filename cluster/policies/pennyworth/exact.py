@@ -59,6 +59,7 @@ import math
 import multiprocessing as mp
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -942,7 +943,11 @@ def _milp(wall_s: float, *args: Any, **kwargs: Any) -> Any:
     options["time_limit"] = max(float(wall_s), 0.05)
     kwargs["options"] = options
     n_vars = int(np.size(args[0]))
-    if n_vars <= _GUARD_VARIABLES or "fork" not in mp.get_all_start_methods():
+    if (
+        n_vars <= _GUARD_VARIABLES
+        or "fork" not in mp.get_all_start_methods()
+        or threading.active_count() > 1  # forking a threaded process (a Ray worker) can hang
+    ):
         with _quiet_stdout():
             return milp(*args, **kwargs)
     ctx = mp.get_context("fork")

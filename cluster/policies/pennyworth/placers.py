@@ -185,7 +185,11 @@ class PennyworthPlacer(PlanPlacer):
     name: ClassVar[str] = "pennyworth"
 
     def __init__(
-        self, tree: str | None = None, time_limit_s: float = 60.0, safety_z: float | None = None
+        self,
+        tree: str | None = None,
+        time_limit_s: float = 60.0,
+        safety_z: float | None = None,
+        slack: float | None = None,
     ) -> None:
         super().__init__()
         from cluster.policies.pennyworth.tree import RadTree
@@ -198,8 +202,12 @@ class PennyworthPlacer(PlanPlacer):
         if safety_z is None:
             safety_z = self.tree.safety_z if self.tree is not None else 0.0
         self.safety_z = _checked_safety(safety_z)
+        if slack is None:
+            slack = self.tree.slack if self.tree is not None else 0.0
+        self.slack = _checked_slack(slack)
 
     def make_plan(self, problem: Problem) -> Plan:
+        problem = problem.with_slack(self.slack)
         if self.tree is not None:
             return self.tree.plan(problem.with_safety(self.safety_z))
         try:
@@ -208,7 +216,12 @@ class PennyworthPlacer(PlanPlacer):
             return min(greedy_plans(problem), key=lambda plan: plan_cost(problem, plan)[0])
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "tree": self.tree_path, "safety_z": self.safety_z}
+        return {
+            **super().describe(),
+            "tree": self.tree_path,
+            "safety_z": self.safety_z,
+            "slack": self.slack,
+        }
 
 
 def _checked_safety(safety_z: object) -> float:
@@ -221,25 +234,33 @@ def _checked_safety(safety_z: object) -> float:
     return float(safety_z)
 
 
+def _checked_slack(slack: object) -> float:
+    if isinstance(slack, bool) or not isinstance(slack, int | float) or not (0 <= slack < 0.9):
+        raise ValueError(f"slack must be a fraction from 0 to below 0.9, got {slack!r}")
+    return float(slack)
+
+
 @register("placer", "pennyworth-rules")
 class PennyworthRulesPlacer(PlanPlacer):
     """The RAD-tree's feasibility rules without a tree (the ablation of the learned part):
     the cheapest feasible add, else the rent of least mean cost per job left, planning
-    with `safety_z` standard deviations of padding."""
+    with `safety_z` standard deviations of padding and `slack` (the share of the SLO's
+    bound kept free), as a tree does."""
 
     name: ClassVar[str] = "pennyworth-rules"
 
-    def __init__(self, safety_z: float = 3.0) -> None:
+    def __init__(self, safety_z: float = 3.0, slack: float = 0.0) -> None:
         super().__init__()
         self.safety_z = _checked_safety(safety_z)
+        self.slack = _checked_slack(slack)
 
     def make_plan(self, problem: Problem) -> Plan:
         from cluster.policies.pennyworth.features import rules_plan
 
-        return rules_plan(problem.with_safety(self.safety_z))
+        return rules_plan(problem.with_slack(self.slack).with_safety(self.safety_z))
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "safety_z": self.safety_z}
+        return {**super().describe(), "safety_z": self.safety_z, "slack": self.slack}
 
 
 def _alone_cost(problem: Problem, t: int, k: int) -> float:

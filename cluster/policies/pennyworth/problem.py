@@ -49,6 +49,10 @@ class Problem:
     runtime_sd_s: FloatArray | None = field(default=None, compare=False)
     #: How many standard deviations of padding the planner keeps (0: plan on the means).
     safety_z: float = 0.0
+    #: The share of the SLO's bound kept free as a margin (`with_slack`): `slo` is then the
+    #: scenario's objective tightened by it, and `base_slo` the scenario's own.
+    slack: float = 0.0
+    base_slo: Slo | None = field(default=None, compare=False)
 
     @property
     def jobs(self) -> int:
@@ -65,6 +69,14 @@ class Problem:
         if not (math.isfinite(safety_z) and safety_z >= 0):
             raise ValueError(f"safety_z: expected a number >= 0, got {safety_z!r}")
         return replace(self, safety_z=float(safety_z))
+
+    def with_slack(self, slack: float) -> Problem:
+        """The same batch planned against the SLO's bound tightened by `slack` (a fraction
+        of the deadline, rtpt factor or target, see `Slo.tightened`): the margin a plan on
+        the means keeps for the spread of the actual run times. Not cumulative: the
+        scenario's own SLO is tightened each time."""
+        base = self.base_slo if self.base_slo is not None else self.slo
+        return replace(self, slo=base.tightened(slack), slack=float(slack), base_slo=base)
 
     def check(self, where: str = "batch") -> None:
         for t, name in enumerate(self.task_names):

@@ -142,6 +142,14 @@ class RadTree:
         return float(value) if isinstance(value, int | float) and value >= 0 else 0.0
 
     @property
+    def slack(self) -> float:
+        """The share of the SLO's bound the tree plans to keep free (`Problem.with_slack`),
+        selected on validation; the placer plans with it (0 for trees written before it
+        existed)."""
+        value = self.info.get("slack", 0.0)
+        return float(value) if isinstance(value, int | float) and 0 <= value < 1 else 0.0
+
+    @property
     def leaves(self) -> int:
         return int((self.feature < 0).sum())
 

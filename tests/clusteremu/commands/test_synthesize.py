@@ -89,7 +89,7 @@ def test_synthesize_writes_a_tree_a_validation_score_and_a_held_out_report(
     tree = tree_of(out)
     assert tree.task_names == tuple(report["tasks"]) and tree.info["scenario"] == SCENARIO
     assert tree.feature.size == report["tree"]["nodes"]
-    assert tree.safety_z == report["best"]["safety_z"]
+    assert tree.slack == report["best"]["slack"] and tree.safety_z == 0
     assert pq.read_table(out / "examples").num_rows == report["examples"]
     assert tree.summary() in text and tree.explain() not in text  # --explain-full: every rule
 
@@ -158,14 +158,14 @@ def test_the_held_out_numbers_are_the_saved_trees_actual_costs(synthesized: Synt
     report = json.loads((out / "report.json").read_text())
     tree = tree_of(out)
     spec, base = load_scenario(SCENARIO), scenario_problem(SCENARIO)
-    plan = plan_examples(SCENARIO, base, 40, 5, 0, safety_z=2.0, time_limit_s=20.0)
+    plan = plan_examples(SCENARIO, base, 40, 5, 0, slack=0.15, time_limit_s=20.0)
     validation = validation_set(spec, base, plan, 4, 32)
     keys = training_keys(plan) | {b.key for b in validation.batches}
     batches, overlap = draw_batches(spec, base, 0, "test", TEST_BATCHES, 32, keys)
     assert overlap.count == 0 and len(batches) == TEST_BATCHES
     policies: dict[str, Any] = {
         POLICIES[0]: tree_policy(tree),
-        "pennyworth-rules": rules_policy(tree.safety_z),
+        "pennyworth-rules": rules_policy(tree.safety_z, tree.slack),
         **baseline_policies(),
     }
     costs = costs_of(policies, batches)
@@ -208,13 +208,14 @@ def _without_slo(tmp_path: Path) -> Path:
         (["--workers", "0"], "--workers: expected at least 1, got 0"),
         (["--seed", "-1"], "--seed: expected a non-negative integer"),
         (["--batches", "many"], "invalid int value: 'many'"),
-        (["--batches", "10000000000000"], "--batches 10000000000000 of --jobs 8"),
+        (["--batches", "10000000000000"], "--batches 10000000000000 of --jobs 20"),
         (["--test-batches", "-1"], "--test-batches: expected 0 to 10000, got -1"),
         (["--test-batches", "10001"], "--test-batches: expected 0 to 10000, got 10001"),
         (["--validation-batches", "0"], "--validation-batches: expected at least 1, got 0"),
         (["--validation-batches", "10001"], "--validation-batches: expected at most 10000"),
-        (["--safety", "-1"], "--safety: expected 0 to 10 standard deviations, got -1.0"),
-        (["--safety", "nan"], "--safety: expected 0 to 10 standard deviations, got nan"),
+        (["--slack", "-1"], "--slack: expected a fraction from 0 to below 0.9, got -1.0"),
+        (["--slack", "nan"], "--slack: expected a fraction from 0 to below 0.9, got nan"),
+        (["--slack", "0.95"], "--slack: expected a fraction from 0 to below 0.9, got 0.95"),
         (["--time-limit", "0"], "--time-limit: expected 0 < seconds <= 3600, got 0.0"),
         (["--time-limit", "inf"], "--time-limit: expected 0 < seconds <= 3600, got inf"),
     ],
@@ -261,7 +262,7 @@ def test_examples_of_another_seed_are_refused(
     base = scenario_problem(SCENARIO)
     folder = tmp_path / "out" / "examples"
     write_json(
-        plan_examples(SCENARIO, base, 10, 8, 0, time_limit_s=20.0).manifest(), folder / MANIFEST
+        plan_examples(SCENARIO, base, 10, 20, 0, time_limit_s=20.0).manifest(), folder / MANIFEST
     )
     before = (folder / MANIFEST).read_bytes()
     argv = ["synthesize", SCENARIO, "--out", str(tmp_path / "out"), "--seed", "5"]
