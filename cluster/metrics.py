@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from cluster.layout import CI, FS, IS, JF, JI, NF, PF, JobState
+from cluster.layout import CI, FS, IS, JF, JI, NF, NI, PF, JobState
 from cluster.state import RunState
 
 if TYPE_CHECKING:
@@ -247,17 +247,35 @@ def usage_columns(jf: np.ndarray, ji: np.ndarray) -> dict[str, pa.Array]:
 
 def usage_summary(run: RunState) -> dict[str, Any]:
     """Reserved and used resources over every finished attempt (core-hours, GB-hours),
-    out-of-memory kills and failed jobs (all jobs, not only the measured ones)."""
+    out-of-memory kills and failed jobs (all jobs, not only the measured ones); of those,
+    the ones whose last request fits no node type of the run (`failed_no_fit`: a lifted
+    request larger than every node, or a request no node ever held)."""
     s = run.state
     jf, ji = s.jobs_f, s.jobs_i
+    failed = np.flatnonzero(ji[JI.STATE] == JobState.FAILED)
     return {
         "reserved_memory_gb_h": float(jf[JF.RESERVED_MEM_S].sum() / 3600.0),
         "used_memory_gb_h": float(jf[JF.USED_MEM_S].sum() / 3600.0),
         "reserved_cpu_core_h": float(jf[JF.RESERVED_CPU_S].sum() / 3600.0),
         "used_cpu_core_h": float(jf[JF.USED_CPU_S].sum() / 3600.0),
         "oom_kills": int(s.istate[IS.OOM_COUNT]),
-        "failed_jobs": int((ji[JI.STATE] == JobState.FAILED).sum()),
+        "failed_jobs": int(failed.size),
+        "failed_no_fit": failed_no_fit(run, failed),
     }
+
+
+def failed_no_fit(run: RunState, failed: np.ndarray) -> int:
+    """How many of the `failed` jobs request (their last request) more than an empty node
+    of any type the run may hold could give (`cluster.engine.node_types_of_run`)."""
+    from cluster.engine import fits_a_node_type, node_types_of_run
+
+    s = run.state
+    types = node_types_of_run(run.spec, s.nodes_i[NI.NODE_TYPE, : run.nodes_used])
+    request = s.jobs_f[[JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU]][:, failed]
+    return sum(
+        not fits_a_node_type(run.spec, types, float(cpu), float(mem), float(gpu))
+        for cpu, mem, gpu in request.T
+    )
 
 
 def in_window(run: RunState) -> np.ndarray:
