@@ -406,3 +406,35 @@ def test_a_lifted_request_a_rentable_type_could_hold_still_waits() -> None:
     big = run.jobs.to_pylist()[0]
     assert not big["failed"] and big["request_memory_gb"] == pytest.approx(16.0)
     assert run.summary["failed_no_fit"] == 0 and run.summary["jobs_unfinished"] == 2
+
+
+def test_attempts_running_at_a_time_stop_count_up_to_the_stop() -> None:
+    # Killed at 50 s (4 GB, peak 6 GB at half its 100 s), re-queued with 8 GB and running
+    # when the run stops at 80 s: its 30 s so far count, as they do in core_seconds.
+    data = one_job({"memory_gb": deterministic(6.0), "peak_at": 0.5})
+    data["stop"] = {"time_s": 80.0}
+    run = Engine(spec_from_dict(data)).run()
+    row = run.jobs.to_pylist()[0]
+    assert row["start_s"] == pytest.approx(50.0) and row["core_seconds"] == pytest.approx(30.0)
+    assert row["reserved_memory_gb_s"] == pytest.approx(4 * 50 + 8 * 30)
+    assert row["used_memory_gb_s"] == pytest.approx(4 * 50 + 6 * 30)
+    assert row["reserved_cpu_core_s"] == pytest.approx(80.0)
+    assert row["used_cpu_core_s"] == pytest.approx(80.0)
+    s = run.summary
+    assert s["reserved_memory_gb_h"] == pytest.approx((4 * 50 + 8 * 30) / 3600)
+    assert s["used_memory_gb_h"] == pytest.approx((4 * 50 + 6 * 30) / 3600)
+    assert s["reserved_cpu_core_h"] == pytest.approx(80 / 3600)
+    assert s["used_cpu_core_h"] == pytest.approx(80 / 3600)
+
+
+def test_a_running_attempt_uses_at_most_what_it_holds_up_to_the_stop() -> None:
+    # 2 cores and 4 GB requested, 1 core and 3 GB used; stopped at 40 s of its 100 s.
+    data = one_job(
+        {"memory_gb": deterministic(3.0), "cpu": deterministic(1.0)},
+        request={"cpu": 2, "memory_gb": 4},
+    )
+    data["stop"] = {"time_s": 40.0}
+    row = Engine(spec_from_dict(data)).run().jobs.to_pylist()[0]
+    assert row["core_seconds"] == pytest.approx(80.0)
+    assert (row["reserved_cpu_core_s"], row["used_cpu_core_s"]) == pytest.approx((80.0, 40.0))
+    assert (row["reserved_memory_gb_s"], row["used_memory_gb_s"]) == pytest.approx((160.0, 120.0))
