@@ -438,3 +438,20 @@ def test_a_running_attempt_uses_at_most_what_it_holds_up_to_the_stop() -> None:
     assert row["core_seconds"] == pytest.approx(80.0)
     assert (row["reserved_cpu_core_s"], row["used_cpu_core_s"]) == pytest.approx((80.0, 40.0))
     assert (row["reserved_memory_gb_s"], row["used_memory_gb_s"]) == pytest.approx((160.0, 120.0))
+
+
+@pytest.mark.parametrize("params", [{"lift": "double"}, {"lift_factor": 3.0}])
+def test_static_takes_no_lift_parameter(params: dict[str, Any]) -> None:
+    # docs/provisioner.md: static doubles with no cap; only the learning provisioners take
+    # `lift` (capped at the static allocation, which static's own request is).
+    data = one_job(provisioner={"name": "static", "params": params})
+    with pytest.raises(ScenarioError, match=r"scheduler\.provisioner\.params"):
+        spec_from_dict(data)
+
+
+def test_static_doubles_without_a_cap_while_a_node_holds_the_request() -> None:
+    # 4 -> 8 -> 16 -> 32 GB on a 64 GB node (retry limit 3): no cap below the node's memory.
+    spec = spec_from_dict(one_job({"memory_gb": deterministic(50.0), "peak_at": 0.5}))
+    row = Engine(spec).run().jobs.to_pylist()[0]
+    assert (row["oom_kills"], row["retries"], row["failed"]) == (4, 3, True)
+    assert row["request_memory_gb"] == pytest.approx(32.0)
