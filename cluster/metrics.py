@@ -162,7 +162,8 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
             "pool": _dictionary(pool, [p.name for p in spec.pools]),
             "core_seconds": pa.array(core_seconds),
             "cost_usd": pa.array(cost),
-            "setup_s": pa.array(jf[JF.SETUP_S]),
+            # The set-up of the attempt start_s reports: none (NaN) where start_s is NaN.
+            "setup_s": pa.array(np.where(np.isnan(start), np.nan, jf[JF.SETUP_S])),
             "request_cpu": pa.array(jf[JF.REQ_CPU]),
             "request_memory_gb": pa.array(jf[JF.REQ_MEM]),
             "request_gpu": pa.array(jf[JF.REQ_GPU]),
