@@ -268,6 +268,20 @@ def usage_integrals(
     return out
 
 
+def failed_no_fit(run: RunState, failed: np.ndarray) -> int:
+    """How many of the `failed` jobs request (their last request) more than an empty node
+    of any type the run may hold could give (`cluster.engine.node_types_of_run`)."""
+    from cluster.engine import fits_a_node_type, node_types_of_run
+
+    s = run.state
+    types = node_types_of_run(run.spec, s.nodes_i[NI.NODE_TYPE, : run.nodes_used])
+    request = s.jobs_f[[JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU]][:, failed]
+    return sum(
+        not fits_a_node_type(run.spec, types, float(cpu), float(mem), float(gpu))
+        for cpu, mem, gpu in request.T
+    )
+
+
 def usage_summary(run: RunState) -> dict[str, Any]:
     """Reserved and used resources over every attempt, the running ones up to the stop
     (core-hours, GB-hours; `usage_integrals`),
@@ -288,20 +302,6 @@ def usage_summary(run: RunState) -> dict[str, Any]:
         "failed_jobs": int(failed.size),
         "failed_no_fit": failed_no_fit(run, failed),
     }
-
-
-def failed_no_fit(run: RunState, failed: np.ndarray) -> int:
-    """How many of the `failed` jobs request (their last request) more than an empty node
-    of any type the run may hold could give (`cluster.engine.node_types_of_run`)."""
-    from cluster.engine import fits_a_node_type, node_types_of_run
-
-    s = run.state
-    types = node_types_of_run(run.spec, s.nodes_i[NI.NODE_TYPE, : run.nodes_used])
-    request = s.jobs_f[[JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU]][:, failed]
-    return sum(
-        not fits_a_node_type(run.spec, types, float(cpu), float(mem), float(gpu))
-        for cpu, mem, gpu in request.T
-    )
 
 
 def in_window(run: RunState) -> np.ndarray:
