@@ -187,7 +187,7 @@ def lift_table(rule: LiftRule, n_classes: int) -> FloatArray:
     return table
 
 
-def node_types_of_run(spec: SimulationSpec, rows_types: Sequence[int] = ()) -> list[int]:
+def node_types_of_run(spec: SimulationSpec, rows_types: Sequence[int] | IntArray = ()) -> list[int]:
     """The node types (indices) a run may hold: its static nodes', the rentable ones and
     those of the node rows it has handed out (`rows_types`)."""
     index = {t.name: i for i, t in enumerate(spec.node_types)}
