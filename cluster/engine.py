@@ -191,6 +191,29 @@ def lift_table(rule: LiftRule, n_classes: int) -> FloatArray:
     return table
 
 
+def node_types_of_run(spec: SimulationSpec, rows_types: Sequence[int] | IntArray = ()) -> list[int]:
+    """The node types (indices) a run may hold: its static nodes', the rentable ones and
+    those of the node rows it has handed out (`rows_types`)."""
+    index = {t.name: i for i, t in enumerate(spec.node_types)}
+    types = {index[name] for name in spec.nodes}
+    types |= {i for i, t in enumerate(spec.node_types) if t.rentable}
+    types |= {int(t) for t in rows_types if t >= 0}
+    return sorted(types)
+
+
+def fits_a_node_type(
+    spec: SimulationSpec, types: Sequence[int], cpu: float, mem: float, gpu: float
+) -> bool:
+    """Whether an empty node of one of `types` could hold the request (cores, GB, GPUs)."""
+    for t in types:
+        nt = spec.node_types[t]
+        if compiled.holds_request(
+            float(nt.cpu), float(nt.memory_gb), float(nt.gpu), float(nt.max_jobs), cpu, mem, gpu
+        ):
+            return True
+    return False
+
+
 def _policy(spec: SimulationSpec, kind: registry.Kind, given: Any, base: type) -> Any:
     ref = getattr(spec.scheduler, kind)
     policy = given if given is not None else registry.create(kind, ref.name, **ref.params)
@@ -817,7 +840,15 @@ class Engine:
                 "(finite cores >= 0)",
                 (cpu, mem),
             )
-        self.kill(j, requeue=True, request=(cpu, mem, float(s.jobs_f[JF.REQ_GPU, j])))
+        gpu = float(s.jobs_f[JF.REQ_GPU, j])
+        types = node_types_of_run(self.spec, s.nodes_i[NI.NODE_TYPE, : self.nodes_used])
+        if not fits_a_node_type(self.spec, types, cpu, mem, gpu):
+            # No node the run holds or may rent could ever hold it: it fails now (it would
+            # wait forever), and its request shows what it needed (`failed_no_fit`).
+            self.kill(j, requeue=False)
+            s.jobs_f[[JF.REQ_CPU, JF.REQ_MEM], j] = (cpu, mem)
+            return
+        self.kill(j, requeue=True, request=(cpu, mem, gpu))
 
     def rent(self, node_type: str | int) -> int:
         """Rent a node of `node_type` now; it takes jobs after the type's start-up delay.

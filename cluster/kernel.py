@@ -45,6 +45,7 @@ from cluster.policies.compiled import (
     SCALE_PYTHON,
     allocate,
     choose_gpus,
+    holds_request,
     node_fits,
     place,
 )
@@ -612,7 +613,9 @@ def on_oom(s, j: int, t: float) -> bool:  # type: ignore[no-untyped-def]
     Within its retry limit it waits again with a lifted request: the compiled `LiftRule`
     lifts it here when the provisioner has one and the queue has room; otherwise this
     returns True and the loop hands the job to Python (`NEED_LIFT_DECISION`), which kills
-    and re-queues it. Past the limit, or at the rule's cap, it fails here.
+    and re-queues it. Past the limit, or at the rule's cap, it fails here. A lifted request
+    that no node handed out so far could hold goes to Python too, which fails the job unless
+    a node type the run may still rent holds it (it would wait forever otherwise).
     """
     s.jobs_i[JI.OOM_KILLS, j] += 1
     s.istate[IS.OOM_COUNT] += 1
@@ -625,10 +628,31 @@ def on_oom(s, j: int, t: float) -> bool:  # type: ignore[no-untyped-def]
         hit = s.jobs_f[JF.REQ_MEM, j]
         new = lifted_request(s, s.jobs_i[JI.CLS, j], hit)
         if new > hit:
+            if not _some_node_holds(s, s.jobs_f[JF.REQ_CPU, j], new, s.jobs_f[JF.REQ_GPU, j]):
+                s.istate[IS.OOM_JOB] = j
+                return True
             kill_job(s, j, t, True)
             s.jobs_f[JF.REQ_MEM, j] = new
             return False
     kill_job(s, j, t, False)
+    return False
+
+
+@inline_function
+def _some_node_holds(s, cpu: float, mem: float, gpu: float) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a node row handed out so far (any status) could hold the request when empty."""
+    nodes_f = s.nodes_f
+    for k in range(s.istate[IS.NODES_USED]):
+        if holds_request(
+            nodes_f[NF.CAP_CPU, k],
+            nodes_f[NF.CAP_MEM, k],
+            nodes_f[NF.CAP_GPU, k],
+            nodes_f[NF.CAP_SLOTS, k],
+            cpu,
+            mem,
+            gpu,
+        ):
+            return True
     return False
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from cluster.layout import CI, FS, IS, JF, JI, NF, PF, JobState
+from cluster.layout import CI, FS, IS, JF, JI, NF, NI, PF, JobState
 from cluster.state import RunState
 
 if TYPE_CHECKING:
@@ -162,7 +162,8 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
             "pool": _dictionary(pool, [p.name for p in spec.pools]),
             "core_seconds": pa.array(core_seconds),
             "cost_usd": pa.array(cost),
-            "setup_s": pa.array(jf[JF.SETUP_S]),
+            # The set-up of the attempt start_s reports: none (NaN) where start_s is NaN.
+            "setup_s": pa.array(np.where(np.isnan(start), np.nan, jf[JF.SETUP_S])),
             "request_cpu": pa.array(jf[JF.REQ_CPU]),
             "request_memory_gb": pa.array(jf[JF.REQ_MEM]),
             "request_gpu": pa.array(jf[JF.REQ_GPU]),
@@ -174,7 +175,7 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
     )
     has_usage = bool(s.istate[IS.HAS_USAGE])
     if has_usage:
-        for name, values in usage_columns(jf, ji).items():
+        for name, values in usage_columns(jf, ji, s.classes_i[CI.POOL], run.now_s).items():
             table = table.append_column(name, values)
     if spec.has_faults:
         table = table.append_column("failure_kills", pa.array(ji[JI.FAIL_KILLS].astype(np.int32)))
@@ -231,36 +232,79 @@ def _with_slo(
     return table, summary
 
 
-def usage_columns(jf: np.ndarray, ji: np.ndarray) -> dict[str, pa.Array]:
-    """Per-job real usage and what the attempts reserved and used (a usage model's runs).
+def usage_columns(
+    jf: np.ndarray, ji: np.ndarray, class_pool: np.ndarray, now_s: float
+) -> dict[str, pa.Array]:
+    """Per-job real usage and what the attempts reserved and used (a usage model's runs),
+    attempts still running at `now_s` (the stop) up to then, as `core_seconds` counts them.
 
     A usage of NaN means "exactly the request" and shows as the last request.
     """
     use_cpu = np.where(np.isnan(jf[JF.USE_CPU]), jf[JF.REQ_CPU], jf[JF.USE_CPU])
     use_mem = np.where(np.isnan(jf[JF.USE_MEM]), jf[JF.REQ_MEM], jf[JF.USE_MEM])
+    reserved_cpu, reserved_mem, used_cpu, used_mem = usage_integrals(jf, ji, class_pool, now_s)
     return {
         "usage_cpu": pa.array(use_cpu),
         "usage_memory_gb": pa.array(use_mem),
         "oom_kills": pa.array(ji[JI.OOM_KILLS].astype(np.int32)),
-        "reserved_cpu_core_s": pa.array(jf[JF.RESERVED_CPU_S]),
-        "reserved_memory_gb_s": pa.array(jf[JF.RESERVED_MEM_S]),
-        "used_cpu_core_s": pa.array(jf[JF.USED_CPU_S]),
-        "used_memory_gb_s": pa.array(jf[JF.USED_MEM_S]),
+        "reserved_cpu_core_s": pa.array(reserved_cpu),
+        "reserved_memory_gb_s": pa.array(reserved_mem),
+        "used_cpu_core_s": pa.array(used_cpu),
+        "used_memory_gb_s": pa.array(used_mem),
     }
 
 
+def usage_integrals(
+    jf: np.ndarray, ji: np.ndarray, class_pool: np.ndarray, now_s: float
+) -> np.ndarray:
+    """(reserved cores, reserved GB, used cores, used GB) x held seconds per job: the ended
+    attempts' integrals (`kernel._account_usage`) plus the attempt each placed job still
+    runs, from its start to `now_s` (a job cannot use more than it holds; NaN: its request)."""
+    out = jf[[JF.RESERVED_CPU_S, JF.RESERVED_MEM_S, JF.USED_CPU_S, JF.USED_MEM_S]].copy()
+    running = (ji[JI.STATE] == JobState.RUNNING) & (class_pool[ji[JI.CLS]] < 0)
+    held = np.where(running, now_s - jf[JF.START], 0.0)
+    cpu, mem = jf[JF.REQ_CPU], jf[JF.REQ_MEM]
+    # fmin: a NaN usage (exactly the request) gives the request.
+    out[0] += cpu * held
+    out[1] += mem * held
+    out[2] += np.fmin(jf[JF.USE_CPU], cpu) * held
+    out[3] += np.fmin(jf[JF.USE_MEM], mem) * held
+    return out
+
+
+def failed_no_fit(run: RunState, failed: np.ndarray) -> int:
+    """How many of the `failed` jobs request (their last request) more than an empty node
+    of any type the run may hold could give (`cluster.engine.node_types_of_run`)."""
+    from cluster.engine import fits_a_node_type, node_types_of_run
+
+    s = run.state
+    types = node_types_of_run(run.spec, s.nodes_i[NI.NODE_TYPE, : run.nodes_used])
+    request = s.jobs_f[[JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU]][:, failed]
+    return sum(
+        not fits_a_node_type(run.spec, types, float(cpu), float(mem), float(gpu))
+        for cpu, mem, gpu in request.T
+    )
+
+
 def usage_summary(run: RunState) -> dict[str, Any]:
-    """Reserved and used resources over every finished attempt (core-hours, GB-hours),
-    out-of-memory kills and failed jobs (all jobs, not only the measured ones)."""
+    """Reserved and used resources over every attempt, the running ones up to the stop
+    (core-hours, GB-hours; `usage_integrals`),
+    out-of-memory kills and failed jobs (all jobs, not only the measured ones); of those,
+    the ones whose last request fits no node type of the run (`failed_no_fit`: a lifted
+    request larger than every node, or a request no node ever held)."""
     s = run.state
     jf, ji = s.jobs_f, s.jobs_i
+    failed = np.flatnonzero(ji[JI.STATE] == JobState.FAILED)
+    integrals = usage_integrals(jf, ji, s.classes_i[CI.POOL], run.now_s)
+    reserved_cpu, reserved_mem, used_cpu, used_mem = integrals.sum(axis=1)
     return {
-        "reserved_memory_gb_h": float(jf[JF.RESERVED_MEM_S].sum() / 3600.0),
-        "used_memory_gb_h": float(jf[JF.USED_MEM_S].sum() / 3600.0),
-        "reserved_cpu_core_h": float(jf[JF.RESERVED_CPU_S].sum() / 3600.0),
-        "used_cpu_core_h": float(jf[JF.USED_CPU_S].sum() / 3600.0),
+        "reserved_memory_gb_h": float(reserved_mem / 3600.0),
+        "used_memory_gb_h": float(used_mem / 3600.0),
+        "reserved_cpu_core_h": float(reserved_cpu / 3600.0),
+        "used_cpu_core_h": float(used_cpu / 3600.0),
         "oom_kills": int(s.istate[IS.OOM_COUNT]),
-        "failed_jobs": int((ji[JI.STATE] == JobState.FAILED).sum()),
+        "failed_jobs": int(failed.size),
+        "failed_no_fit": failed_no_fit(run, failed),
     }
 
 

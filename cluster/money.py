@@ -7,7 +7,9 @@ add up to what the nodes that ran jobs cost:
 - `startup_usd`: the node's start-up cost split evenly among the jobs it ran;
 - `operating_usd`: the node's operating cost split in proportion to the jobs' run times
   (end − start, seconds) on it;
-- `slo_loss_usd`: the job's share of the scenario's SLO loss (`cluster.slo.job_losses`).
+- `slo_loss_usd`: the job's share of the scenario's SLO loss (`cluster.slo.job_losses`):
+  its own term for `max` and `rtpt`; for `avg` and `percentile` its batch's loss (a batch:
+  the jobs that arrived at one instant) split evenly over the batch.
 
 A job's response time for the SLO is end − arrival, less the time it waited for its node
 to boot (the overlap of [arrival, start] with the node's [rented, ready] interval) unless
@@ -24,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cluster.layout import NF, NI, NodeStatus
-from cluster.slo import job_losses
+from cluster.slo import Slo, job_losses
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -119,12 +121,36 @@ def slo_losses(
     end_s: FloatArray,
     measured: npt.NDArray[np.bool_],
 ) -> FloatArray:
-    """Each measured job's share of the SLO loss (dollars; 0 elsewhere and without `slo:`)."""
+    """Each measured job's share of the SLO loss (dollars; 0 elsewhere and without `slo:`).
+
+    `avg` and `percentile` judge each batch on its own — the measured jobs that arrived at
+    one instant, as a Pennyworth placer plans them — and split its loss over its jobs.
+    """
     out = np.zeros(class_index.size)
     if spec.slo is None or not measured.any():
         return out
     r = slo_response_s(spec, nodes_f, node, arrival_s, start_s, end_s)[measured]
     types = np.where(node >= 0, nodes_i[NI.NODE_TYPE, np.where(node >= 0, node, 0)], -1)
     means = task_means(spec, class_index[measured], types[measured].astype(np.int64))
-    out[measured] = job_losses(spec.slo, r, means)
+    if spec.slo.per_job:
+        out[measured] = job_losses(spec.slo, r, means)
+        return out
+    _, batch = np.unique(arrival_s[measured], return_inverse=True)
+    out[measured] = batch_losses(spec.slo, r, batch.ravel())
     return out
+
+
+def batch_losses(slo: Slo, response_s: FloatArray, batch: IntArray) -> FloatArray:
+    """Each job's share of its batch's `avg` or `percentile` loss (dollars): the loss of
+    the batch's response times (`Slo.loss`), split evenly over its jobs. `batch`: each
+    job's batch number, 0 .. B - 1."""
+    n = np.bincount(batch).astype(np.float64)
+    if slo.kind == "avg":
+        judged = np.bincount(batch, weights=response_s) / n
+    else:  # the ceil(p / 100 x n)-th smallest response time of each batch
+        order = np.lexsort((response_s, batch))
+        first = np.concatenate(([0], np.cumsum(n)[:-1])).astype(np.int64)
+        rank = np.minimum(n, np.maximum(1.0, np.ceil(slo.percentile / 100.0 * n - 1e-12)))
+        judged = response_s[order][first + rank.astype(np.int64) - 1]
+    loss = slo.penalty_per_s * np.maximum(judged - slo.target_s, 0.0)
+    return (loss / n)[batch]

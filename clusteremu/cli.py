@@ -86,6 +86,7 @@ POLICY_METRICS = (
     "used_cpu_core_h",
     "oom_kills",
     "failed_jobs",
+    "failed_no_fit",
     # a scenario with `slo:` (`cluster.money`): its loss and money plus loss (the Pennyworth
     # paper's eq. 1)
     "slo_loss_usd",

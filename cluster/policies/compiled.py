@@ -100,6 +100,32 @@ def choose_gpus(gpu_free: np.ndarray, k: int, gpu: float) -> int:
 
 
 @inline_function
+def holds_request(
+    cap_cpu: float,
+    cap_mem: float,
+    cap_gpu: float,
+    cap_slots: float,
+    cpu: float,
+    mem: float,
+    gpu: float,
+) -> bool:
+    """Whether an empty node of these capacities (cores, GB, whole GPUs, worker slots)
+    could hold the request (cores, GB, GPUs: a share of one below 1): `has_room` when free."""
+    if gpu <= 0.0:
+        gpus = 0.0
+    elif gpu < 1.0:
+        gpus = 1.0
+    else:
+        gpus = np.floor(gpu + 0.5)
+    return (
+        cap_slots >= 1.0
+        and cap_cpu >= cpu - FIT_EPS
+        and cap_mem >= mem - FIT_EPS
+        and cap_gpu >= gpus - FIT_EPS
+    )
+
+
+@inline_function
 def has_room(
     free_cpu: float,
     free_mem: float,

@@ -95,3 +95,51 @@ def test_replications_of_a_batch_keep_them_nan_and_a_poisson_run_has_them() -> N
     for key in WINDOW_METRICS:
         assert 0 < steady[key] < math.inf, key
     assert "ci95" not in steady  # one replication: no interval at all
+
+
+def test_jobs_that_never_started_or_failed_have_no_set_up_time() -> None:
+    """setup_s belongs to the attempt start_s reports: NaN where start_s is NaN (a job that
+    timed out waiting, one killed out-of-memory for good), as end_s and response_time_s.
+    A failed job is not `measured` (it has no response time) yet counts in `jobs_failed`
+    when it arrived past the warm-up."""
+    from cluster.engine import Engine
+    from scenarios.loader import spec_from_dict
+
+    def cls(name: str, **extra: object) -> dict:  # type: ignore[type-arg]
+        return {
+            "name": name,
+            "arrival": {"kind": "batch", "count": 1, "at_s": 0.0},
+            "size": {"kind": "deterministic", "value_s": 100.0},
+            "request": {"cpu": 2, "memory_gb": 1},
+            **extra,
+        }
+
+    data = {
+        "name": "failures",
+        "seed": 1,
+        "stop": {"jobs": 3},
+        "cluster": {
+            "node_types": [{"name": "n", "cpu": 2, "memory_gb": 8}],
+            "nodes": [{"type": "n", "count": 1}],
+        },
+        "workload": {
+            "classes": [
+                cls("done"),
+                cls("impatient", timeout_s=10.0),  # waits behind "done", leaves at 10 s
+                cls(
+                    "oom",  # runs 50 s from 50 s on 2 cores, killed at its 20 GB peak
+                    usage={"memory_gb": {"kind": "deterministic", "value_s": 20.0}},
+                ),
+            ]
+        },
+        "scheduler": {"provisioner": {"name": "static", "params": {"retry_limit": 0}}},
+    }
+    run = Engine(spec_from_dict(data)).run()
+    done, impatient, oom = run.jobs.to_pylist()
+    assert done["setup_s"] == 0.0 and done["measured"] and not done["failed"]
+    for row in (impatient, oom):
+        assert row["failed"] and not row["measured"]
+        for key in ("start_s", "end_s", "setup_s"):
+            assert math.isnan(row[key]), (row["class"], key)
+    assert oom["wasted_core_s"] == pytest.approx(100.0)
+    assert run.summary["jobs_failed"] == 2 and run.summary["jobs_completed"] == 1

@@ -329,3 +329,129 @@ def test_many_out_of_memory_kills_before_later_arrivals_find_queue_room() -> Non
 def test_a_lift_rule_that_cannot_grow_is_refused(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         LiftRule(**kwargs)
+
+
+def outgrows_its_node(rentable_gb: float | None = None) -> dict[str, Any]:
+    """One 8 GB node; a 4 GB job peaking at 20 GB a quarter into its 100 s (killed at 25 s
+    and 50 s: 4 -> 8 -> 16 GB), then a 1 GB job arriving at 200 s. With `rentable_gb`, a
+    rentable node type of that memory the run may rent (no scaler rents it here)."""
+    data = one_job(
+        {"memory_gb": deterministic(20.0), "peak_at": 0.25},
+        provisioner={"name": "static", "params": {"retry_limit": 5}},
+    )
+    data["cluster"]["node_types"][0]["memory_gb"] = 8
+    data["workload"]["classes"].append(
+        {
+            "name": "small",
+            "arrival": {"kind": "batch", "count": 1, "at_s": 200.0},
+            "size": deterministic(10.0),
+            "request": {"cpu": 1, "memory_gb": 1},
+        }
+    )
+    data["stop"] = {"jobs": 2}
+    if rentable_gb is not None:
+        data["cluster"]["node_types"].append(
+            {
+                "name": "big",
+                "cpu": 8,
+                "memory_gb": rentable_gb,
+                "rentable": True,
+                "price_per_hour": 1.0,
+            }
+        )
+    return data
+
+
+class DoublingInPython(Static):
+    """Static's doubling, through the Python call-back (`lift`)."""
+
+    name = "doubling-python"
+
+    def lift(self, kill: OomKill) -> tuple[float, float]:
+        return kill.request_cpu, 2.0 * kill.request_memory_gb
+
+    def compiled_lift(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize("provisioner", [None, DoublingInPython, BinnedInPython])
+@pytest.mark.parametrize("python_placer", [False, True])
+def test_a_lifted_request_no_node_can_hold_fails_the_job_instead_of_waiting(
+    provisioner: type | None, python_placer: bool
+) -> None:
+    # Static doubling has no cap: 16 GB fits no 8 GB node. The job must fail (it used to
+    # wait forever and block the queue: the 1 GB job behind it never ran).
+    spec = spec_from_dict(outgrows_its_node())
+    policy = provisioner() if provisioner is not None else None
+    run = Engine(spec, provisioner=policy, force_python_policies=python_placer).run()
+    big, small = run.jobs.to_pylist()
+    assert big["failed"] and big["request_memory_gb"] > 8.0
+    assert small["end_s"] == pytest.approx(210.0) and not small["failed"]
+    s = run.summary
+    assert (s["jobs_failed"], s["failed_jobs"], s["failed_no_fit"]) == (1, 1, 1)
+    assert (s["jobs_unfinished"], s["jobs_completed"]) == (0, 1)
+
+
+def test_the_static_doubling_fails_at_the_lift_past_the_largest_node() -> None:
+    run = Engine(spec_from_dict(outgrows_its_node())).run()
+    big = run.jobs.to_pylist()[0]
+    # Killed at 25 s (4 GB) and at 50 s (8 GB); 16 GB fits no node: failed at 50 s.
+    assert (big["oom_kills"], big["retries"], big["request_memory_gb"]) == (2, 1, 16.0)
+    assert big["wasted_core_s"] == pytest.approx(50.0)
+
+
+def test_a_lifted_request_a_rentable_type_could_hold_still_waits() -> None:
+    # A 32 GB type may be rented: the job waits for it (no scaler here rents one).
+    run = Engine(spec_from_dict(outgrows_its_node(rentable_gb=32.0))).run()
+    big = run.jobs.to_pylist()[0]
+    assert not big["failed"] and big["request_memory_gb"] == pytest.approx(16.0)
+    assert run.summary["failed_no_fit"] == 0 and run.summary["jobs_unfinished"] == 2
+
+
+def test_attempts_running_at_a_time_stop_count_up_to_the_stop() -> None:
+    # Killed at 50 s (4 GB, peak 6 GB at half its 100 s), re-queued with 8 GB and running
+    # when the run stops at 80 s: its 30 s so far count, as they do in core_seconds.
+    data = one_job({"memory_gb": deterministic(6.0), "peak_at": 0.5})
+    data["stop"] = {"time_s": 80.0}
+    run = Engine(spec_from_dict(data)).run()
+    row = run.jobs.to_pylist()[0]
+    assert row["start_s"] == pytest.approx(50.0) and row["core_seconds"] == pytest.approx(30.0)
+    assert row["reserved_memory_gb_s"] == pytest.approx(4 * 50 + 8 * 30)
+    assert row["used_memory_gb_s"] == pytest.approx(4 * 50 + 6 * 30)
+    assert row["reserved_cpu_core_s"] == pytest.approx(80.0)
+    assert row["used_cpu_core_s"] == pytest.approx(80.0)
+    s = run.summary
+    assert s["reserved_memory_gb_h"] == pytest.approx((4 * 50 + 8 * 30) / 3600)
+    assert s["used_memory_gb_h"] == pytest.approx((4 * 50 + 6 * 30) / 3600)
+    assert s["reserved_cpu_core_h"] == pytest.approx(80 / 3600)
+    assert s["used_cpu_core_h"] == pytest.approx(80 / 3600)
+
+
+def test_a_running_attempt_uses_at_most_what_it_holds_up_to_the_stop() -> None:
+    # 2 cores and 4 GB requested, 1 core and 3 GB used; stopped at 40 s of its 100 s.
+    data = one_job(
+        {"memory_gb": deterministic(3.0), "cpu": deterministic(1.0)},
+        request={"cpu": 2, "memory_gb": 4},
+    )
+    data["stop"] = {"time_s": 40.0}
+    row = Engine(spec_from_dict(data)).run().jobs.to_pylist()[0]
+    assert row["core_seconds"] == pytest.approx(80.0)
+    assert (row["reserved_cpu_core_s"], row["used_cpu_core_s"]) == pytest.approx((80.0, 40.0))
+    assert (row["reserved_memory_gb_s"], row["used_memory_gb_s"]) == pytest.approx((160.0, 120.0))
+
+
+@pytest.mark.parametrize("params", [{"lift": "double"}, {"lift_factor": 3.0}])
+def test_static_takes_no_lift_parameter(params: dict[str, Any]) -> None:
+    # docs/provisioner.md: static doubles with no cap; only the learning provisioners take
+    # `lift` (capped at the static allocation, which static's own request is).
+    data = one_job(provisioner={"name": "static", "params": params})
+    with pytest.raises(ScenarioError, match=r"scheduler\.provisioner\.params"):
+        spec_from_dict(data)
+
+
+def test_static_doubles_without_a_cap_while_a_node_holds_the_request() -> None:
+    # 4 -> 8 -> 16 -> 32 GB on a 64 GB node (retry limit 3): no cap below the node's memory.
+    spec = spec_from_dict(one_job({"memory_gb": deterministic(50.0), "peak_at": 0.5}))
+    row = Engine(spec).run().jobs.to_pylist()[0]
+    assert (row["oom_kills"], row["retries"], row["failed"]) == (4, 3, True)
+    assert row["request_memory_gb"] == pytest.approx(32.0)

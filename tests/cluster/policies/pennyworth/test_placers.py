@@ -112,6 +112,32 @@ def test_online_batches_are_planned_one_after_another() -> None:
     assert engine.placer.describe()["plans"] == 2
 
 
+@pytest.mark.parametrize("kind", ["avg", "percentile"])
+def test_several_batches_are_each_charged_their_own_plan(kind: str) -> None:
+    """Three batches (at 0, 1,000 and 2,000 s), each planned on its own (one VM each, so
+    that they run late): the run's SLO loss and total are the sums of the three plans' eq. 1
+    losses and costs (a batch-wide SLO judged over all jobs at once charges less)."""
+    slo = {**SLOS[kind], "target_s": 300}
+    counts = [3, 2, 3]
+    data = deterministic_batch(slo, counts, "fixed-pool", vms=1)
+    for b, c in enumerate(data["workload"]["classes"]):
+        c["arrival"]["at_s"] = 1000.0 * b
+    run = Engine(spec_from_dict(data, "test")).run()
+    costs, losses = [], []
+    for b in range(len(counts)):
+        alone = [n if i == b else 0 for i, n in enumerate(counts)]
+        one = deterministic_batch(slo, alone, "fixed-pool", vms=1)
+        one["workload"]["classes"] = [one["workload"]["classes"][b]]
+        spec = spec_from_dict(one, "test")
+        problem = problem_from_spec(spec, spec.slo)
+        cost, loss = plan_cost(problem, Engine(spec).placer.make_plan(problem))
+        costs.append(cost)
+        losses.append(loss)
+    assert sum(losses) > 0
+    assert run.summary["slo_loss_usd"] == pytest.approx(sum(losses), rel=1e-9)
+    assert run.summary["total_usd"] == pytest.approx(sum(costs), rel=1e-9)
+
+
 def test_placer_errors_name_the_field() -> None:
     data = deterministic_batch(SLOS["max"], [1, 1], "fixed-pool", vms=0)
     with pytest.raises(ScenarioError, match=r"scheduler\.placer"):
