@@ -167,7 +167,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from cluster.policies.provisioner.sizing import Sizing
 
         try:
-            Sizing.load(args.model)
+            sizing = Sizing.load(args.model)
         except ValueError as exc:
             raise _usage_error(f"--model: {exc}") from None
     if args.out is not None:
@@ -175,6 +175,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     spec = load_scenario(args.scenario, list(args.set or []))
     if spec.usage is None:
         raise _usage_error(f"{args.scenario}: has no workload.usage; provisioners cannot differ")
+    if args.model is not None:
+        problem = sizing.mismatch(spec)
+        if problem is not None:
+            raise _usage_error(f"--model {args.model}: {problem}")
     base_params = dict(spec.scheduler.provisioner.params)
     rows: list[dict[str, Any]] = []
     shown = Progress(f"provision compare {spec.name}", total=len(names), unit="provisioners")
