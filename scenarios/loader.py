@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from cluster import distributions as dist
+from cluster import readback
 from cluster import speedup as sp
 from cluster import workload as wl
 from cluster.jobs import Jobs
@@ -53,6 +56,9 @@ MAX_INPUT_BYTES = 16 * 2**20
 MAX_YAML_DEPTH = 64
 #: The most YAML values accepted once aliases are expanded (an alias bomb is refused).
 MAX_YAML_VALUES = 2_000_000
+#: The most values (scalars, lists, mappings) a scenario file may write out: PyYAML reads
+#: some 10,000 to 30,000 a second, so more would take minutes (checked while parsing).
+MAX_YAML_NODES = 100_000
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 
@@ -108,10 +114,20 @@ class _ScenarioYamlLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
+        self._nodes += 1
         try:
+            if self._nodes > MAX_YAML_NODES:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"more than {MAX_YAML_NODES:,} values written out (parsing them takes "
+                    "minutes); expected a scenario, with long lists in a trace file",
+                    self.peek_event().start_mark,
+                )
             if self._depth > MAX_YAML_DEPTH:
                 raise yaml.composer.ComposerError(
                     None,
@@ -144,6 +160,15 @@ class _ScenarioYamlLoader(yaml.SafeLoader):
                     )
                 first_line[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 (PyYAML) reads `1e6` and `1.0e308` as text: read them as the numbers they are
+# (YAML 1.2 does), so that number fields can refuse text ("8" quoted stays text).
+_ScenarioYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def _check_expansion(root: Any) -> None:
@@ -220,15 +245,15 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping in scenario file `path`: a regular file (a FIFO or a device is refused
+    without opening it) of at most MAX_INPUT_BYTES, nested at most MAX_YAML_DEPTH deep."""
     source = str(path)
+    if not path.exists() and not path.is_symlink():
+        raise ScenarioError(source, [("", _not_found(path))])
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_INPUT_BYTES + 1)
-    except FileNotFoundError:
-        raise ScenarioError(source, [("", _not_found(path))]) from None
-    except OSError as exc:
-        reason = exc.strerror or exc.__class__.__name__
-        raise ScenarioError(source, [("", f"cannot read the file ({reason})")]) from None
+        raw = readback.read_capped(path, MAX_INPUT_BYTES, "a scenario YAML file")
+    except readback.ReadBackError as exc:
+        raise ScenarioError(source, [("", exc.problem)]) from None
     if len(raw) > MAX_INPUT_BYTES:
         raise ScenarioError(
             source,
@@ -383,11 +408,12 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
         ("cluster.pools", pool_names),
         ("workload.classes", [c.name for c in model.workload.classes]),
     ):
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, k in Counter(names).items() if k > 1)
         if dupes:
             problems.append((label, f"names must be unique, repeated: {shorten(dupes, 200)}"))
+    known_types = set(type_names)  # sets: a scenario may name many types (linear checks)
     for i, group in enumerate(cluster.nodes):
-        if group.type not in type_names:
+        if group.type not in known_types:
             problems.append(
                 (
                     f"cluster.nodes.{i}.type",
@@ -416,7 +442,7 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
                 )
             )
         for t in jc.runtime_by_node_type:
-            if t not in type_names:
+            if t not in known_types:
                 problems.append(
                     (
                         f"{where}.runtime_by_node_type.{shorten(t)}",
@@ -503,14 +529,12 @@ def _read_trace(
     path = Path(m.path) if Path(m.path).is_absolute() else base_dir / m.path
     shown = shorten(str(path), 200)
     kind = "Parquet" if path.suffix == ".parquet" else "CSV"
-    try:
-        file_bytes = path.stat().st_size
-    except FileNotFoundError:
-        raise ScenarioError(source, [(f"{where}.path", f"trace file {shown} not found")]) from None
-    except OSError as exc:
-        raise ScenarioError(
-            source, [(f"{where}.path", f"cannot read trace {shown} ({exc.strerror})")]
-        ) from None
+    if not path.exists():
+        raise ScenarioError(source, [(f"{where}.path", f"trace file {shown} not found")])
+    try:  # a FIFO or a device is refused without opening it
+        file_bytes = readback.regular_file_size(path, f"a {kind} trace")
+    except readback.ReadBackError as exc:
+        raise ScenarioError(source, [(f"{where}.path", f"trace {shown} {exc.problem}")]) from None
     refusal = limits.count_refusal(
         file_bytes, limits.TRACE_BYTES_FACTOR, f"bytes of trace file {shown}"
     )
