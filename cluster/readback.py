@@ -80,7 +80,8 @@ def regular_file_size(path: str | Path, what: str) -> int:
 
 
 def _size_problem(size: int, limit: int, what: str) -> str:
-    return f"{size:,} bytes, larger than the {limit:,}-byte limit for {what}"
+    cap = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit:,} bytes"
+    return f"{size:,} bytes: larger than {cap}; expected {what}"
 
 
 def check_size(path: str | Path, limit: int, what: str) -> int:
