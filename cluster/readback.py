@@ -71,7 +71,7 @@ def regular_file_size(path: str | Path, what: str) -> int:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise ReadBackError(path, f"no such file; expected {what}") from None
+        raise ReadBackError(path, f"cannot be read (no such file); expected {what}") from None
     except OSError as exc:
         raise ReadBackError(path, f"cannot be read ({exc.strerror}); expected {what}") from None
     if not stat.S_ISREG(st.st_mode):
