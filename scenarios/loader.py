@@ -44,6 +44,7 @@ from cluster.slo import slo_from_mapping
 from cluster.usage import draw_usage, usage_models
 from scenarios import limits, schema, world
 from scenarios.errors import ScenarioError, clip, shorten
+from scenarios.world_schema import NumberFieldError
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
 _TAGS = set(schema.DISTRIBUTION_KINDS + schema.ARRIVAL_KINDS + schema.SPEEDUP_KINDS)
@@ -356,7 +357,10 @@ def _format_error(err: Any) -> tuple[str, str]:
     kind = err.get("type", "")
     given = err.get("input")
     loc = tuple(err.get("loc", ()))
-    if kind == "extra_forbidden":
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, NumberFieldError):  # raised for the model: name the field
+        loc, msg = (*loc, cause.field), cause.expected
+    elif kind == "extra_forbidden":
         msg = "unknown field (check the spelling; see docs/scenarios.md)"
     elif kind == "missing":
         msg = "required field is missing"

@@ -62,6 +62,16 @@ def _not_number(value: Any) -> bool:
     return isinstance(value, str | bool)
 
 
+class NumberFieldError(ValueError):
+    """Field `field` of a model holds text or a bool where a number is expected; the
+    loader reports it at the field (`field: expected`)."""
+
+    def __init__(self, field: str, expected: str) -> None:
+        self.field = field
+        self.expected = expected
+        super().__init__(f"{field}: {expected}")
+
+
 class StrictNumbers(BaseModel):
     """A model whose number fields take numbers only: `"8"` and `true` are refused (YAML
     reads `"8"` as text and `true` as a bool; pydantic would turn them into 8 and 1)."""
@@ -77,9 +87,10 @@ class StrictNumbers(BaseModel):
             bad = value if kind == "number" and _not_number(value) else None
             bad = next((v for v in items if _not_number(v)), bad)
             if bad is not None:
-                raise ValueError(
-                    f"{name}: expected {'a number' if kind == 'number' else 'numbers'}, "
-                    f"got {type(bad).__name__} {bad!r:.60}"
+                raise NumberFieldError(
+                    name,
+                    f"expected {'a number' if kind == 'number' else 'numbers'}, "
+                    f"got {type(bad).__name__} {bad!r:.60}",
                 )
         return data
 
