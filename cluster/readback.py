@@ -41,14 +41,16 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 class ReadBackError(ValueError):
     """A file read back is not what the reader expects: names the file, field and why."""
 
-    def __init__(self, path: str | Path, problem: str, field: str = "") -> None:
+    def __init__(self, path: str | Path, problem: str, field: str = "", kind: str = "") -> None:
         self.path = str(path)
         self.field = field
         self.problem = problem
+        #: "read" (not a readable regular file, not UTF-8), "json" (not valid JSON), or ""
+        self.kind = kind
         super().__init__(f"{path}: {field + ': ' if field else ''}{problem}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.path, self.problem, self.field))
+        return (type(self), (self.path, self.problem, self.field, self.kind))
 
 
 def _kind(mode: int) -> str:
@@ -71,11 +73,17 @@ def regular_file_size(path: str | Path, what: str) -> int:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise ReadBackError(path, f"cannot be read (no such file); expected {what}") from None
+        raise ReadBackError(
+            path, f"cannot be read (no such file); expected {what}", kind="read"
+        ) from None
     except OSError as exc:
-        raise ReadBackError(path, f"cannot be read ({exc.strerror}); expected {what}") from None
+        raise ReadBackError(
+            path, f"cannot be read ({exc.strerror}); expected {what}", kind="read"
+        ) from None
     if not stat.S_ISREG(st.st_mode):
-        raise ReadBackError(path, f"is {_kind(st.st_mode)}; expected {what} (a regular file)")
+        raise ReadBackError(
+            path, f"is {_kind(st.st_mode)}; expected {what} (a regular file)", kind="read"
+        )
     return st.st_size
 
 
@@ -143,7 +151,7 @@ def load_json(
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise ReadBackError(path, f"not UTF-8 text; expected {what}") from None
+        raise ReadBackError(path, f"not UTF-8 text; expected {what}", kind="read") from None
     try:
         return json.loads(text, parse_constant=_no_constant)
     except RecursionError:  # a guard: the depth check comes first
@@ -151,7 +159,7 @@ def load_json(
     except ValueError as exc:  # JSONDecodeError, and the constants above
         reason = str(exc)[:120]
         raise ReadBackError(
-            path, f"not valid JSON (truncated?): {reason}; expected {what}"
+            path, f"not valid JSON (truncated?): {reason}; expected {what}", kind="json"
         ) from None
 
 

@@ -400,6 +400,10 @@ class RadTree:
         try:
             data = readback.load_json(p, "a RAD-tree JSON file", limit=MAX_TREE_BYTES)
         except readback.ReadBackError as exc:
+            if exc.kind == "json":
+                raise TreeFileError(f"{p}: not a JSON tree file ({exc.problem})") from None
+            if exc.kind == "read":
+                raise TreeFileError(f"{p}: cannot read the tree file ({exc.problem})") from None
             raise TreeFileError(str(exc)) from None
         return cls.from_dict(data, str(p))
 
@@ -423,7 +427,7 @@ class RadTree:
         if not isinstance(nodes, dict):
             raise bad("tree.nodes", "a mapping of node arrays")
         if not isinstance(nodes.get("feature"), list) or not 0 < len(nodes["feature"]) <= MAX_NODES:
-            raise bad("tree.nodes.feature", f"a list of 1 to {MAX_NODES:,} nodes")
+            raise bad("tree.nodes", f"1 to {MAX_NODES:,} nodes (feature: a list)")
         feature = _array(nodes.get("feature"), "tree.nodes.feature", np.int64, bad)
         threshold = _array(nodes.get("threshold"), "tree.nodes.threshold", np.float64, bad)
         left = _array(nodes.get("left"), "tree.nodes.left", np.int64, bad)
