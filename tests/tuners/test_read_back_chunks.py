@@ -21,7 +21,9 @@ from tuners.sweep import read_results as read_sweep
 
 def _sweep_plan():  # type: ignore[no-untyped-def]
     grid = parse_grid("workload.classes.0.arrival.rate_per_s=6,7")
-    return plan_sweep("mm-c", [grid], parse_seeds("1"), (), ["stop.jobs=3000"])
+    return plan_sweep(
+        "mm-c", [grid], parse_seeds("1"), (), ["stop.jobs=3000", "stop.warmup_jobs=300"]
+    )
 
 
 def test_a_foreign_or_misplaced_cell_file_is_run_again_and_skipped(tmp_path: Path) -> None:

@@ -403,7 +403,8 @@ class RadTree:
             if exc.kind == "json":
                 raise TreeFileError(f"{p}: not a JSON tree file ({exc.problem})") from None
             if exc.kind == "read":
-                raise TreeFileError(f"{p}: cannot read the tree file ({exc.problem})") from None
+                problem = exc.problem.removeprefix("cannot be read ")
+                raise TreeFileError(f"{p}: cannot read the tree file: {problem}") from None
             raise TreeFileError(str(exc)) from None
         return cls.from_dict(data, str(p))
 
