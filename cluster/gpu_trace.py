@@ -13,11 +13,14 @@ and the column; an unknown GPU model in a pod's `gpu_spec` (not on any node) too
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
+from cluster import readback
 
 IntArray = npt.NDArray[np.int64]
 
@@ -37,6 +40,14 @@ POD_COLUMNS = (
 )
 #: The most GPUs a node (and a pod) may have.
 MAX_GPUS = 62
+#: A GPU in milli-GPU: a pod's `gpu_milli` (per GPU) is at most this.
+GPU_MILLI = 1000
+#: Largest CPU (milli-cores) a node or pod may have: a million cores.
+MAX_CPU_MILLI = 10**9
+#: Largest memory (MiB) a node or pod may have: 1 EiB.
+MAX_MEMORY_MIB = 2**40
+#: Largest trace file read (bytes; the Alibaba files are under 1 MiB).
+MAX_TRACE_BYTES = 256 * 2**20
 
 
 class TraceError(ValueError):
@@ -101,7 +112,11 @@ class Pods:
 
 def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        raw = readback.read_capped(path, MAX_TRACE_BYTES, "a CSV file with a header row")
+    except readback.ReadBackError as exc:
+        raise TraceError(path, f"{exc.field + ': ' if exc.field else ''}{exc.problem}") from None
+    try:
+        with io.StringIO(raw.decode("utf-8"), newline="") as f:
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             missing = [c for c in columns if c not in header]
@@ -112,8 +127,6 @@ def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
                     1,
                 )
             rows = list(reader)
-    except OSError as exc:
-        raise TraceError(path, f"cannot be read ({exc.strerror})") from None
     except UnicodeDecodeError:
         raise TraceError(path, "not a UTF-8 text file") from None
     except csv.Error as exc:
@@ -146,10 +159,15 @@ def load_nodes(path: str | Path) -> Nodes:
         raise TraceError(p, "no nodes")
     models: list[str] = []
     name, cpu, mem, gpus, model = [], [], [], [], []
+    seen: dict[str, int] = {}
     for i, r in enumerate(rows, start=2):
-        name.append(r["sn"] or f"node-{i - 2}")
-        cpu.append(_int(p, i, "cpu_milli", r["cpu_milli"], 1))
-        mem.append(_int(p, i, "memory_mib", r["memory_mib"], 0))
+        node = r["sn"] or f"node-{i - 2}"
+        if node in seen:
+            raise TraceError(p, f"node {node[:60]!r} again (first on row {seen[node]})", i, "sn")
+        seen[node] = i
+        name.append(node)
+        cpu.append(_int(p, i, "cpu_milli", r["cpu_milli"], 1, MAX_CPU_MILLI))
+        mem.append(_int(p, i, "memory_mib", r["memory_mib"], 0, MAX_MEMORY_MIB))
         g = _int(p, i, "gpu", r["gpu"], 0, MAX_GPUS)
         gpus.append(g)
         m = (r["model"] or "").strip()
@@ -177,7 +195,7 @@ def load_nodes(path: str | Path) -> Nodes:
 def load_pods(path: str | Path, models: list[str]) -> Pods:
     """Read a pod list against the GPU models of the nodes (`Nodes.models`).
 
-    `gpu_milli` above 1000 counts as 1000; a pod with no GPU or `gpu_milli` <= 0 is
+    `gpu_milli` (per GPU) is 0 to 1000 (a whole GPU); a pod with no GPU or `gpu_milli` <= 0 is
     CPU-only (k = d = 0); a pod with several GPUs takes them whole (d = 1000).
     """
     p = Path(path)
@@ -188,11 +206,10 @@ def load_pods(path: str | Path, models: list[str]) -> Pods:
     name, cpu, mem, k, d, mask, spec = [], [], [], [], [], [], []
     for i, r in enumerate(rows, start=2):
         name.append(r["name"] or f"pod-{i - 2}")
-        cpu.append(_int(p, i, "cpu_milli", r["cpu_milli"], 0))
-        mem.append(_int(p, i, "memory_mib", r["memory_mib"], 0))
+        cpu.append(_int(p, i, "cpu_milli", r["cpu_milli"], 0, MAX_CPU_MILLI))
+        mem.append(_int(p, i, "memory_mib", r["memory_mib"], 0, MAX_MEMORY_MIB))
         n = _int(p, i, "num_gpu", r["num_gpu"], 0, MAX_GPUS)
-        milli = _int(p, i, "gpu_milli", r["gpu_milli"], 0) if n > 0 else 0
-        milli = min(milli, 1000)
+        milli = _int(p, i, "gpu_milli", r["gpu_milli"], 0, GPU_MILLI) if n > 0 else 0
         if n == 0 or milli <= 0:
             n, milli = 0, 0
         elif n > 1:

@@ -295,10 +295,13 @@ class SimulationSpec:
         return bool(self.events) or any(t.failures is not None for t in self.node_types)
 
     def node_type(self, name: str) -> NodeType:
-        for nt in self.node_types:
-            if nt.name == name:
-                return nt
-        raise KeyError(name)
+        """The node type named `name` (KeyError if none); a dictionary lookup, so that
+        scenarios with many node types stay linear."""
+        by_name = self.__dict__.get("_types_by_name")
+        if by_name is None:
+            by_name = {nt.name: nt for nt in reversed(self.node_types)}  # the first one wins
+            object.__setattr__(self, "_types_by_name", by_name)
+        return by_name[name]
 
     def pool_index(self, name: str) -> int:
         for i, p in enumerate(self.pools):

@@ -36,6 +36,7 @@ from cluster.io import (
 from cluster.model import SimulationSpec
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
+from cluster.readback import ReadBackError
 from cluster.runner import ScenarioResult, run_spec, with_policies
 from clusteremu.plugins import add_plugin_option, load_plugins
 from clusteremu.progress import progress
@@ -658,7 +659,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             out_path(getattr(args, "out", None))  # every command's --out: not empty
             load_plugins(getattr(args, "plugin", None) or [])
             return int(args.func(args))
-    except (ScenarioError, UsageError, OutputError, registry.UnknownPolicyError) as exc:
+    except (
+        ScenarioError,
+        UsageError,
+        OutputError,
+        ReadBackError,
+        registry.UnknownPolicyError,
+    ) as exc:
         _say(exc)
         return EXIT_BAD_INPUT
     except PolicyError as exc:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from cluster import distributions as dist
+from cluster import readback
 from cluster import speedup as sp
 from cluster import workload as wl
 from cluster.jobs import Jobs
@@ -43,6 +46,7 @@ from cluster.slo import slo_from_mapping
 from cluster.usage import draw_usage, usage_models
 from scenarios import limits, schema, world
 from scenarios.errors import ScenarioError, clip, shorten
+from scenarios.world_schema import NumberFieldError
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
 _TAGS = set(schema.DISTRIBUTION_KINDS + schema.ARRIVAL_KINDS + schema.SPEEDUP_KINDS)
@@ -55,6 +59,9 @@ MAX_INPUT_BYTES = 16 * 2**20
 MAX_YAML_DEPTH = 64
 #: The most YAML values accepted once aliases are expanded (an alias bomb is refused).
 MAX_YAML_VALUES = 2_000_000
+#: The most values (scalars, lists, mappings) a scenario file may write out: PyYAML reads
+#: some 10,000 to 30,000 a second, so more would take minutes (checked while parsing).
+MAX_YAML_NODES = 100_000
 
 SHIPPED_DIR = Path(__file__).resolve().parent
 
@@ -110,10 +117,20 @@ class _ScenarioYamlLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._depth += 1
+        self._nodes += 1
         try:
+            if self._nodes > MAX_YAML_NODES:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"more than {MAX_YAML_NODES:,} values written out (parsing them takes "
+                    "minutes); expected a scenario, with long lists in a trace file",
+                    self.peek_event().start_mark,
+                )
             if self._depth > MAX_YAML_DEPTH:
                 raise yaml.composer.ComposerError(
                     None,
@@ -146,6 +163,15 @@ class _ScenarioYamlLoader(yaml.SafeLoader):
                     )
                 first_line[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.1 (PyYAML) reads `1e6` and `1.0e308` as text: read them as the numbers they are
+# (YAML 1.2 does), so that number fields can refuse text ("8" quoted stays text).
+_ScenarioYamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def _check_expansion(root: Any) -> None:
@@ -222,15 +248,15 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping in scenario file `path`: a regular file (a FIFO or a device is refused
+    without opening it) of at most MAX_INPUT_BYTES, nested at most MAX_YAML_DEPTH deep."""
     source = str(path)
+    if not path.exists() and not path.is_symlink():
+        raise ScenarioError(source, [("", _not_found(path))])
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_INPUT_BYTES + 1)
-    except FileNotFoundError:
-        raise ScenarioError(source, [("", _not_found(path))]) from None
-    except OSError as exc:
-        reason = exc.strerror or exc.__class__.__name__
-        raise ScenarioError(source, [("", f"cannot read the file ({reason})")]) from None
+        raw = readback.read_capped(path, MAX_INPUT_BYTES, "a scenario YAML file")
+    except readback.ReadBackError as exc:
+        raise ScenarioError(source, [("", exc.problem)]) from None
     if len(raw) > MAX_INPUT_BYTES:
         raise ScenarioError(
             source,
@@ -338,7 +364,10 @@ def _format_error(err: Any) -> tuple[str, str]:
     kind = err.get("type", "")
     given = err.get("input")
     loc = tuple(err.get("loc", ()))
-    if kind == "extra_forbidden":
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, NumberFieldError):  # raised for the model: name the field
+        loc, msg = (*loc, cause.field), cause.expected
+    elif kind == "extra_forbidden":
         msg = "unknown field (check the spelling; see docs/scenarios.md)"
     elif kind == "missing":
         msg = "required field is missing"
@@ -390,11 +419,12 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
         ("cluster.pools", pool_names),
         ("workload.classes", [c.name for c in model.workload.classes]),
     ):
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, k in Counter(names).items() if k > 1)
         if dupes:
             problems.append((label, f"names must be unique, repeated: {shorten(dupes, 200)}"))
+    known_types = set(type_names)  # sets: a scenario may name many types (linear checks)
     for i, group in enumerate(cluster.nodes):
-        if group.type not in type_names:
+        if group.type not in known_types:
             problems.append(
                 (
                     f"cluster.nodes.{i}.type",
@@ -423,7 +453,7 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
                 )
             )
         for t in jc.runtime_by_node_type:
-            if t not in type_names:
+            if t not in known_types:
                 problems.append(
                     (
                         f"{where}.runtime_by_node_type.{shorten(t)}",
@@ -615,14 +645,12 @@ def _read_trace(
     path = Path(m.path) if Path(m.path).is_absolute() else base_dir / m.path
     shown = shorten(str(path), 200)
     kind = "Parquet" if path.suffix == ".parquet" else "CSV"
-    try:
-        file_bytes = path.stat().st_size
-    except FileNotFoundError:
-        raise ScenarioError(source, [(f"{where}.path", f"trace file {shown} not found")]) from None
-    except OSError as exc:
-        raise ScenarioError(
-            source, [(f"{where}.path", f"cannot read trace {shown} ({exc.strerror})")]
-        ) from None
+    if not path.exists():
+        raise ScenarioError(source, [(f"{where}.path", f"trace file {shown} not found")])
+    try:  # a FIFO or a device is refused without opening it
+        file_bytes = readback.regular_file_size(path, f"a {kind} trace")
+    except readback.ReadBackError as exc:
+        raise ScenarioError(source, [(f"{where}.path", f"trace {shown} {exc.problem}")]) from None
     refusal = limits.count_refusal(
         file_bytes, limits.TRACE_BYTES_FACTOR, f"bytes of trace file {shown}"
     )

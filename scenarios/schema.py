@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from scenarios.world_schema import (
     Bandwidth,
@@ -18,6 +18,7 @@ from scenarios.world_schema import (
     LabelValues,
     MegaBytes,
     MetricsModel,
+    StrictNumbers,
     WorldModel,
 )
 
@@ -62,7 +63,7 @@ Cost = Annotated[float, Field(ge=0, allow_inf_nan=False), AfterValidator(_at_mos
 PositiveCost = Annotated[float, Field(gt=0, allow_inf_nan=False), AfterValidator(_at_most_max_cost)]
 
 
-class Strict(BaseModel):
+class Strict(StrictNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -300,9 +301,14 @@ class ClusterGeneratorModel(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+#: The most node types (and node groups) a scenario may list: run set-up and the placers'
+#: per-type tables grow with types x nodes (a cloud offers under a thousand VM types).
+MAX_NODE_TYPES = 4096
+
+
 class ClusterModel(Strict):
-    node_types: list[NodeTypeModel] = Field(default_factory=list)
-    nodes: list[NodeGroupModel] = Field(default_factory=list)
+    node_types: list[NodeTypeModel] = Field(default_factory=list, max_length=MAX_NODE_TYPES)
+    nodes: list[NodeGroupModel] = Field(default_factory=list, max_length=MAX_NODE_TYPES)
     pools: list[PoolModel] = Field(default_factory=list)
     generator: ClusterGeneratorModel | None = None
 

@@ -12,9 +12,16 @@ names and builds the model.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from functools import cache
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 
 #: The largest size (MB) accepted for an image, a data item, a model or a transfer.
 MAX_MB = 1e12
@@ -26,7 +33,69 @@ Bandwidth = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 LabelValues = str | list[str]
 
 
-class _Strict(BaseModel):
+def _numeric(tp: Any) -> str | None:
+    """'number' when annotation `tp` takes only numbers (float, int; optionally None),
+    'numbers' when it is a list or tuple of them, else None."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _numeric(get_args(tp)[0])
+    if tp in (float, int):
+        return "number"
+    if origin in (Union, UnionType):
+        kinds = {_numeric(a) for a in get_args(tp) if a is not type(None)}
+        return kinds.pop() if len(kinds) == 1 else None
+    if origin in (list, tuple):
+        items = [a for a in get_args(tp) if a is not Ellipsis]
+        if items and all(_numeric(a) == "number" for a in items):
+            return "numbers"
+    return None
+
+
+@cache
+def _numeric_fields(model: type[BaseModel]) -> dict[str, str]:
+    fields = {name: _numeric(f.annotation) for name, f in model.model_fields.items()}
+    return {name: kind for name, kind in fields.items() if kind is not None}
+
+
+def _not_number(value: Any) -> bool:
+    """A string or a bool where a number is expected (pydantic would convert them)."""
+    return isinstance(value, str | bool)
+
+
+class NumberFieldError(ValueError):
+    """Field `field` of a model holds text or a bool where a number is expected; the
+    loader reports it at the field (`field: expected`)."""
+
+    def __init__(self, field: str, expected: str) -> None:
+        self.field = field
+        self.expected = expected
+        super().__init__(f"{field}: {expected}")
+
+
+class StrictNumbers(BaseModel):
+    """A model whose number fields take numbers only: `"8"` and `true` are refused (YAML
+    reads `"8"` as text and `true` as a bool; pydantic would turn them into 8 and 1)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_only(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for name, kind in _numeric_fields(cls).items():
+            value = data.get(name)
+            items = value if kind == "numbers" and isinstance(value, list | tuple) else ()
+            bad = value if kind == "number" and _not_number(value) else None
+            bad = next((v for v in items if _not_number(v)), bad)
+            if bad is not None:
+                raise NumberFieldError(
+                    name,
+                    f"expected {'a number' if kind == 'number' else 'numbers'}, "
+                    f"got {type(bad).__name__} {bad!r:.60}",
+                )
+        return data
+
+
+class _Strict(StrictNumbers):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

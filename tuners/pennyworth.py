@@ -60,9 +60,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.parquet as pq
 import ray
 
+from cluster import readback
 from cluster.io import write_json, write_parquet
 from cluster.model import SimulationSpec
 from cluster.policies.pennyworth.exact import (
@@ -117,6 +117,11 @@ VALIDATION_DRAWS = 20
 #: The margin of the examples' plans: the share of the SLO's bound kept free.
 EXAMPLE_SLACK = 0.15
 _CHUNK_FILE = re.compile(r"^chunk-(\d{6})-([0-9a-f]{12})\.parquet$")
+
+
+#: Largest examples chunk read back (bytes) and examples manifest.
+MAX_CHUNK_BYTES = 1 * 2**30
+MAX_MANIFEST_BYTES = 16 * 2**20
 
 
 class ExamplesError(ValueError):
@@ -393,10 +398,11 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        data = readback.load_json(path, "an examples manifest", limit=MAX_MANIFEST_BYTES)
+    except readback.ReadBackError as exc:
         raise ExamplesError(
-            f"{path} cannot be read (cut short?): it says which examples {folder} holds; "
+            f"{path} cannot be read ({exc.problem}; cut short?): it says which examples "
+            f"{folder} holds; "
             f"delete {folder} to start clean, or use another --out"
         ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -435,9 +441,9 @@ def check_folder(folder: Path, plan: ExamplePlan) -> None:
 def _readable(path: Path) -> bool:
     """Whether a chunk file is whole (its footer reads; a chunk whose sets were all past
     the time limit has no rows and is whole too)."""
-    try:
-        return bool(pq.read_metadata(path).num_rows >= 0)
-    except (OSError, pa.ArrowException):
+    try:  # a FIFO or a device is not opened
+        return readback.parquet_rows(path, "an examples chunk", MAX_CHUNK_BYTES) >= 0
+    except readback.ReadBackError:
         return False
 
 
@@ -505,7 +511,10 @@ def generate_examples(
     chunks = plan.chunks
     done = done_chunks(out, plan)
     outcome = ExamplesOutcome(len(chunks), len(done), 0)
-    outcome.rows = sum(pq.read_metadata(out / chunks[i].filename).num_rows for i in done)
+    outcome.rows = sum(
+        readback.parquet_rows(out / chunks[i].filename, "an examples chunk", MAX_CHUNK_BYTES)
+        for i in done
+    )
     finished = [sum(chunks[i].last - chunks[i].first for i in done)]
     if progress is not None:
         progress(finished[0], plan.batches)
@@ -555,9 +564,9 @@ class Examples:
 def read_examples(folder: str | Path, plan: ExamplePlan) -> Examples:
     """The plan's rows from `folder`, in batch order (every chunk must be there)."""
     out = Path(folder)
-    tables = [pq.read_table(out / c.filename) for c in plan.chunks]
-    table = pa.concat_tables(tables)
     names = feature_names(plan.task_names, plan.type_names)
+    tables = [_read_chunk(out / c.filename, c, plan, names) for c in plan.chunks]
+    table = pa.concat_tables(tables)
     x = np.column_stack([table[n].to_numpy() for n in names]).astype(np.float64, copy=False)
     return Examples(
         x,
@@ -565,6 +574,43 @@ def read_examples(folder: str | Path, plan: ExamplePlan) -> Examples:
         table["batch"].to_numpy().astype(np.int64),
         plan.batches,
     )
+
+
+def _read_chunk(path: Path, chunk: Chunk, plan: ExamplePlan, names: list[str]) -> pa.Table:
+    """A chunk file read back: readable Parquet with the chunk's columns (`chunk_table`),
+    its batches in the chunk's range, labels among the decisions, finite features
+    (ExamplesError naming the file and column otherwise)."""
+
+    def bad(column: str, expected: str) -> ExamplesError:
+        return ExamplesError(
+            f"{path}: column {column!r}: expected {expected}; delete the file to compute "
+            "its examples again"
+        )
+
+    try:
+        table = readback.read_parquet(path, "an examples chunk", MAX_CHUNK_BYTES)
+    except readback.ReadBackError as exc:
+        raise ExamplesError(f"{exc}; delete the file to compute its examples again") from None
+    for name in ("batch", "step", *names, "label"):
+        if name not in table.column_names:
+            raise bad(name, "a column of an examples chunk (the file is not one)")
+    for name in ("batch", "step", "label"):
+        if not pa.types.is_integer(table.schema.field(name).type):
+            raise bad(name, "whole numbers")
+    batch = table["batch"].to_numpy(zero_copy_only=False)
+    if batch.size and (batch.min() < chunk.first or batch.max() >= chunk.last):
+        raise bad("batch", f"batches {chunk.first} to {chunk.last - 1}")
+    label = table["label"].to_numpy(zero_copy_only=False)
+    actions = len(plan.task_names) + len(plan.type_names)
+    if label.size and (label.min() < 0 or label.max() >= actions):
+        raise bad("label", f"decisions 0 to {actions - 1}")
+    for name in names:
+        if not pa.types.is_floating(table.schema.field(name).type):
+            raise bad(name, "numbers")
+        values = table[name].to_numpy(zero_copy_only=False)
+        if not np.all(np.isfinite(values)):
+            raise bad(name, "finite feature values")
+    return table
 
 
 # --- validation --------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from cluster import readback
 from tuners.domains import FIXED, STATIC_SPACE, WEIGHT_NAMES, domain, sample_config
 from tuners.evaluate import Experiment, evaluate, experiment_from_config
 
@@ -50,6 +51,12 @@ except ImportError:  # pragma: no cover - the rl extra is missing
 MODEL_FORMAT = "clusteremu-rl-tuner"
 MODEL_VERSION = 1
 META_FILE = "clusteremu.json"
+#: Largest model file read (bytes; a 512x512x512 SAC model is about 10 MB).
+MAX_MODEL_BYTES = 512 * 2**20
+#: Bounds on a model's budget and network read back (what a file may make us allocate).
+MAX_BUDGET = 10_000
+MAX_LAYERS = 16
+MAX_LAYER_SIZE = 8192
 NET_ARCH: tuple[int, ...] = (512, 512, 512)
 
 
@@ -293,6 +300,10 @@ def save_agent(
     return path
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 @dataclass
 class Agent:
     """A loaded SAC actor: proposes weights from the experiment's history."""
@@ -320,21 +331,21 @@ def load_agent(path: str | Path) -> Agent:
     from stable_baselines3.sac.policies import SACPolicy
 
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ModelError(f"{p}: no such model file (train one with `clusteremu train-rl`)")
-    try:
+    try:  # every member's size and CRC-32, before anything is decoded
+        readback.check_zip(
+            p, "an RL tuner model (clusteremu train-rl)", MAX_MODEL_BYTES, (META_FILE, "policy.pth")
+        )
         with zipfile.ZipFile(p) as zf:
-            names = set(zf.namelist())
-            if META_FILE not in names or "policy.pth" not in names:
-                raise ModelError(
-                    f"{p}: not a clusteremu RL tuner (expected {META_FILE} and policy.pth inside)"
-                )
-            meta = json.loads(zf.read(META_FILE))
+            meta = json.loads(zf.read(META_FILE), parse_constant=_no_constant)
             state_bytes = zf.read("policy.pth")
+    except readback.ReadBackError as exc:
+        raise ModelError(str(exc)) from None
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise ModelError(f"{p}: not a readable zip file ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise ModelError(f"{p}: {META_FILE} is not valid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, NaN, a deep document
+        raise ModelError(f"{p}: {META_FILE} is not valid JSON ({str(exc)[:120]})") from None
     if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
         raise ModelError(f"{p}: {META_FILE}: format is not {MODEL_FORMAT!r}")
     if meta.get("version") != MODEL_VERSION:
@@ -346,11 +357,19 @@ def load_agent(path: str | Path) -> Agent:
         raise ModelError(
             f"{p}: {META_FILE}: weights {meta.get('weights')!r} are not {list(WEIGHT_NAMES)}"
         )
-    try:
-        budget = int(meta["budget"])
-        net_arch = [int(n) for n in meta["net_arch"]]
-    except (KeyError, TypeError, ValueError):
-        raise ModelError(f"{p}: {META_FILE}: budget and net_arch must be integers") from None
+    budget, net_arch = meta.get("budget"), meta.get("net_arch")
+    if readback.number_problem(budget, 2, MAX_BUDGET, integer=True) is not None:
+        raise ModelError(f"{p}: {META_FILE}: budget: expected a whole number 2..{MAX_BUDGET}")
+    if (
+        not isinstance(net_arch, list)
+        or not 0 < len(net_arch) <= MAX_LAYERS
+        or any(readback.number_problem(n, 1, MAX_LAYER_SIZE, integer=True) for n in net_arch)
+    ):
+        raise ModelError(
+            f"{p}: {META_FILE}: net_arch: expected 1 to {MAX_LAYERS} layer sizes "
+            f"of 1..{MAX_LAYER_SIZE}"
+        )
+    budget, net_arch = int(budget), [int(n) for n in net_arch]
     if budget < 2 or meta.get("observation_size") != observation_size(budget):
         raise ModelError(f"{p}: {META_FILE}: observation_size does not match budget {budget}")
     env = TuningEnv.__new__(TuningEnv)  # spaces only; no experiment is drawn

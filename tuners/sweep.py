@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import ray
 
+from cluster import readback
 from cluster.io import write_json, write_parquet
 from cluster.model import SimulationSpec
 from cluster.runner import run_spec, with_policies
@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "sweep.json"
 RUNS = "runs"
+#: Largest cell file and manifest read back (bytes): a cell is one row.
+MAX_CELL_BYTES = 64 * 2**20
+MAX_MANIFEST_BYTES = 64 * 2**20
 _CELL_FILE = re.compile(r"^cell-(\d{6})-([0-9a-f]{12})\.parquet$")
 
 
@@ -283,12 +286,23 @@ class SweepOutcome:
         return not self.missing
 
 
-def _readable_cell(path: Path) -> bool:
-    """Whether a cell file is a whole one-row Parquet file (its footer reads)."""
+def _read_cell(path: Path, index: int, key: str) -> pa.Table | None:
+    """A cell file read back: a regular, readable one-row Parquet file whose `cell` and
+    `key` are this cell's (None otherwise: cut short, damaged, or another file)."""
     try:
-        return bool(pq.read_metadata(path).num_rows == 1)
-    except (OSError, pa.ArrowException):
-        return False
+        table = readback.read_parquet(path, "a sweep cell", MAX_CELL_BYTES)
+    except readback.ReadBackError:
+        return None
+    if table.num_rows != 1 or not {"cell", "key", "seed", "policy"} <= set(table.column_names):
+        return None
+    if table["cell"].to_pylist() != [index] or table["key"].to_pylist() != [key]:
+        return None
+    return table
+
+
+def _readable_cell(path: Path, index: int, key: str) -> bool:
+    """Whether a cell file is this cell's whole one-row result (`_read_cell`)."""
+    return _read_cell(path, index, key) is not None
 
 
 def done_cells(out: Path, plan: SweepPlan) -> set[int]:
@@ -305,10 +319,13 @@ def done_cells(out: Path, plan: SweepPlan) -> set[int]:
         if m:
             index = int(m.group(1))
             if index < len(plan.cells) and plan.cells[index].key == m.group(2):
-                if _readable_cell(path):
+                if _readable_cell(path, index, m.group(2)):
                     done.add(index)
                 else:
-                    log.warning("%s cannot be read (cut short?); the cell runs again", path)
+                    log.warning(
+                        "%s cannot be read (cut short?) or is not this cell's; the cell runs again",
+                        path,
+                    )
                     with suppress(OSError):
                         path.unlink()
     return done
@@ -329,11 +346,10 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        reason = "not valid JSON (cut short?)" if isinstance(exc, ValueError) else "unreadable"
+        data = readback.load_json(path, "a sweep manifest", limit=MAX_MANIFEST_BYTES)
+    except readback.ReadBackError as exc:
         raise SweepError(
-            f"{path} is {reason}: it says which sweep the folder holds; restore it, delete it "
+            f"{exc}: it says which sweep the folder holds; restore it, delete it "
             "(and the folder's runs/) to start over, or use another --out"
         ) from None
     if not isinstance(data, dict):
@@ -449,10 +465,12 @@ def read_results(out: str | Path) -> pa.Table:
     files = sorted(p for p in runs.glob("cell-*.parquet") if _CELL_FILE.match(p.name))
     tables = []
     for p in files:
-        try:
-            tables.append(pq.read_table(p))
-        except (OSError, pa.ArrowException):
-            log.warning("%s cannot be read (cut short?); skipped", p)
+        m = _CELL_FILE.match(p.name)
+        table = None if m is None else _read_cell(p, int(m.group(1)), m.group(2))
+        if table is None:
+            log.warning("%s cannot be read (cut short?) or is not a sweep cell; skipped", p)
+        else:
+            tables.append(table)
     if not tables:
         return pa.table({})
     table = pa.concat_tables(tables, promote_options="default")

@@ -198,7 +198,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from cluster.policies.provisioner.sizing import Sizing
 
         try:
-            Sizing.load(args.model)
+            sizing = Sizing.load(args.model)
         except ValueError as exc:
             raise _usage_error(f"--model: {exc}") from None
     if args.out is not None:
@@ -208,6 +208,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise _usage_error(f"{args.scenario}: has no workload.usage; provisioners cannot differ")
     if learnt:
         _check_profiling_memory(args.profiling_runs, spec, "--profiling-runs")
+    if args.model is not None:
+        problem = sizing.mismatch(spec)
+        if problem is not None:
+            raise _usage_error(f"--model {args.model}: {problem}")
     base_params = dict(spec.scheduler.provisioner.params)
     rows: list[dict[str, Any]] = []
     shown = Progress(f"provision compare {spec.name}", total=len(names), unit="provisioners")

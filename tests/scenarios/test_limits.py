@@ -6,6 +6,7 @@ cannot fill `stop.jobs` are refused; no error prints a whole value."""
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -159,9 +160,15 @@ def test_alias_bombs_and_recursive_aliases_are_refused() -> None:
 
 
 def test_files_that_are_not_scenarios(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # refused from stat: opening it would wait for a writer
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (16 * 2**20 + 1))
     for path, expected in (
-        (Path("/dev/zero"), "larger than 16 MiB"),
-        (tmp_path, "cannot read the file"),
+        (Path("/dev/zero"), "is a device; expected a scenario YAML file"),
+        (tmp_path, "is a folder"),
+        (fifo, "is a FIFO; expected a scenario YAML file"),
+        (big, "larger than 16 MiB"),
     ):
         with pytest.raises(ScenarioError, match=expected):
             load_scenario(path)

@@ -57,7 +57,7 @@ BAD_INPUTS = {
     ),
     "wrong type": (
         _mutated(workload__classes__0__arrival={"kind": "poisson", "rate_per_s": "fast"}),
-        "workload.classes.0.arrival.rate_per_s: expected a valid number",
+        "workload.classes.0.arrival.rate_per_s: expected a number, got str 'fast'",
     ),
     "negative rate": (
         _mutated(workload__classes__0__arrival={"kind": "poisson", "rate_per_s": -1}),

@@ -28,6 +28,7 @@ Planners, registered as placers:
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any, ClassVar
@@ -177,6 +178,9 @@ class PlanPlacer(Placer, Scaler):
         return {"name": self.name, "plans": self.plans}
 
 
+_log = logging.getLogger(__name__)
+
+
 @register("placer", "pennyworth")
 class PennyworthPlacer(PlanPlacer):
     """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`); without a
@@ -199,12 +203,44 @@ class PennyworthPlacer(PlanPlacer):
         self.time_limit_s = float(time_limit_s)
         self.tree_path = tree
         self.tree = None if tree is None else RadTree.load(Path(tree))
+        self._told_mapping = False
         if safety_z is None:
             safety_z = self.tree.safety_z if self.tree is not None else 0.0
         self.safety_z = _checked_safety(safety_z)
         if slack is None:
             slack = self.tree.slack if self.tree is not None else 0.0
         self.slack = _checked_slack(slack)
+
+    def check_spec(self, spec: SimulationSpec) -> list[tuple[str, str]]:
+        """The plan placer's checks, and a tree that knows every rentable node type."""
+        problems = super().check_spec(spec)
+        if self.tree is None or problems:
+            return problems
+        unknown = [t.name for t in spec.node_types if t.rentable]
+        unknown = [k for k in unknown if k not in self.tree.type_names]
+        if unknown:
+            problems.append(
+                (
+                    f"scheduler.placer.params.tree ({self.tree_path})",
+                    f"expected a tree that knows node type(s) {', '.join(unknown)[:200]}; it was "
+                    f"synthesised for {', '.join(self.tree.type_names)[:200]} (synthesise one "
+                    "for this scenario)",
+                )
+            )
+        return problems
+
+    def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
+        super().setup(spec, rng)
+        if self.tree is not None and not self._told_mapping:
+            self._told_mapping = True
+            mapped = [c.name for c in spec.classes if c.name not in self.tree.task_names]
+            if mapped:
+                _log.warning(
+                    "tree %s: task(s) %s are not in the tree; each is mapped to the tree task "
+                    "with the nearest run times",
+                    self.tree_path,
+                    ", ".join(mapped)[:200],
+                )
 
     def make_plan(self, problem: Problem) -> Plan:
         problem = problem.with_slack(self.slack)

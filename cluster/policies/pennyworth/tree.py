@@ -23,7 +23,7 @@ import gc
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from cluster import readback
 from cluster.policies.pennyworth.features import (
     SENTINEL,
     Features,
@@ -52,6 +53,16 @@ FORMAT = "clusteremu.rad-tree"
 VERSION = 2
 #: Most nodes a tree file may hold (a bound on what a loaded file may allocate).
 MAX_NODES = 1_000_000
+#: Largest tree file read (bytes): MAX_NODES nodes take about 60 MiB.
+MAX_TREE_BYTES = 256 * 2**20
+#: Most tasks and VM types a tree may name.
+MAX_NAMES = 10_000
+#: Deepest tree read (synthesize fits trees at most 24 deep).
+MAX_DEPTH = 200
+#: Largest training count of a node (decisions seen).
+MAX_COUNT = 1e15
+#: Largest execution-time quantile of a profile (seconds: about 30 years).
+MAX_PROFILE_S = 1e9
 
 
 class TreeFileError(ValueError):
@@ -391,15 +402,18 @@ class RadTree:
 
     @classmethod
     def load(cls, path: str | Path) -> RadTree:
+        """Read a tree file: a regular file of at most MAX_TREE_BYTES, nested at most
+        `readback.MAX_JSON_DEPTH` deep, then checked field by field (`from_dict`)."""
         p = Path(path)
         try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TreeFileError(f"{p}: cannot read the tree file ({exc})") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TreeFileError(f"{p}: not a JSON tree file (truncated?): {exc}") from None
+            data = readback.load_json(p, "a RAD-tree JSON file", limit=MAX_TREE_BYTES)
+        except readback.ReadBackError as exc:
+            if exc.kind == "json":
+                raise TreeFileError(f"{p}: not a JSON tree file ({exc.problem})") from None
+            if exc.kind == "read":
+                problem = exc.problem.removeprefix("cannot be read ")
+                raise TreeFileError(f"{p}: cannot read the tree file: {problem}") from None
+            raise TreeFileError(str(exc)) from None
         return cls.from_dict(data, str(p))
 
     @classmethod
@@ -416,23 +430,23 @@ class RadTree:
             raise bad("tree", "a mapping")
         if data.get("sha256") != _digest(body):
             raise bad("sha256", "the digest of the tree (the file was changed or truncated)")
-        try:
-            tasks = tuple(str(t) for t in body["tasks"])
-            types = tuple(str(t) for t in body["types"])
-            nodes = body["nodes"]
-            feature = np.asarray(nodes["feature"], dtype=np.int64)
-            threshold = np.asarray(nodes["threshold"], dtype=np.float64)
-            left = np.asarray(nodes["left"], dtype=np.int64)
-            right = np.asarray(nodes["right"], dtype=np.int64)
-            classes = np.asarray(body["classes"], dtype=np.int64)
-            counts = np.asarray(nodes["counts"], dtype=np.float64)
-            profiles = {
-                str(t): {str(k): [float(q) for q in qs] for k, qs in v.items()}
-                for t, v in body["profiles"].items()
-            }
-            info = dict(body.get("info", {}))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise bad("tree", f"the fields of a RAD-tree ({exc})") from None
+        tasks = _names(body.get("tasks"), "tree.tasks", bad)
+        types = _names(body.get("types"), "tree.types", bad)
+        nodes = body.get("nodes")
+        if not isinstance(nodes, dict):
+            raise bad("tree.nodes", "a mapping of node arrays")
+        if not isinstance(nodes.get("feature"), list) or not 0 < len(nodes["feature"]) <= MAX_NODES:
+            raise bad("tree.nodes", f"1 to {MAX_NODES:,} nodes (feature: a list)")
+        feature = _array(nodes.get("feature"), "tree.nodes.feature", np.int64, bad)
+        threshold = _array(nodes.get("threshold"), "tree.nodes.threshold", np.float64, bad)
+        left = _array(nodes.get("left"), "tree.nodes.left", np.int64, bad)
+        right = _array(nodes.get("right"), "tree.nodes.right", np.int64, bad)
+        classes = _array(body.get("classes"), "tree.classes", np.int64, bad)
+        counts = _array(nodes.get("counts"), "tree.nodes.counts", np.float64, bad, ndim=2)
+        profiles = _profiles(body.get("profiles"), tasks, types, bad)
+        info = body.get("info", {})
+        if not isinstance(info, dict):
+            raise bad("tree.info", "a mapping")
         n = feature.size
         if not 0 < n <= MAX_NODES:
             raise bad("tree.nodes", f"1 to {MAX_NODES} nodes, got {n}")
@@ -455,7 +469,89 @@ class RadTree:
             raise bad("tree.nodes.left/right", "children after their parent, inside the tree")
         if not np.isfinite(threshold[inner]).all() or not np.isfinite(counts).all():
             raise bad("tree.nodes", "finite thresholds and counts")
+        if (counts < 0).any() or (counts > MAX_COUNT).any():
+            raise bad("tree.nodes.counts", f"training counts from 0 to {MAX_COUNT:g}")
+        if np.unique(classes).size != classes.size:
+            raise bad("tree.classes", "each decision label once")
+        children = np.concatenate([left[inner], right[inner]])
+        if np.unique(children).size != children.size or children.size != n - 1:
+            raise bad("tree.nodes.left/right", "a tree: every node but the root has one parent")
+        depth = np.zeros(n, dtype=np.int64)
+        for i in np.flatnonzero(inner):  # parents come before their children
+            depth[left[i]] = depth[right[i]] = depth[i] + 1
+        if depth.max() > MAX_DEPTH:
+            raise bad("tree.nodes", f"a tree at most {MAX_DEPTH} levels deep, got {depth.max()}")
         return cls(tasks, types, feature, threshold, left, right, counts, classes, profiles, info)
+
+
+def _names(value: Any, field: str, bad: Callable[[str, str], TreeFileError]) -> tuple[str, ...]:
+    """A list of distinct, non-empty names (tasks or VM types)."""
+    if (
+        not isinstance(value, list)
+        or not 0 < len(value) <= MAX_NAMES
+        or not all(isinstance(v, str) and v for v in value)
+    ):
+        raise bad(field, f"a list of 1 to {MAX_NAMES:,} non-empty names")
+    if len(set(value)) != len(value):
+        raise bad(field, "distinct names")
+    return tuple(value)
+
+
+def _array(
+    value: Any,
+    field: str,
+    dtype: type,
+    bad: Callable[[str, str], TreeFileError],
+    ndim: int = 1,
+) -> Any:
+    """A numeric array of `ndim` dimensions from a JSON list (strict: no bools or strings)."""
+    kind = "whole numbers" if dtype is np.int64 else "numbers"
+    if not isinstance(value, list):
+        raise bad(field, f"a list of {kind}")
+    rows = value if ndim == 2 else [value]
+    if not all(isinstance(r, list) for r in rows) or len({len(r) for r in rows}) > 1:
+        raise bad(field, f"a {ndim}-dimensional array of {kind}")
+    allowed = (int,) if dtype is np.int64 else (int, float)
+    if any(isinstance(v, bool) or not isinstance(v, allowed) for r in rows for v in r):
+        raise bad(field, kind)
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (OverflowError, ValueError):
+        raise bad(field, f"{kind} within 64 bits") from None
+
+
+def _profiles(
+    value: Any,
+    tasks: tuple[str, ...],
+    types: tuple[str, ...],
+    bad: Callable[[str, str], TreeFileError],
+) -> dict[str, dict[str, list[float]]]:
+    """Each task's execution-time quantiles per VM type: tasks and types named by the tree,
+    PROFILE_LEVELS.size finite, non-negative, sorted seconds each."""
+    if not isinstance(value, dict):
+        raise bad("tree.profiles", "a mapping of task -> VM type -> quantiles")
+    out: dict[str, dict[str, list[float]]] = {}
+    size = PROFILE_LEVELS.size
+    for task, per_type in value.items():
+        if task not in tasks:
+            raise bad(
+                f"tree.profiles.{task[:60]}", f"a task of tree.tasks ({', '.join(tasks)[:200]})"
+            )
+        if not isinstance(per_type, dict):
+            raise bad(f"tree.profiles.{task}", "a mapping of VM type -> quantiles")
+        out[task] = {}
+        for kind, qs in per_type.items():
+            where = f"tree.profiles.{task}.{kind[:60]}"
+            if kind not in types:
+                raise bad(where, f"a VM type of tree.types ({', '.join(types)[:200]})")
+            ok = isinstance(qs, list) and len(qs) == size
+            ok = ok and all(readback.number_problem(q, 0, MAX_PROFILE_S) is None for q in qs)
+            if not ok:
+                raise bad(where, f"{size} finite quantiles from 0 to {MAX_PROFILE_S:g} s")
+            if any(b < a for a, b in zip(qs, qs[1:], strict=False)):
+                raise bad(where, "quantiles in increasing order")
+            out[task][kind] = [float(q) for q in qs]
+    return out
 
 
 def _digest(body: Mapping[str, Any]) -> str:

@@ -96,7 +96,6 @@ class LearntProvisioner(Provisioner):
         self._tasks: list[TaskSizing] = []
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
-        static = static_of(spec)
         if self.sizing is None:
             seed = int(rng.integers(0, 2**31 - 1))
             key = (
@@ -112,19 +111,10 @@ class LearntProvisioner(Provisioner):
                 _LEARNT.clear()
                 _LEARNT[key] = self.learn(spec, seed)
             self.sizing = _LEARNT[key]
-        missing = [c.name for c in spec.classes if c.name not in self.sizing.tasks]
-        if missing:
-            raise ValueError(
-                f"provisioner {self.name!r}: the sizing model has no task {missing[0]!r} "
-                f"(it knows {', '.join(sorted(self.sizing.tasks)[:5])}, ...)"
-            )
+        problem = self.sizing.mismatch(spec)
+        if problem is not None:
+            raise ValueError(f"provisioner {self.name!r}: {problem}")
         self._tasks = [self.sizing.tasks[c.name] for c in spec.classes]
-        for c, t in zip(spec.classes, self._tasks, strict=True):
-            if t.static != static[c.name]:
-                raise ValueError(
-                    f"provisioner {self.name!r}: task {c.name!r} has static request "
-                    f"{static[c.name]} in the scenario but {t.static} in the model"
-                )
 
     def learn(self, spec: SimulationSpec, seed: int) -> Sizing:
         raise NotImplementedError

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from cluster import readback
 from cluster.model import SimulationSpec, StopRule
 from cluster.policies.provisioner.models import TrainedTask, train_bin_classifier
 
@@ -34,6 +35,12 @@ VERSION = 1
 #: The thesis's manual groups: light and moderate tasks get these (GB).
 LIGHT_GB = 5.0
 MODERATE_GB = 20.0
+#: The clusters a task is sized into (`vpa`: the VPA-like provisioner's).
+CLUSTERS = ("light", "moderate", "heavy", "vpa")
+#: Largest file read as a sizing model (bytes).
+MAX_MODEL_BYTES = 64 * 2**20
+#: Largest cores or GB a model's request may hold.
+MAX_REQUEST = 1e6
 
 
 @dataclass(frozen=True)
@@ -128,14 +135,16 @@ class Sizing:
 
     @classmethod
     def load(cls, path: str | Path) -> Sizing:
-        """Read a sizing model; a truncated file, another format or version -> ValueError."""
+        """Read a sizing model (ValueError naming the file and field): a regular JSON file
+        of at most MAX_MODEL_BYTES, this format and version, every task's cluster, cores,
+        memory and static request finite and in range (`check_task`)."""
         p = Path(path)
         try:
-            data = json.loads(p.read_text())
-        except OSError as exc:
-            raise ValueError(f"model file {p}: cannot be read ({exc.strerror})") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"model file {p}: not valid JSON (truncated?): {exc}") from None
+            data = readback.load_json(
+                p, "a sizing model (clusteremu provision train)", MAX_MODEL_BYTES
+            )
+        except readback.ReadBackError as exc:
+            raise ValueError(f"model file {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"model file {p}: not a clusteremu sizing model")
         if data.get("version") != VERSION:
@@ -143,20 +152,84 @@ class Sizing:
                 f"model file {p}: version {data.get('version')!r}, this clusteremu reads "
                 f"version {VERSION}; train the model again"
             )
-        try:
-            tasks = {
-                name: TaskSizing(
-                    str(t["cluster"]),
+        raw_tasks = data.get("tasks")
+        if not isinstance(raw_tasks, dict) or not raw_tasks:
+            raise ValueError(f"model file {p}: tasks: expected a mapping of task -> sizing")
+        tasks: dict[str, TaskSizing] = {}
+        for name, t in raw_tasks.items():
+            problem = check_task(t)
+            if problem is not None:
+                raise ValueError(f"model file {p}: tasks.{name[:60]}.{problem}")
+            try:
+                tasks[name] = TaskSizing(
+                    t["cluster"],
                     float(t["cpu"]),
                     float(t["memory_gb"]),
                     (float(t["static"][0]), float(t["static"][1])),
                     None if t["heavy"] is None else TrainedTask.from_json(t["heavy"]),
                 )
-                for name, t in data["tasks"].items()
-            }
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise ValueError(f"model file {p}: malformed ({type(exc).__name__}: {exc})") from None
-        return cls(tasks, dict(data.get("info", {})))
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                raise ValueError(
+                    f"model file {p}: tasks.{name[:60]}.heavy: malformed ({type(exc).__name__})"
+                ) from None
+        info = data.get("info", {})
+        return cls(tasks, dict(info) if isinstance(info, dict) else {})
+
+    def mismatch(self, spec: SimulationSpec) -> str | None:
+        """Why this model cannot size `spec`'s tasks (a task it lacks, another static
+        request), or None."""
+        missing = [c.name for c in spec.classes if c.name not in self.tasks]
+        if missing:
+            return (
+                f"the sizing model has no task {missing[0]!r} "
+                f"(it knows {', '.join(sorted(self.tasks)[:5])}, ...)"
+            )
+        for c in spec.classes:
+            static = (c.request.cpu, c.request.memory_gb)
+            if self.tasks[c.name].static != static:
+                return (
+                    f"task {c.name!r} has static request {static} in the scenario but "
+                    f"{self.tasks[c.name].static} in the model"
+                )
+        return None
+
+
+def check_task(t: Any) -> str | None:
+    """Why a model's task entry is malformed (`field: expected ...`), or None.
+
+    Cores and memory are positive and finite, at most the static request (cores: at least
+    1, as `group_tasks` gives), the cluster one `train_sizing` writes; heavy tasks' bin
+    edges positive, increasing, at most the static memory.
+    """
+    if not isinstance(t, dict):
+        return "expected a mapping with cluster, cpu, memory_gb, static, heavy"
+    if t.get("cluster") not in CLUSTERS:
+        return f"cluster: expected one of {', '.join(CLUSTERS)}, got {str(t.get('cluster'))[:40]!r}"
+    static = t.get("static")
+    if not isinstance(static, list) or len(static) != 2:
+        return "static: expected [cores, GB]"
+    for i, what in enumerate(("cores", "GB")):
+        problem = readback.number_problem(static[i], 1e-9, MAX_REQUEST)
+        if problem is not None:
+            return f"static.{i}: {what}: {problem}"
+    cores, gb = float(static[0]), float(static[1])
+    for field, hi in (("cpu", max(cores, 1.0)), ("memory_gb", gb)):
+        problem = readback.number_problem(t.get(field), 1e-9, hi)
+        if problem is not None:
+            return f"{field}: {problem} (the static request is {cores:g} cores, {gb:g} GB)"
+    heavy = t.get("heavy")
+    if heavy is None:
+        return None
+    edges = heavy.get("edges") if isinstance(heavy, dict) else None
+    if not isinstance(edges, list) or not edges:
+        return "heavy.edges: expected a list of bin edges (GB)"
+    for i, e in enumerate(edges):
+        problem = readback.number_problem(e, 1e-9, gb)
+        if problem is not None:
+            return f"heavy.edges.{i}: {problem} (GB, at most the static {gb:g})"
+    if any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+        return "heavy.edges: expected increasing bin edges"
+    return None
 
 
 def static_of(spec: SimulationSpec) -> dict[str, tuple[float, float]]:

@@ -288,7 +288,7 @@ DAMAGE: dict[str, tuple[Edit, str]] = {
         "tree.classes",
     ),
     "no nodes": (retamper(nodes(lambda n: n.update({k: [] for k in n}))), "tree.nodes"),
-    "nodes missing": (retamper(lambda body: body.pop("nodes")), "tree"),
+    "nodes missing": (retamper(lambda body: body.pop("nodes")), "tree.nodes"),
 }
 
 
@@ -299,7 +299,9 @@ def test_a_damaged_tree_file_is_refused(damage: str, tmp_path: Path) -> None:
     data = trained("rtpt").tree.to_dict()
     edit(data)
     path.write_text(json.dumps(data))
-    with pytest.raises(TreeFileError, match=f"^{re.escape(str(path))}: {re.escape(field)}: "):
+    # NaN is not JSON: a file holding one is refused as it is parsed (issue 28)
+    loaded = "not a JSON tree file (not valid JSON" if "NaN" in path.read_text() else field
+    with pytest.raises(TreeFileError, match=f"^{re.escape(str(path))}: {re.escape(loaded)}"):
         RadTree.load(path)
     with pytest.raises(TreeFileError, match=f"^mine: {re.escape(field)}: "):
         RadTree.from_dict(json.loads(path.read_text()), "mine")
