@@ -452,6 +452,8 @@ def stop_ray(started: bool) -> None:
         _local_pids = []
         if _reaper is not None and _reaper.stdin is not None and not _reaper.stdin.closed:
             _reaper.stdin.close()  # nothing is left for the watchdog: let it exit
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                _reaper.wait(timeout=STOP_GRACE_S + STOP_TERM_S)
 
 
 def run_name(spec: SimulationSpec) -> str:
