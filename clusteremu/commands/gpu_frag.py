@@ -132,7 +132,7 @@ def _on_ray(
 ) -> list[Any]:
     import ray
 
-    from actors.launch import ensure_ray, stop_ray
+    from actors.launch import ensure_ray
 
     started = ensure_ray(None, num_cpus=workers)
     try:
@@ -145,7 +145,8 @@ def _on_ray(
             shown.update(done=len(tasks) - len(pending))
         return list(ray.get(tasks))
     finally:
-        stop_ray(started)
+        if started:
+            ray.shutdown()
 
 
 def _write(
