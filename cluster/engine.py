@@ -192,11 +192,17 @@ def lift_table(rule: LiftRule, n_classes: int) -> FloatArray:
 
 
 def node_types_of_run(spec: SimulationSpec, rows_types: Sequence[int] | IntArray = ()) -> list[int]:
-    """The node types (indices) a run may hold: its static nodes', the rentable ones and
-    those of the node rows it has handed out (`rows_types`)."""
+    """The node types (indices) a run may hold: its static nodes', the rentable ones, those
+    its timeline's `join` events add and those of the node rows it has handed out
+    (`rows_types`)."""
     index = {t.name: i for i, t in enumerate(spec.node_types)}
     types = {index[name] for name in spec.nodes}
     types |= {i for i, t in enumerate(spec.node_types) if t.rentable}
+    types |= {
+        index[e.node_type]
+        for e in spec.events
+        if e.action == "join" and e.node_type is not None and e.node_type in index
+    }
     types |= {int(t) for t in rows_types if t >= 0}
     return sorted(types)
 
