@@ -170,6 +170,12 @@ class JobClass:
     #: What its jobs really use (memory peak, cores), for the `independent` usage model.
     usage: ClassUsage | None = None
 
+    def mean_runtime_on(self, type_name: str) -> float:
+        """Mean execution time of a job on a node type (s): its `runtime_by_node_type`
+        mean there, else the mean of its size (the `rtpt` SLO's task mean)."""
+        dist = self.runtime_by_node_type.get(type_name)
+        return float(dist.mean) if dist is not None else float(self.size.mean)
+
 
 @dataclass(frozen=True)
 class Image:

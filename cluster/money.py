@@ -97,13 +97,14 @@ def slo_response_s(
 
 
 def task_means(spec: Any, class_index: IntArray, node_type: IntArray) -> FloatArray:
-    """Each job's task mean run time on its node's type (seconds), for the `rtpt` SLO: the
-    class's `runtime_by_node_type` mean there, else its size's mean."""
+    """Each job's task mean run time (seconds), for the `rtpt` SLO: the class's mean on its
+    node's type, or on the SLO's `reference_type` when it names one
+    (`JobClass.mean_runtime_on`)."""
+    reference = getattr(spec.slo, "reference_type", None) if spec.slo is not None else None
     table = np.full((len(spec.classes), max(len(spec.node_types), 1)), math.nan)
     for c, jc in enumerate(spec.classes):
         for t, nt in enumerate(spec.node_types):
-            dist = jc.runtime_by_node_type.get(nt.name)
-            table[c, t] = float(dist.mean) if dist is not None else float(jc.size.mean)
+            table[c, t] = jc.mean_runtime_on(reference if reference is not None else nt.name)
     out = np.full(class_index.size, math.nan)
     on = node_type >= 0
     out[on] = table[class_index[on], node_type[on]]

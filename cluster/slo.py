@@ -4,7 +4,9 @@ A batch's jobs get response times r_j (seconds). Four kinds of objective:
 
 - `max`: every job within `deadline_s`; loss = penalty_per_s x sum_j max(0, r_j - deadline).
 - `rtpt` (response time per task): every job within `factor` x its task's mean run time on
-  the node type it runs on; loss = penalty_per_s x sum_j max(0, r_j - factor x mean).
+  the node type it runs on, or on `reference_type` when the objective names one (one bound
+  per task, whatever type runs it: the Pennyworth paper's "3x the mean response time of an
+  instance of that task"); loss = penalty_per_s x sum_j max(0, r_j - factor x mean).
 - `avg`: the mean response time within `target_s`; loss = penalty_per_s x max(0, mean - target).
 - `percentile`: the ceil(p / 100 x N)-th smallest response time within `target_s`;
   loss = penalty_per_s x max(0, that time - target).
@@ -34,7 +36,8 @@ class Slo:
     """One objective (see the module doc). Units: seconds, dollars per second late.
 
     `count_startup_delay`: whether a VM's start-up delay counts in the response times of
-    the jobs it runs.
+    the jobs it runs. `reference_type` (rtpt only): the node type whose task means set the
+    bounds (None: the type each job runs on).
     """
 
     kind: str
@@ -44,6 +47,7 @@ class Slo:
     target_s: float = math.inf
     percentile: float = 100.0
     count_startup_delay: bool = False
+    reference_type: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -64,6 +68,8 @@ class Slo:
                 raise ValueError(
                     f"slo.{name} must be a finite number > 0 for kind {self.kind}, got {value}"
                 )
+        if self.reference_type is not None and self.kind != "rtpt":
+            raise ValueError(f"slo.reference_type applies to kind rtpt only, not {self.kind}")
         if self.kind == "percentile" and not 0 < self.percentile <= 100:
             raise ValueError(f"slo.percentile must lie in (0, 100], got {self.percentile}")
 
@@ -116,7 +122,7 @@ class Slo:
         task_mean_s: Sequence[float] | FloatArray | None = None,
     ) -> float:
         """The loss of a batch with these response times (and, for rtpt, each job's task
-        mean run time on the node type it ran on), dollars."""
+        mean run time: on the node type it ran on, or on `reference_type`), dollars."""
         r = np.asarray(response_s, dtype=np.float64)
         if r.size == 0:
             return 0.0
@@ -166,4 +172,5 @@ def slo_from_mapping(data: Mapping[str, Any]) -> Slo:
         target_s=float(data.get("target_s", math.inf)),
         percentile=float(data.get("percentile", 100.0)),
         count_startup_delay=bool(data.get("count_startup_delay", False)),
+        reference_type=data.get("reference_type"),
     )

@@ -468,6 +468,15 @@ def _check_references(model: schema.ScenarioModel, source: str) -> None:
                     "name a pool or add cluster.nodes",
                 )
             )
+    ref_type = model.slo.reference_type if model.slo is not None else None
+    if ref_type is not None and ref_type not in known_types:
+        problems.append(
+            (
+                "slo.reference_type",
+                f"expected one of the node types {shorten(type_names, 200)}, "
+                f"got {shorten(ref_type)}",
+            )
+        )
     for kind in registry.KINDS:
         ref = getattr(model.scheduler, kind)
         if ref.name not in registry.names(kind):

@@ -435,6 +435,9 @@ class SloModel(Strict):
     target_s: PositiveFloat | None = None
     percentile: float | None = Field(default=None, gt=0, le=100, allow_inf_nan=False)
     count_startup_delay: bool = False
+    #: rtpt: the node type whose task means set every job's bound (default: the type the
+    #: job runs on).
+    reference_type: str | None = Field(default=None, min_length=1, max_length=256)
 
     @model_validator(mode="after")
     def _fields_of_kind(self) -> SloModel:
@@ -447,6 +450,8 @@ class SloModel(Strict):
         missing = [f for f in need if getattr(self, f) is None]
         if missing:
             raise ValueError(f"an slo of kind {self.kind} needs {', '.join(missing)}")
+        if self.reference_type is not None and self.kind != "rtpt":
+            raise ValueError(f"reference_type applies to kind rtpt only, not {self.kind}")
         return self
 
 

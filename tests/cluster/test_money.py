@@ -62,3 +62,68 @@ def test_each_batch_loss_is_split_over_its_own_jobs() -> None:
     loss = run.jobs.column("slo_loss_usd").to_numpy()
     assert loss == pytest.approx(np.array([0.05, 0.05, 2.05, 2.05]))
     assert run.summary["slo_loss_usd"] == pytest.approx(4.2)
+
+
+def rtpt_on_the_fast_type(reference: str | None) -> dict[str, Any]:
+    """Two jobs of one task queued on one 1-core node of the fast type (100 s each there,
+    300 s on the slow type, which has no node): response times 100 and 200 s; rtpt with
+    factor 1.5."""
+    slo: dict[str, Any] = {"kind": "rtpt", "factor": 1.5, "penalty_per_s": 0.01}
+    if reference is not None:
+        slo["reference_type"] = reference
+    return {
+        "name": "rtpt-reference",
+        "seed": 1,
+        "stop": {"jobs": 2},
+        "cluster": {
+            "node_types": [
+                {"name": "fast", "cpu": 1, "memory_gb": 8, "price_per_hour": 3.6},
+                {"name": "slow", "cpu": 1, "memory_gb": 8, "price_per_hour": 1.0},
+            ],
+            "nodes": [{"type": "fast", "count": 1}],
+        },
+        "workload": {
+            "classes": [
+                {
+                    "name": "q",
+                    "arrival": {"kind": "batch", "count": 2, "at_s": 0.0},
+                    "size": {"kind": "deterministic", "value_s": 1.0},
+                    "runtime_by_node_type": {
+                        "fast": {"kind": "deterministic", "value_s": 100.0},
+                        "slow": {"kind": "deterministic", "value_s": 300.0},
+                    },
+                }
+            ]
+        },
+        "slo": slo,
+    }
+
+
+def test_rtpt_bound_follows_the_reference_type_when_named() -> None:
+    # Own type: bound 1.5 x 100 = 150 s, the second job is 50 s late ($0.50). Reference
+    # `slow`: bound 1.5 x 300 = 450 s for both, no loss.
+    own = Engine(spec_from_dict(rtpt_on_the_fast_type(None))).run()
+    assert own.jobs.to_pandas()["slo_loss_usd"].tolist() == pytest.approx([0.0, 0.5])
+    ref = Engine(spec_from_dict(rtpt_on_the_fast_type("slow"))).run()
+    assert ref.jobs.to_pandas()["slo_loss_usd"].tolist() == pytest.approx([0.0, 0.0])
+    fast = Engine(spec_from_dict(rtpt_on_the_fast_type("fast"))).run()
+    assert fast.summary["slo_loss_usd"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"reference_type": "medium"}, "slo.reference_type"),
+        ({"kind": "max", "deadline_s": 100.0, "reference_type": "slow"}, "slo"),
+    ],
+)
+def test_a_reference_type_not_in_the_scenario_or_not_rtpt_is_refused(
+    change: dict[str, Any], field: str
+) -> None:
+    from scenarios.loader import ScenarioError
+
+    data = rtpt_on_the_fast_type("slow")
+    data["slo"] = {**data["slo"], **change}
+    with pytest.raises(ScenarioError, match=field.replace(".", r"\.")) as err:
+        spec_from_dict(data)
+    assert "reference_type" in str(err.value)

@@ -110,6 +110,7 @@ def _start_state(
     b = sv = 0.0
     delay = p.startup_delay_s if p.slo.count_startup_delay else np.zeros(len(p.type_names))
     variance = p.runtime_var_s2()
+    bound = p.rtpt_mean_s()
     resp: list[float] = []
     money = 0.0
     job_loss = 0.0
@@ -129,7 +130,7 @@ def _start_state(
             money += float(p.price_per_s[k]) * e
             resp.append(r)
             if p.slo.per_job:
-                job_loss += p.slo.job_loss(r, e)
+                job_loss += p.slo.job_loss(r, float(bound[t, k]))
     k_open = partial.vms[-1][0] if partial.vms else -1
     has_job = bool(partial.vms and partial.vms[-1][1])
     track = p.slo.kind in ("avg", "percentile")
@@ -180,6 +181,7 @@ def solve(
     n_types = len(p.type_names)
     n_tasks = len(p.task_names)
     runtime = p.runtime_s.tolist()
+    bound_mean = p.rtpt_mean_s().tolist()
     price = p.price_per_s.tolist()
     startup = p.startup_usd.tolist()
     delay = p.startup_delay_s.tolist() if slo.count_startup_delay else [0.0] * n_types
@@ -362,7 +364,7 @@ def solve(
                     bv2 = bv
                 g2 = g + price[k] * e
                 if per_job:
-                    g2 += slo.job_loss(r, e)
+                    g2 += slo.job_loss(r, bound_mean[t][k])
                 c2 = counts[:t] + (counts[t] - 1,) + counts[t + 1 :]
                 f2 = g2 + h - unit[t]
                 if f2 > best_cost + eps:

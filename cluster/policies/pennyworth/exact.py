@@ -97,9 +97,10 @@ class JobProblem:
     """Jobs x VM types, each job with its own run time.
 
     `runtime_s[j, k]`: run time of job j on type k (s; inf: it cannot run there);
-    `task_mean_s[j, k]`: its task's mean run time on k (s; the `rtpt` bound is factor x
-    this); `task_of[j]`: its task (index into `task_names`); `job_ids[j]`: its id in the
-    scenario (the engine's numbering); `price_per_s[k]` ($/s), `startup_usd[k]` ($),
+    `task_mean_s[j, k]`: the task mean that sets its `rtpt` bound on k (s; the bound is
+    factor x this: its task's mean on k, or on the SLO's reference type); `task_of[j]`:
+    its task (index into `task_names`); `job_ids[j]`: its id in the scenario (the engine's
+    numbering); `price_per_s[k]` ($/s), `startup_usd[k]` ($),
     `startup_delay_s[k]` (s, in response times only with `slo.count_startup_delay`).
     """
 
@@ -171,8 +172,12 @@ def job_problem(
             f"got {table.shape}"
         )
     task_of = tuple(t for t, c in enumerate(p.counts) for _ in range(c))
-    means = np.array([p.runtime_s[t] for t in task_of], dtype=np.float64).reshape(table.shape)
-    table = np.where(np.isfinite(means), table, math.inf)
+    estimates = np.array([p.runtime_s[t] for t in task_of], dtype=np.float64)
+    estimates = estimates.reshape(table.shape)
+    table = np.where(np.isfinite(estimates), table, math.inf)
+    bound = p.rtpt_mean_s()
+    means = np.array([bound[t] for t in task_of], dtype=np.float64).reshape(table.shape)
+    means = np.where(np.isfinite(estimates), means, math.inf)
     jp = JobProblem(
         tuple(p.task_names),
         tuple(p.type_names),
@@ -252,8 +257,8 @@ class JobPlan:
 
 def response_times(problem: JobProblem, plan: JobPlan) -> tuple[FloatArray, FloatArray]:
     """Every job's response time (s: the run times before it on its VM and its own, plus
-    the VM's start-up delay when the SLO counts it) and its task's mean on its VM's type
-    (s), both indexed by job."""
+    the VM's start-up delay when the SLO counts it) and the task mean that sets its rtpt
+    bound on its VM's type (s), both indexed by job."""
     n = problem.jobs
     resp = np.full(n, math.nan)
     means = np.full(n, math.nan)

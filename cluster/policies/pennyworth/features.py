@@ -205,10 +205,9 @@ def lone_types(problem: Problem) -> list[int]:
 
 
 def _alone_on_time(problem: Problem, slo: Slo, t: int, k: int) -> bool:
-    e = float(problem.runtime_s[t, k])
     r = _alone_response_s(problem, t, k)
     if slo.per_job:
-        return slo.job_loss(r, e) == 0.0
+        return slo.job_loss(r, float(problem.rtpt_mean_s()[t, k])) == 0.0
     return r <= slo.target_s
 
 
@@ -240,6 +239,8 @@ class Walker:
         self.n_types = K = len(problem.type_names)
         self.total = max(1, problem.jobs)
         self.runtime_list: list[list[float]] = problem.runtime_s.tolist()
+        #: The task mean (s) that sets a job's rtpt bound on each type (`rtpt_mean_s`).
+        self.bound_mean_list: list[list[float]] = problem.rtpt_mean_s().tolist()
         self.finite_list: list[list[bool]] = np.isfinite(problem.runtime_s).tolist()
         self.price: list[float] = [float(v) for v in problem.price_per_s]
         #: Safety padding (standard deviations) and run-time variances (s^2) per task, type.
@@ -279,7 +280,7 @@ class Walker:
         ]
         #: A job's own loss alone on its lone type (dollars; > 0 when late even alone).
         self.lone_loss = [
-            slo.job_loss(self.lone[t], float(problem.runtime_s[t, k]))
+            slo.job_loss(self.lone[t], self.bound_mean_list[t][k])
             if slo.per_job and k >= 0
             else 0.0
             for t, k in enumerate(lone_type)
@@ -292,10 +293,10 @@ class Walker:
         ]
         self.per_job = slo.per_job
         #: The response time (s) up to which a job of task t on type k has no loss of its
-        #: own (max: the deadline; rtpt: factor x its mean there).
+        #: own (max: the deadline; rtpt: factor x its bound's task mean).
         self.job_bound_s: list[list[float]] = [
             [
-                slo.deadline_s if slo.kind == "max" else slo.factor * self.runtime_list[t][k]
+                slo.deadline_s if slo.kind == "max" else slo.factor * self.bound_mean_list[t][k]
                 for k in range(K)
             ]
             for t in range(T)
@@ -337,11 +338,10 @@ class Walker:
         k = v.open_type
         if k < 0 or v.left[t] == 0 or not self.finite_list[t][k]:
             return SENTINEL
-        e = self.runtime_list[t][k]
         r = self.response(v, t)
         slo = self.p.slo
         if slo.per_job:
-            return slo.job_loss(r, e)
+            return slo.job_loss(r, self.bound_mean_list[t][k])
         if v.loss_cache is None:
             v.loss_cache = self._batch_loss(v, None)
         var = self._sum_var_after(v, t, k, v.var_s2, v.open_b_s2) if self.sum_margin else 0.0
@@ -481,7 +481,7 @@ class Walker:
             # included: a job late even alone does not make every job after it late).
             if r <= self.job_bound_s[t][v.open_type]:
                 return True
-            loss = slo.job_loss(r, e)
+            loss = slo.job_loss(r, self.bound_mean_list[t][v.open_type])
             return (
                 loss == 0.0
                 or self.price[v.open_type] * e + loss <= self.lone_usd[t] + self.lone_loss[t]

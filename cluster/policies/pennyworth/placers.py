@@ -423,7 +423,7 @@ class FfdCheapestPlacer(PlanPlacer):
             if slo.kind == "max":
                 limit = slo.deadline_s
             elif slo.kind == "rtpt":
-                limit = slo.factor * e
+                limit = slo.factor * float(problem.rtpt_mean_s()[t, k])
             else:
                 limit = slo.target_s
             for i in range(len(vms)):

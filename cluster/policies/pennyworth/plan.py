@@ -18,7 +18,8 @@ class Plan:
 
 
 def response_times(problem: Problem, plan: Plan) -> tuple[list[float], list[float]]:
-    """Every job's response time (s) and its task's mean on its VM's type (for rtpt).
+    """Every job's response time (s) and the task mean that sets its rtpt bound
+    (`Problem.rtpt_mean_s`: its mean on its VM's type, or on the SLO's reference type).
     With `problem.safety_z` > 0 each response time is padded by that many standard
     deviations of the run times up to and including the job (`safe_response_s`), but for
     the avg SLO, whose margin is kept on the sum of the response times
@@ -27,6 +28,7 @@ def response_times(problem: Problem, plan: Plan) -> tuple[list[float], list[floa
     means: list[float] = []
     z = problem.safety_z if problem.slo.kind != "avg" else 0.0
     var = problem.runtime_var_s2() if z else None
+    bound = problem.rtpt_mean_s()
     for k, tasks in plan.vms:
         t_s = float(problem.startup_delay_s[k]) if problem.slo.count_startup_delay else 0.0
         v_s2 = 0.0
@@ -38,7 +40,7 @@ def response_times(problem: Problem, plan: Plan) -> tuple[list[float], list[floa
                 resp.append(safe_response_s(t_s, v_s2, z))
             else:
                 resp.append(t_s)
-            means.append(e)
+            means.append(float(bound[t, k]))
     return resp, means
 
 

@@ -53,10 +53,19 @@ class Problem:
     #: scenario's objective tightened by it, and `base_slo` the scenario's own.
     slack: float = 0.0
     base_slo: Slo | None = field(default=None, compare=False)
+    #: rtpt with a `reference_type`: each task's mean on that type, on every type (s;
+    #: None: a job's bound follows its own type's mean, `runtime_s`). See `rtpt_mean_s`.
+    reference_mean_s: FloatArray | None = field(default=None, compare=False)
 
     @property
     def jobs(self) -> int:
         return sum(self.counts)
+
+    def rtpt_mean_s(self) -> FloatArray:
+        """The task mean (s) that sets a job's rtpt bound (factor x it), per task and VM
+        type: the task's mean on the SLO's `reference_type` whatever type runs it, when
+        the SLO names one; else its mean on the type that runs it (`runtime_s`)."""
+        return self.runtime_s if self.reference_mean_s is None else self.reference_mean_s
 
     def runtime_var_s2(self) -> FloatArray:
         """Variance of each task's run time on each type (s^2; zeros when unknown)."""
@@ -170,6 +179,15 @@ def problem_from_spec(
         }
         for c in spec.classes
     }
+    reference = None
+    if slo.kind == "rtpt" and slo.reference_type is not None:
+        names = [t.name for t in spec.node_types]
+        if slo.reference_type not in names:
+            raise ScenarioFieldError(
+                "slo.reference_type", f"expected one of the node types {', '.join(names)}"
+            )
+        means = [c.mean_runtime_on(slo.reference_type) for c in spec.classes]
+        reference = np.repeat(np.array(means, dtype=np.float64)[:, None], len(types), axis=1)
     problem = Problem(
         tuple(c.name for c in spec.classes),
         tuple(t.name for t in types),
@@ -182,6 +200,7 @@ def problem_from_spec(
         slo,
         profiles,
         sd,
+        reference_mean_s=reference,
     )
     problem.check()
     return problem

@@ -54,6 +54,10 @@ def brute_force(problem: Problem) -> float:
 
 
 def random_problem(rng: np.random.Generator, kind: str, types: int) -> Problem:
+    """A random batch of at most 7 jobs over 1-3 tasks; `rtpt-reference`: the rtpt SLO
+    with one bound per task whatever type runs it (a reference type's means)."""
+    reference = kind == "rtpt-reference"
+    kind = "rtpt" if reference else kind
     n_tasks = int(rng.integers(1, 4))
     counts = [0] * n_tasks
     for _ in range(int(rng.integers(1, 8))):
@@ -78,7 +82,7 @@ def random_problem(rng: np.random.Generator, kind: str, types: int) -> Problem:
     if rng.random() < 0.3:
         slo = Slo(**{**slo.__dict__, "count_startup_delay": True})
     price = rng.uniform(0.02, 0.1, types) / 3600.0
-    return Problem(
+    problem = Problem(
         tuple(f"t{t}" for t in range(n_tasks)),
         tuple(f"vm{k}" for k in range(types)),
         runtime,
@@ -89,11 +93,20 @@ def random_problem(rng: np.random.Generator, kind: str, types: int) -> Problem:
         tuple(tuple(range(sum(counts[:t]), sum(counts[: t + 1]))) for t in range(n_tasks)),
         slo,
     )
+    if not reference:
+        return problem
+    means = np.repeat(rng.uniform(60.0, 400.0, n_tasks)[:, None], types, axis=1)
+    return dataclasses.replace(
+        problem,
+        slo=dataclasses.replace(slo, reference_type="vm0"),
+        reference_mean_s=means,
+    )
 
 
-@pytest.mark.parametrize("kind", ["max", "rtpt", "avg", "percentile"])
+@pytest.mark.parametrize("kind", ["max", "rtpt", "rtpt-reference", "avg", "percentile"])
 def test_astar_equals_brute_force_on_75_batches_per_slo(kind: str) -> None:
-    rng = np.random.default_rng({"max": 1, "rtpt": 2, "avg": 3, "percentile": 4}[kind])
+    seeds = {"max": 1, "rtpt": 2, "rtpt-reference": 5, "avg": 3, "percentile": 4}
+    rng = np.random.default_rng(seeds[kind])
     for i in range(75):
         problem = random_problem(rng, kind, types=1 + i % 3)
         found = solve(problem)

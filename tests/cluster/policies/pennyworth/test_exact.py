@@ -5,6 +5,7 @@ gives `optimal=False` with a bound below the optimum (tests only)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -78,7 +79,10 @@ def brute_force(p: JobProblem) -> float:
 
 def random_job_problem(rng: np.random.Generator, kind: str, types: int, jobs: int) -> JobProblem:
     """A random batch: 1-3 tasks, per-job run times spread around the task means, a random
-    SLO whose bound may be unreachable for some jobs (lateness unavoidable)."""
+    SLO whose bound may be unreachable for some jobs (lateness unavoidable).
+    `rtpt-reference`: rtpt with one bound per task whatever type runs it."""
+    reference = kind == "rtpt-reference"
+    kind = "rtpt" if reference else kind
     n_tasks = int(rng.integers(1, 4))
     counts = [0] * n_tasks
     for _ in range(jobs):
@@ -123,14 +127,24 @@ def random_job_problem(rng: np.random.Generator, kind: str, types: int, jobs: in
         tuple(tuple(range(sum(counts[:t]), sum(counts[: t + 1]))) for t in range(n_tasks)),
         slo,
     )
+    if reference:
+        means = np.repeat(rng.uniform(60.0, 400.0, n_tasks)[:, None], types, axis=1)
+        problem = dataclasses.replace(
+            problem, slo=dataclasses.replace(slo, reference_type="vm0"), reference_mean_s=means
+        )
     task_of = [t for t, c in enumerate(counts) for _ in range(c)]
     actual = runtime[task_of] * rng.lognormal(0.0, 0.3, (jobs, types))
-    return job_problem(problem, actual)
+    jp = job_problem(problem, actual)
+    if reference:  # one bound per job, on every type it can run on
+        finite = np.isfinite(jp.runtime_s)
+        assert (jp.task_mean_s[finite] == means[task_of][finite]).all()
+    return jp
 
 
-@pytest.mark.parametrize("kind", ["max", "rtpt", "avg", "percentile"])
+@pytest.mark.parametrize("kind", ["max", "rtpt", "rtpt-reference", "avg", "percentile"])
 def test_exact_equals_brute_force(kind: str) -> None:
-    rng = np.random.default_rng({"max": 21, "rtpt": 22, "avg": 23, "percentile": 24}[kind])
+    seeds = {"max": 21, "rtpt": 22, "rtpt-reference": 25, "avg": 23, "percentile": 24}
+    rng = np.random.default_rng(seeds[kind])
     late = 0
     for i in range(40):
         types = 1 + i % 3
