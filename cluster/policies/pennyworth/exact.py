@@ -1189,6 +1189,9 @@ class _Infeasible(Exception):
     """A node's constraints admit no plan."""
 
 
+#: percentile: the most time (s) kept back from the no-loss search for the bound on the
+#: plans with a loss, should that search not finish (a tenth of the time left at most).
+_LOSSY_BOUND_S = 20.0
 #: Lateness price ($/s) that keeps the percentile's on-time columns on time.
 _FORBID_PER_S = 1e12
 #: A leaf is solved by enumeration and the MIP when it takes at most this many columns
@@ -2619,6 +2622,9 @@ def _solve_percentile(
     floor = float(np.sort(least)[q - 1])
     money_lb = _money_lower_bound(jp)
 
+    def reach() -> float:  # plans whose r_q lies beyond cost more than ub
+        return target + max(0.0, ub - money_lb) / pen if pen > 0 else math.inf
+
     def r_q(plan: JobPlan) -> float:
         resp, _ = response_times(jp, plan)
         return float(np.sort(resp)[q - 1])
@@ -2630,17 +2636,29 @@ def _solve_percentile(
             if cost < ub:
                 best, ub = plan, cost
 
-    # 1. No loss: the least money with r_q <= target.
+    def lossy_bound() -> float:
+        """The least a plan with r_q > target can cost ($): with r_q above `reach()` at
+        least ub; with r_q up to it at least the root LP bound of the variant allowing
+        that (its money alone), else the least money of all when time is up."""
+        try:
+            v = _Variant(3, reach(), False, allowed)
+            return min(_Solver(jp, v, deadline, stats).root_bound(), ub)
+        except _Stop:
+            return min(money_lb, ub)
+
+    # 1. No loss: the least money with r_q <= target (time kept back for the bound on the
+    # plans with a loss, should this search not finish).
     if floor <= target:
         v = _Variant(3, target, False, allowed)
+        reserve = min(0.1 * max(deadline - time.perf_counter(), 0.0), _LOSSY_BOUND_S)
         try:
-            plan, _, bound, proven = _Solver(jp, v, deadline, stats).solve(plans, ub)
+            found = _Solver(jp, v, deadline - reserve, stats).solve(plans, ub)
         except _Stop:
-            return best, ub, min(money_lb, ub), False
+            return best, ub, min(lossy_bound(), ub), False
+        plan, _, bound, proven = found
         adopt(plan)
         if not proven:
-            # plans with a loss cost at least the least money of all
-            return best, ub, min(bound, money_lb, ub), False
+            return best, ub, min(bound, lossy_bound(), ub), False
     # 2. Plans with a loss: r_q in (target, hi]; each costs its money + pen x (r_q -
     # target), its money at least the LP bound without the SLO.
     try:
@@ -2648,10 +2666,6 @@ def _solve_percentile(
     except _Stop:
         return best, ub, min(money_lb, ub), False
     money_lb = max(money_lb, free)
-
-    def reach() -> float:  # plans whose r_q lies beyond cost more than ub
-        return target + max(0.0, ub - money_lb) / pen if pen > 0 else math.inf
-
     hi = reach()
     strict = False
     while True:

@@ -53,8 +53,9 @@ class Problem:
     #: scenario's objective tightened by it, and `base_slo` the scenario's own.
     slack: float = 0.0
     base_slo: Slo | None = field(default=None, compare=False)
-    #: rtpt with a `reference_type`: each task's mean on that type, on every type (s;
-    #: None: a job's bound follows its own type's mean, `runtime_s`). See `rtpt_mean_s`.
+    #: rtpt with a `reference_type`: each task's mean run time on that type (s, one per
+    #: task; None: a job's bound follows its own type's mean, `runtime_s`). See
+    #: `rtpt_mean_s`.
     reference_mean_s: FloatArray | None = field(default=None, compare=False)
 
     @property
@@ -65,7 +66,10 @@ class Problem:
         """The task mean (s) that sets a job's rtpt bound (factor x it), per task and VM
         type: the task's mean on the SLO's `reference_type` whatever type runs it, when
         the SLO names one; else its mean on the type that runs it (`runtime_s`)."""
-        return self.runtime_s if self.reference_mean_s is None else self.reference_mean_s
+        if self.reference_mean_s is None or self.slo.reference_type is None:
+            return self.runtime_s
+        ref = np.asarray(self.reference_mean_s, dtype=np.float64)
+        return np.repeat(ref[:, None], np.shape(self.runtime_s)[1], axis=1)
 
     def runtime_var_s2(self) -> FloatArray:
         """Variance of each task's run time on each type (s^2; zeros when unknown)."""
@@ -186,8 +190,7 @@ def problem_from_spec(
             raise ScenarioFieldError(
                 "slo.reference_type", f"expected one of the node types {', '.join(names)}"
             )
-        means = [c.mean_runtime_on(slo.reference_type) for c in spec.classes]
-        reference = np.repeat(np.array(means, dtype=np.float64)[:, None], len(types), axis=1)
+        reference = np.array([c.mean_runtime_on(slo.reference_type) for c in spec.classes])
     problem = Problem(
         tuple(c.name for c in spec.classes),
         tuple(t.name for t in types),

@@ -95,7 +95,7 @@ def random_problem(rng: np.random.Generator, kind: str, types: int) -> Problem:
     )
     if not reference:
         return problem
-    means = np.repeat(rng.uniform(60.0, 400.0, n_tasks)[:, None], types, axis=1)
+    means = rng.uniform(60.0, 400.0, n_tasks)
     return dataclasses.replace(
         problem,
         slo=dataclasses.replace(slo, reference_type="vm0"),

@@ -128,7 +128,7 @@ def random_job_problem(rng: np.random.Generator, kind: str, types: int, jobs: in
         slo,
     )
     if reference:
-        means = np.repeat(rng.uniform(60.0, 400.0, n_tasks)[:, None], types, axis=1)
+        means = rng.uniform(60.0, 400.0, n_tasks)
         problem = dataclasses.replace(
             problem, slo=dataclasses.replace(slo, reference_type="vm0"), reference_mean_s=means
         )
@@ -137,7 +137,8 @@ def random_job_problem(rng: np.random.Generator, kind: str, types: int, jobs: in
     jp = job_problem(problem, actual)
     if reference:  # one bound per job, on every type it can run on
         finite = np.isfinite(jp.runtime_s)
-        assert (jp.task_mean_s[finite] == means[task_of][finite]).all()
+        expected = np.repeat(means[task_of][:, None], types, axis=1)
+        assert (jp.task_mean_s[finite] == expected[finite]).all()
     return jp
 
 
