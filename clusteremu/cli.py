@@ -30,6 +30,7 @@ from cluster.io import (
     number_text,
     output_folder,
     to_json,
+    write_fault,
     write_json,
     write_parquet,
 )
@@ -684,6 +685,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:  # disk full, quota, read-only while writing --out: bad output
+        fault = write_fault(exc, Path(args.out)) if getattr(args, "out", None) else None
+        if fault is None:
+            raise
+        _say(fault)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
         terminated = isinstance(exc, Terminated)
         what = "terminated (SIGTERM)" if terminated else "interrupted"
