@@ -625,6 +625,11 @@ def _say(exc: BaseException) -> None:
     print(f"error: {text}", file=sys.stderr)
 
 
+#: Set when SIGTERM arrived during the command: code that catches the `Terminated` it
+#: raises and raises a plain KeyboardInterrupt instead (Ray Tune's loop) loses its class.
+_TERMINATED = threading.Event()
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """While a command runs, SIGTERM raises `Terminated` (a KeyboardInterrupt) as Ctrl-C
@@ -634,8 +639,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def terminate(signum: int, frame: Any) -> None:
+        _TERMINATED.set()
         raise Terminated()
 
+    _TERMINATED.clear()
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         yield
@@ -692,7 +699,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(fault)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
-        terminated = isinstance(exc, Terminated)
+        terminated = isinstance(exc, Terminated) or _TERMINATED.is_set()
         what = "terminated (SIGTERM)" if terminated else "interrupted"
         note = getattr(args, "interrupt_note", None) or (
             "no results were written; an --out folder keeps what it held"
