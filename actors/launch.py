@@ -103,10 +103,14 @@ def init_kwargs(
     address: str | None, dashboard_host: str = LOOPBACK, num_cpus: int | None = None
 ) -> dict[str, Any]:
     """Keyword arguments for `ray.init`: join `address`, or start a local instance whose
-    dashboard listens on `dashboard_host` only."""
+    dashboard listens on `dashboard_host` only. The local instance is asked for by name
+    (`address="local"`): without it `ray.init` joins whatever cluster $RAY_ADDRESS or
+    the machine-wide `<ray temp dir>/ray_current_cluster` names (the last `ray start`,
+    another user's, or one since gone) and then refuses `num_cpus`."""
     if address:
         return {"address": address, "log_to_driver": False}
     kwargs: dict[str, Any] = {
+        "address": "local",
         "include_dashboard": True,
         "dashboard_host": dashboard_host,
         "log_to_driver": False,

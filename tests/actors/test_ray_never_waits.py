@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import ray
@@ -59,7 +60,7 @@ def test_resources_are_checked_node_by_node_and_in_total() -> None:
     [
         (["--shard-resources", "rack7=1"], "an actor needs rack7=1 but no node"),
         (["--shard-cpus", "1000"], "needs CPU=1000 but no node"),
-        (["--window", "1", "--shards", "3", "--shard-cpus", "1"], "together need CPU=3"),
+        (["--window", "1", "--shards", "2", "--shard-cpus", "1.5"], "together need CPU=3"),
     ],
     ids=["custom-resource", "cpus", "shards-together"],
 )
@@ -67,28 +68,84 @@ def test_resources_no_node_can_give_are_refused_before_submitting(
     options: list[str], expect: str
 ) -> None:
     """The test instance has 2 CPUs and no custom resource: Ray would keep these actors
-    pending for ever."""
+    pending for ever. (No more shards than the machine has CPUs: that would add a
+    warning line.)"""
     began = time.monotonic()
     refused(["run", "mm-c", "--ray", *options, *SHORT], "run", "ray resources", expect)
     assert time.monotonic() - began < 30
     assert not [a for a in ray.util.list_named_actors() if a.startswith("clusteremu/")]
 
 
+@pytest.fixture
+def private_ray_temp_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Ray's temp dir (where `ray start` records the machine's current cluster in
+    `ray_current_cluster`) is a private folder, and Ray keeps 127.0.0.1 as it is (as in
+    local-only mode) where it would put the machine's address for it: nothing
+    machine-wide is read or written, and a dead address is a closed port on loopback."""
+    from ray._private import services
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(services, "get_node_ip_address", lambda address=None: "127.0.0.1")
+    (tmp_path / "ray").mkdir()
+    return tmp_path / "ray"
+
+
+@pytest.mark.parametrize("where", ["RAY_ADDRESS", "ray_current_cluster"])
 def test_auto_address_that_is_stale_is_given_up_on(
-    monkeypatch: pytest.MonkeyPatch, ray_not_started: None
+    where: str,
+    monkeypatch: pytest.MonkeyPatch,
+    private_ray_temp_dir: Path,
+    ray_not_started: None,
 ) -> None:
-    """`--address auto` finds what Ray finds ($RAY_ADDRESS first): a cluster that is gone
-    is refused as fast as the same address given explicitly."""
-    port = _closed_port()
-    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
-    stale = resolve_auto()  # Ray puts the machine's address for 127.0.0.1
-    assert stale.endswith(f":{port}")
+    """`--address auto` finds what Ray finds ($RAY_ADDRESS, else the cluster `ray start`
+    last recorded): a cluster that is gone is refused as fast as the same address given
+    explicitly."""
+    stale = f"127.0.0.1:{_closed_port()}"
+    if where == "RAY_ADDRESS":
+        monkeypatch.setenv("RAY_ADDRESS", stale)
+    else:
+        (private_ray_temp_dir / "ray_current_cluster").write_text(stale)
+    assert resolve_auto() == stale
     with pytest.raises(ConnectionError, match=f"nothing answers at {stale}"):
         check_reachable("auto", timeout_s=2)
     began = time.monotonic()
     line = refused(["run", "mm-c", "--ray", "--address", "auto", *SHORT], "run", "ray address")
     assert f"--address auto: no Ray cluster to join (nothing answers at {stale}" in line
     assert time.monotonic() - began < launch.CONNECT_TIMEOUT_S + 5
+
+
+class _Stop(Exception):
+    """Raised by the stand-in `ray.init` once it has seen its arguments."""
+
+
+@pytest.mark.parametrize("where", ["RAY_ADDRESS", "ray_current_cluster"])
+def test_a_local_run_never_joins_a_cluster_recorded_elsewhere(
+    where: str, monkeypatch: pytest.MonkeyPatch, private_ray_temp_dir: Path
+) -> None:
+    """Without `--address` the command starts its own instance, whatever $RAY_ADDRESS or
+    the last `ray start` recorded (another user's cluster, or one since gone: `ray.init`
+    would join it, then refuse `num_cpus`). The address `ray.init` is given is resolved
+    as `ray.init` resolves it: None means a new local instance."""
+    from ray._private import services
+
+    stale = f"127.0.0.1:{_closed_port()}"
+    if where == "RAY_ADDRESS":
+        monkeypatch.setenv("RAY_ADDRESS", stale)
+    else:
+        (private_ray_temp_dir / "ray_current_cluster").write_text(stale)
+    assert services.canonicalize_bootstrap_address(None) == stale  # what Ray would join
+    seen: dict[str, object] = {}
+
+    def init(address: str | None = None, **kwargs: object) -> None:
+        seen["joins"] = services.canonicalize_bootstrap_address(address)
+        raise _Stop
+
+    monkeypatch.setattr(launch.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(launch.ray, "init", init)
+    with pytest.raises(_Stop):
+        launch.ensure_ray(None, num_cpus=1)
+    assert seen == {"joins": None}
 
 
 @pytest.mark.parametrize("host", ["10.255.255.1", "no-such-host.invalid"])
