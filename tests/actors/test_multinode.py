@@ -71,7 +71,9 @@ def test_pinned_shards_on_three_nodes_match_one_node(
             assert_same_jobs(one_node_tables["windowed"], result.jobs)  # type: ignore[arg-type]
 
             # Actor names and placement, from Ray's state API (what the dashboard shows).
-            actors = list_actors(filters=[("state", "=", "DEAD")], limit=1000, detail=True)
+            actors = list_actors(
+                cluster.address, filters=[("state", "=", "DEAD")], limit=1000, detail=True
+            )
             for actor in actors:
                 name = actor.name or ""
                 if name.startswith("clusteremu/pinned/node-shard-"):
