@@ -77,6 +77,20 @@ class ActorSet:
         self.mode: str | None = None
         self.replications = 0
 
+    def demands(self, exact: bool) -> list[dict[str, float]]:
+        """The Ray resources each actor of the mode asks for (all alive at once): exact
+        mode's engine, or windowed mode's node shards and pool shards (the arrival stream
+        and the router ask for none). A `node-type-` pin takes a share of one, so it never
+        decides whether the run fits."""
+        res, cpus = self.options.shard_resources, self.options.shard_cpus
+        if exact:
+            return [{"CPU": cpus, **(res[0] if res else {})}]
+        shards = [
+            {"CPU": cpus, **(res[i % len(res)] if res else {})} for i in range(len(self.slices))
+        ]
+        pools = [{"CPU": cpus} for p in range(len(self.spec.pools)) if np.any(self.class_pool == p)]
+        return shards + pools
+
     @property
     def all(self) -> list[Any]:
         """Every live actor of the set."""

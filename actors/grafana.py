@@ -5,16 +5,14 @@ The dashboard (`monitoring/grafana-dashboard.json`, uid `clusteremu`) charts the
 pushes it with the maintained `grafana-client` library (`POST /api/dashboards/db`, by
 uid, overwrite); the older `grafana-api` package is unmaintained since 2020 and relies on
 id-based endpoints that recent Grafana versions disable. Without a Grafana URL the JSON
-is written where Ray's generated Grafana provisioning config looks for dashboards
-(`<ray temp dir>/session_latest/metrics/grafana/dashboards`).
+is written where `clusteremu dashboard --out` says (never into a Ray session's folder
+unasked: the latest session on a machine may be another user's).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +56,6 @@ def provision(
         payload["folderUid"] = folder_uid
     reply: dict[str, Any] = api.dashboard.update_dashboard(payload)
     return reply
-
-
-def ray_provisioning_dir() -> Path | None:
-    """The dashboards folder of the latest Ray session on this machine, if any.
-
-    Ray's dashboard generates a Grafana provisioning config under the session folder
-    that loads every JSON file in it.
-    """
-    root = Path(os.environ.get("RAY_TMPDIR", tempfile.gettempdir())) / "ray" / "session_latest"
-    folder = root / "metrics" / "grafana" / "dashboards"
-    return folder if folder.is_dir() else None
 
 
 def write_dashboard(target: str | Path, datasource: str = "Prometheus") -> Path:

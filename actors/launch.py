@@ -17,15 +17,18 @@ replication, concatenated, and the combined summary.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import logging
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,10 +103,14 @@ def init_kwargs(
     address: str | None, dashboard_host: str = LOOPBACK, num_cpus: int | None = None
 ) -> dict[str, Any]:
     """Keyword arguments for `ray.init`: join `address`, or start a local instance whose
-    dashboard listens on `dashboard_host` only."""
+    dashboard listens on `dashboard_host` only. The local instance is asked for by name
+    (`address="local"`): without it `ray.init` joins whatever cluster $RAY_ADDRESS or
+    the machine-wide `<ray temp dir>/ray_current_cluster` names (the last `ray start`,
+    another user's, or one since gone) and then refuses `num_cpus`."""
     if address:
         return {"address": address, "log_to_driver": False}
     kwargs: dict[str, Any] = {
+        "address": "local",
         "include_dashboard": True,
         "dashboard_host": dashboard_host,
         "log_to_driver": False,
@@ -160,11 +167,14 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     (HOST:PORT) within `timeout_s`: the TCP connection must open and the server must answer
     the HTTP/2 connection preface with its SETTINGS frame, as every gRPC server does before
     any call (so token authentication plays no part). Ray itself retries a GCS that does
-    not answer for many minutes without a word. `auto` and `ray://` addresses are left to
-    Ray, which fails fast on them; with `RAY_USE_TLS` set only the TCP connection is
-    checked."""
-    if address == "auto" or "://" in address:
+    not answer for many minutes without a word. `auto` is first resolved as Ray resolves it
+    (`resolve_auto`), so a stale address is given up on within the same bound; `ray://`
+    addresses are left to Ray, which fails fast on them; with `RAY_USE_TLS` set only the
+    TCP connection is checked."""
+    if "://" in address:
         return
+    if address == "auto":
+        address = resolve_auto()
     host, sep, port_text = address.rpartition(":")
     host = host.strip("[]")
     try:
@@ -200,7 +210,125 @@ def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         )
 
 
+def resolve_auto() -> str:
+    """The HOST:PORT `--address auto` means, found as `ray.init` finds it ($RAY_ADDRESS,
+    else the cluster last started with `ray start` on this machine, else a running GCS);
+    ConnectionError when there is none. The address found may be stale (a cluster that
+    was stopped without cleaning up): `check_reachable` then gives up on it."""
+    from ray._private import services
+
+    found = services.canonicalize_bootstrap_address_or_die("auto")
+    log.info("--address auto: %s", found)
+    return str(found)
+
+
+def check_dashboard_host(host: str) -> None:
+    """UsageError unless this machine can listen on `host` (Ray would retry for a minute
+    and then fail with `Failed to find a valid port`): a socket is bound there on a free
+    port and closed at once."""
+    from clusteremu.cli import UsageError
+
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, where = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(where)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(
+            f"--dashboard-host {host}: this machine cannot listen there ({reason}); expected "
+            "one of its own addresses, e.g. 127.0.0.1"
+        ) from None
+
+
+#: Resources Ray gives every node that no user asks for by name (a node's own address).
+_NODE_RESOURCE_PREFIX = "node:"
+
+
+def check_resources(
+    demands: Sequence[dict[str, float]], nodes: Sequence[dict[str, float]], option: str
+) -> None:
+    """UsageError when the actors' resource `demands` (one mapping per actor, all alive at
+    once) can never be scheduled on `nodes` (each alive node's total resources): an actor
+    whose demand no single node holds, or demands that add up to more than the cluster
+    has. Ray would otherwise keep the actors pending for ever. `option` names the options
+    that set the demands."""
+    from clusteremu.cli import UsageError
+
+    def held(resources: dict[str, float]) -> str:
+        return ", ".join(
+            f"{k}={v:g}"
+            for k, v in sorted(resources.items())
+            if not k.startswith(_NODE_RESOURCE_PREFIX)
+        )
+
+    offered = "; ".join(f"node {i}: {held(n) or 'nothing'}" for i, n in enumerate(nodes))
+    for demand in demands:
+        wanted = {k: v for k, v in demand.items() if v > 0}
+        if not any(all(node.get(k, 0.0) >= v for k, v in wanted.items()) for node in nodes):
+            raise UsageError(
+                f"{option}: an actor needs {held(wanted)} but no node of the Ray cluster "
+                f"has that much ({offered or 'no alive node'}); ask for less, or start a "
+                "node with `ray start --resources` / `--num-cpus`"
+            )
+    total: dict[str, float] = {}
+    for demand in demands:
+        for k, v in demand.items():
+            total[k] = total.get(k, 0.0) + v
+    short = {k: v for k, v in total.items() if v > sum(node.get(k, 0.0) for node in nodes) + 1e-9}
+    if short:
+        raise UsageError(
+            f"{option}: the run's {len(demands)} actors together need {held(short)}, more "
+            f"than the Ray cluster has ({offered}); use fewer --shards or ask for less"
+        )
+
+
+def alive_node_resources() -> list[dict[str, float]]:
+    """Each alive node's total resources (CPU, memory, custom resources)."""
+    return [
+        {str(k): float(v) for k, v in node["Resources"].items()}
+        for node in ray.nodes()
+        if node["Alive"]
+    ]
+
+
+@contextmanager
+def signals_kept() -> Iterator[None]:
+    """While Ray starts: this process keeps its own SIGINT and SIGTERM handlers.
+
+    `ray.init` installs a SIGTERM handler that exits with status 15, and a local head
+    node one that kills its processes and exits with 1 after a C++ stack dump; both
+    would bypass the command's clean-up (`clusteremu.cli.sigterm_as_interrupt`: exit
+    143 with one line). Ray's installer (`ray._private.utils.set_sigterm_handler`) is
+    made a no-op for the start, and the handlers found before it are put back after.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from ray._private import utils as ray_utils
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    installer = getattr(ray_utils, "set_sigterm_handler", None)
+    if installer is not None:
+        ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        if installer is not None:
+            ray_utils.set_sigterm_handler = installer
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
 _reaper: subprocess.Popen[bytes] | None = None
+#: The processes `ray.init` started for the local instance of this process (pids), so
+#: `stop_ray` can wait until they and their descendants are gone.
+_local_pids: list[int] = []
+#: Seconds `stop_ray` lets the instance's processes exit on their own after
+#: `ray.shutdown()`, then after SIGTERM, before SIGKILL.
+STOP_GRACE_S = 2.0
+STOP_TERM_S = 1.0
 
 
 def _child_pids() -> list[int]:
@@ -236,30 +364,43 @@ def start_reaper(ray_pids: list[int]) -> None:
 def ensure_ray(
     address: str | None, dashboard_host: str = LOOPBACK, num_cpus: int | None = None
 ) -> bool:
-    """Initialise Ray unless it already is; return True when this call started it.
+    """Initialise Ray unless it already is; return True when this call started it (then
+    end it with `stop_ray`).
 
-    Without `address` a private instance starts bound to loopback (see `loopback_only`);
-    with one, an unreachable cluster is a `UsageError` after at most `CONNECT_TIMEOUT_S`.
+    Without `address` a private instance starts bound to loopback (see `loopback_only`),
+    once `dashboard_host` is known to be an address this machine can listen on; with one,
+    an unreachable cluster (`auto` included) is a `UsageError` after at most
+    `CONNECT_TIMEOUT_S`. The process keeps its own signal handlers (`signals_kept`).
     """
     if ray.is_initialized():
         return False
     from clusteremu.cli import UsageError
 
+    global _local_pids
     try:
         if address:
-            check_reachable(address)
-            ctx = ray.init(**init_kwargs(address, dashboard_host, num_cpus))
+            target = resolve_auto() if address == "auto" else address
+            check_reachable(target)
+            with signals_kept():
+                ctx = ray.init(**init_kwargs(target, dashboard_host, num_cpus))
         else:
+            check_dashboard_host(dashboard_host)
             before = set(_child_pids())
-            with loopback_only():
-                ctx = ray.init(**init_kwargs(address, dashboard_host, num_cpus))
-            start_reaper([pid for pid in _child_pids() if pid not in before])
+            try:
+                with signals_kept(), loopback_only():
+                    ctx = ray.init(**init_kwargs(address, dashboard_host, num_cpus))
+            finally:  # an interrupt during the start: whatever it started is stopped
+                _local_pids = [pid for pid in _child_pids() if pid not in before]
+            start_reaper(_local_pids)
     except ConnectionError as exc:
         raise UsageError(f"--address {address}: no Ray cluster to join ({exc})") from None
+    except KeyboardInterrupt:
+        stop_ray(True)
+        raise
     if not address:
         exposed = [ip for ip in node_addresses() if not is_loopback(ip)]
         if exposed:
-            ray.shutdown()
+            stop_ray(True)
             raise RuntimeError(
                 f"the local Ray instance came up on {', '.join(exposed)}, not on loopback; "
                 f"this Ray version ignores {LOCAL_ONLY_ENV}=0"
@@ -268,6 +409,55 @@ def ensure_ray(
     if url:
         log.info("Ray dashboard at http://%s", url)
     return True
+
+
+def _instance_processes() -> list[Any]:
+    """The live processes of the local instance this process started, with their
+    descendants (the raylet's workers and agents)."""
+    import psutil
+
+    found: dict[int, psutil.Process] = {}
+    for pid in _local_pids:
+        try:
+            root = psutil.Process(pid)
+            found[pid] = root
+            found.update((c.pid, c) for c in root.children(recursive=True))
+        except psutil.Error:
+            continue
+    reaper = _reaper.pid if _reaper is not None else None
+    return [p for pid, p in found.items() if pid != reaper]
+
+
+def stop_ray(started: bool) -> None:
+    """End what `ensure_ray` started (nothing when `started` is False): `ray.shutdown()`,
+    then wait until every process of the local instance is gone -- Ray's dashboard and
+    runtime-env agents can otherwise outlive the command by a minute -- sending SIGTERM
+    after `STOP_GRACE_S` and SIGKILL after `STOP_TERM_S` more. SIGINT and SIGTERM are
+    held meanwhile (delivered after), so a second interrupt cannot cut the clean-up."""
+    global _local_pids
+    if not started:
+        return
+    import psutil
+
+    from cluster.io import signals_held
+
+    with signals_held():
+        processes = _instance_processes()
+        ray.shutdown()
+        _, left = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.terminate()
+        _, left = psutil.wait_procs(left, timeout=STOP_TERM_S)
+        for process in left:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(left, timeout=STOP_TERM_S)
+        _local_pids = []
+        if _reaper is not None and _reaper.stdin is not None and not _reaper.stdin.closed:
+            _reaper.stdin.close()  # nothing is left for the watchdog: let it exit
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                _reaper.wait(timeout=STOP_GRACE_S + STOP_TERM_S)
 
 
 def run_name(spec: SimulationSpec) -> str:
@@ -289,7 +479,16 @@ def run_on_ray(
     log.info(
         "run %s: mode %s, %d shard(s), pid %d", name, options.mode, options.shards, os.getpid()
     )
-    actors = ActorSet(spec, options, name)
+    try:
+        actors = ActorSet(spec, options, name)
+        check_resources(
+            actors.demands(options.mode == "exact"),
+            alive_node_resources(),
+            "--shards/--shard-cpus/--shard-resources",
+        )
+    except BaseException:
+        stop_ray(started)
+        raise
     try:
         tables, summaries = [], []
         for r in range(spec.replications):
@@ -307,5 +506,4 @@ def run_on_ray(
         return ScenarioResult(pa.concat_tables(tables), summary, summaries)
     finally:
         actors.close()
-        if started:
-            ray.shutdown()
+        stop_ray(started)

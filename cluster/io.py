@@ -68,6 +68,12 @@ _MARKERS: dict[str, tuple[str, ...]] = {
     "tune": ("tune.json",),
     "synthesize": ("tree.json", "report.json"),
 }
+#: Results that are folders by design (a sweep's cells, Ray Tune's trials, a synthesis's
+#: examples): a file of that name is refused, an existing folder is replaced or resumed.
+RESULT_FOLDERS = frozenset({"runs", "trials", "examples"})
+#: Errors of the file system while writing (disk full, quota, file too large, read-only):
+#: whatever was being written, the output cannot be written.
+WRITE_FAULTS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 #: Temporary files of `_atomic`: `.<name>.<pid>.<random>.tmp`.
 _TMP_FILE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
 _STAGE_DIR = re.compile(rf"^{re.escape(STAGE_PREFIX)}(\d+)-[A-Za-z0-9_]+$")
@@ -257,7 +263,7 @@ def check_output_folder(
         )
     for name in names:
         target = out / name
-        if name in ("runs",):  # a folder by design (a sweep's cells)
+        if name in RESULT_FOLDERS:  # a folder by design, replaced or resumed
             if target.exists() and not target.is_dir():
                 raise OutputError(f"{option} {shown}: {target} is a file; expected a folder")
             continue
@@ -276,6 +282,31 @@ def check_output_folder(
             + (f" ({held})" if held else "")
             + f"; use another folder for `clusteremu {command}` (or remove them)"
         )
+    return out
+
+
+def check_output_file(path: str | Path, command: str, option: str = "--out") -> Path:
+    """Raise OutputError unless `path` can take one result file of `command` written on
+    its own (atomically, with no manifest: the file claims itself, not its folder); create
+    nothing. `path` must not be a folder, its folder must be able to take a file (as in
+    `check_output_folder`), and it must not be one of the files another command's results
+    in that folder are made of (its manifest's, or the command's usual names)."""
+    out = Path(path)
+    if out.is_dir():
+        raise OutputError(f"{option} {out}: is a folder; expected a file name")
+    folder = out.parent
+    owner = owner_of(folder) if folder.is_dir() else None
+    if owner is not None and owner != command:
+        manifest = read_manifest(folder)
+        files = manifest.get("files") if manifest is not None else None
+        claimed = set(files) if isinstance(files, list) else set(COMMAND_FILES.get(owner, ()))
+        if out.name in claimed:
+            raise OutputError(
+                f"{option} {out}: is one of the results of `clusteremu {owner}` in {folder}; "
+                "use another name"
+            )
+    # the folder's own checks; its results (if any) are another command's, left alone
+    check_output_folder(folder, owner or command, [out.name], option)
     return out
 
 
@@ -352,9 +383,30 @@ def _commit(stage: Path, out: Path, command: str, label: str) -> list[Path]:
         with suppress(FileNotFoundError):
             (out / MANIFEST).unlink()
         for name in produced:
+            if (out / name).is_dir() and not (out / name).is_symlink():
+                # a result folder (Ray Tune's trials) cannot be renamed over: the old one
+                # goes into the staging folder, removed with it
+                os.replace(out / name, stage / f".replaced-{name}")
             os.replace(stage / name, out / name)
         write_text(text, out / MANIFEST)
     return [out / name for name in produced]
+
+
+def write_fault(exc: OSError, out: Path, option: str = "--out") -> OutputError | None:
+    """The OutputError naming `out` for an error of writing there (disk full, quota, file
+    too large, read-only file system, or a permission error on a path inside `out`), or
+    None for any other OSError (not the output's fault)."""
+    inside = False
+    if exc.filename is not None:
+        with suppress(OSError, ValueError):
+            inside = Path(os.fspath(exc.filename)).absolute().is_relative_to(out.absolute())
+    if exc.errno not in WRITE_FAULTS and not (inside and exc.errno in (errno.EACCES, errno.EPERM)):
+        return None
+    reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
+    return OutputError(
+        f"{option} {out}: cannot write the results ({reason}); nothing was written, the "
+        "folder keeps what it held"
+    )
 
 
 @contextmanager
@@ -386,8 +438,14 @@ def output_folder(
             except OSError as exc:
                 reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "error")
                 raise OutputError(f"{option} {out}: cannot write into it ({reason})") from None
-        yield stage
-        _commit(stage, out, command, label)
+        try:
+            yield stage
+            _commit(stage, out, command, label)
+        except OSError as exc:
+            fault = write_fault(exc, out, option)
+            if fault is None:
+                raise
+            raise fault from None
     finally:
         if stage is not None:
             shutil.rmtree(stage, ignore_errors=True)

@@ -30,6 +30,7 @@ from cluster.io import (
     number_text,
     output_folder,
     to_json,
+    write_fault,
     write_json,
     write_parquet,
 )
@@ -624,6 +625,11 @@ def _say(exc: BaseException) -> None:
     print(f"error: {text}", file=sys.stderr)
 
 
+#: Set when SIGTERM arrived during the command: code that catches the `Terminated` it
+#: raises and raises a plain KeyboardInterrupt instead (Ray Tune's loop) loses its class.
+_TERMINATED = threading.Event()
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """While a command runs, SIGTERM raises `Terminated` (a KeyboardInterrupt) as Ctrl-C
@@ -633,8 +639,10 @@ def sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def terminate(signum: int, frame: Any) -> None:
+        _TERMINATED.set()
         raise Terminated()
 
+    _TERMINATED.clear()
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         yield
@@ -684,8 +692,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:  # disk full, quota, read-only while writing --out: bad output
+        fault = write_fault(exc, Path(args.out)) if getattr(args, "out", None) else None
+        if fault is None:
+            raise
+        _say(fault)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
-        terminated = isinstance(exc, Terminated)
+        terminated = isinstance(exc, Terminated) or _TERMINATED.is_set()
         what = "terminated (SIGTERM)" if terminated else "interrupted"
         note = getattr(args, "interrupt_note", None) or (
             "no results were written; an --out folder keeps what it held"

@@ -814,6 +814,8 @@ def search_tree(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # no console tables over our output
+    # Ctrl-C reaches the command (exit 130), not Ray Tune's own SIGINT handler
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     for name in ("ray.tune", "ray.train"):
         logging.getLogger(name).setLevel(logging.WARNING)
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, trials // 3)))

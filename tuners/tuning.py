@@ -37,6 +37,8 @@ from tuners.evaluate import Experiment, evaluate
 from tuners.strategies import Strategy, make_strategy
 
 log = logging.getLogger(__name__)
+#: Ray Tune installs a SIGINT handler of its own unless this variable is 1.
+TUNE_SIGINT_ENV = "TUNE_DISABLE_SIGINT_HANDLER"
 
 
 @dataclass
@@ -271,6 +273,9 @@ def run_tuning(
     searcher.on_result = on_result
     # Tune's console tables and INFO lines would bury the command's own output.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Ray Tune's own SIGINT handler would absorb Ctrl-C and end the run early with the
+    # outcomes cut short; the command's handlers stop it instead (exit 130 / 143).
+    os.environ[TUNE_SIGINT_ENV] = "1"
     for name in ("ray.tune", "ray.train"):
         logging.getLogger(name).setLevel(logging.WARNING)
     trainable = tune.with_resources(

@@ -2,10 +2,10 @@
 
 With `GRAFANA_URL` and `GRAFANA_TOKEN` set (or `--url` / `--token`), the dashboard JSON
 shipped in `monitoring/grafana-dashboard.json` is pushed to that Grafana through the
-maintained `grafana-client` library (`pip install clusteremu[grafana]`). Otherwise it is
-written into the folder Ray's own Grafana provisioning reads
-(`<ray session>/metrics/grafana/dashboards/`, see `ray.init`'s `metrics` folder), or to
-`--out`.
+maintained `grafana-client` library (`pip install clusteremu[grafana]`); `--out` writes it
+to a file or folder instead (for Ray's own Grafana provisioning, the session's
+`metrics/grafana/dashboards/` folder). With neither it is refused: it is never written
+into a Ray session the command did not start.
 """
 
 from __future__ import annotations
@@ -50,36 +50,34 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         if not token:
             raise UsageError("GRAFANA_URL is set but GRAFANA_TOKEN (or --token) is not")
         return _provision(url, token, args.folder, args.datasource)
-    from actors.grafana import ray_provisioning_dir, write_dashboard
-
-    target = ray_provisioning_dir()
-    if target is None:
-        raise UsageError(
-            "no GRAFANA_URL / GRAFANA_TOKEN and no Ray session on this machine: "
-            "set them, start Ray (`ray start --head`), or pass --out"
-        )
-    path = write_dashboard(target, args.datasource)
-    print(f"wrote {path} (Ray's Grafana provisioning folder)")
-    return 0
+    # Never into whichever Ray session is latest on the machine: it may be another
+    # user's, or a run's that this command did not start.
+    raise UsageError(
+        "nowhere to put the dashboard: set GRAFANA_URL and GRAFANA_TOKEN (or --url and "
+        "--token) to push it to Grafana, or give --out PATH (for Ray's own Grafana, --out "
+        "<the Ray session folder>/metrics/grafana/dashboards)"
+    )
 
 
 def _write_out(out: str, datasource: str) -> int:
-    """`--out`: a folder (the dashboard file goes in it) or a path ending in .json."""
+    """`--out`: a folder (the dashboard file goes in it, with the folder's manifest) or a
+    path ending in .json (that one file, written atomically; it claims no folder)."""
     from actors.grafana import load_dashboard
-    from cluster.io import OutputError, check_output_folder, output_folder, write_json
+    from cluster.io import OutputError, check_output_file, output_folder, write_json
     from clusteremu.cli import UsageError
 
     path = Path(out)
-    folder, name = (path.parent, path.name) if path.suffix == ".json" else (path, DASHBOARD_FILE)
     try:
-        if path.suffix == ".json" and path.is_dir():
-            raise OutputError(f"--out {out}: is a folder; expected a file ending in .json")
-        check_output_folder(folder, "dashboard", [name])
-        with output_folder(folder, "dashboard", [name], label="grafana") as stage:
-            write_json(load_dashboard(datasource), stage / name)
+        if path.suffix == ".json":
+            check_output_file(path, "dashboard")
+            write_json(load_dashboard(datasource), path)
+            print(f"wrote {path}")
+            return 0
+        with output_folder(path, "dashboard", [DASHBOARD_FILE], label="grafana") as stage:
+            write_json(load_dashboard(datasource), stage / DASHBOARD_FILE)
     except OutputError as exc:
         raise UsageError(str(exc)) from None
-    print(f"wrote {folder / name}")
+    print(f"wrote {path / DASHBOARD_FILE}")
     return 0
 
 

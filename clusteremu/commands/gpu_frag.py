@@ -132,7 +132,7 @@ def _on_ray(
 ) -> list[Any]:
     import ray
 
-    from actors.launch import ensure_ray
+    from actors.launch import ensure_ray, stop_ray
 
     started = ensure_ray(None, num_cpus=workers)
     try:
@@ -145,8 +145,7 @@ def _on_ray(
             shown.update(done=len(tasks) - len(pending))
         return list(ray.get(tasks))
     finally:
-        if started:
-            ray.shutdown()
+        stop_ray(started)
 
 
 def _write(

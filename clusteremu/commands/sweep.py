@@ -83,7 +83,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # Everything is checked: now start Ray.
     import ray
 
-    from actors.launch import ensure_ray
+    from actors.launch import ensure_ray, stop_ray
     from cluster.io import to_json
     from tuners.sweep import run_sweep
 
@@ -101,8 +101,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             except SweepError as exc:
                 raise UsageError(str(exc)) from None
     finally:
-        if started:
-            ray.shutdown()
+        stop_ray(started)
     report = {
         "cells": outcome.total,
         "already_done": outcome.skipped,

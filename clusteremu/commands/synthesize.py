@@ -245,7 +245,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     # Everything is checked: now start Ray.
     import ray
 
-    from actors.launch import ensure_ray
+    from actors.launch import ensure_ray, stop_ray
     from cluster.io import output_folder, to_json, write_json
 
     args.interrupt_note = (
@@ -274,8 +274,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         finished = True
     finally:
         progress.close(finished)
-        if started:
-            ray.shutdown()
+        stop_ray(started)
     report = _report(args, plan, base, result, out, time.perf_counter() - start)
     with output_folder(out, "synthesize", FILES, label=plan.scenario) as stage:
         result.tree.save(stage / "tree.json")

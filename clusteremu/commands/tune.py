@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -158,7 +157,7 @@ def _check_trials(args: argparse.Namespace, tuners: int) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from actors.launch import ensure_ray
+    from actors.launch import ensure_ray, stop_ray
     from clusteremu.cli import UsageError
     from tuners.domains import placer_block, sample_configs
     from tuners.evaluate import experiment_from_config, experiment_from_file
@@ -191,10 +190,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     try:
         results = _run_all(args, tuners, experiments, agent_options)
     finally:
-        if started:
-            import ray
-
-            ray.shutdown()
+        stop_ray(started)
     if args.json:
         summaries = {t: r.summary() for t, r in results.items()}
         print(to_json(summaries[tuners[0]] if len(tuners) == 1 else {"tuners": summaries}))
@@ -283,9 +279,6 @@ def _run_all(
                 f"{best.best_score:.4f} (Fixed {best.fixed_score:.4f})\n"
                 + placer_block(best.best_weights, _other_params(experiments[0]))
             )
-        old = Path(args.out) / "trials"
-        if old.is_dir():  # the new trials replace the last tuning's
-            shutil.rmtree(old)
     return results
 
 

@@ -18,5 +18,6 @@ ray = pytest.importorskip("ray")
 def ray_local() -> Iterator[None]:
     with auth_disabled():  # see helpers.auth_disabled: Ray's token auth, off on purpose
         if not ray.is_initialized():
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            # "local": never the cluster a machine-wide ray_current_cluster names
+            ray.init("local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         yield

@@ -33,7 +33,7 @@ def one_node_tables() -> Iterator[dict[str, object]]:
         ray.shutdown()
     spec = load_scenario("hetero-placement", OVERRIDES)
     with auth_disabled():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init("local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         try:
             tables = {"windowed": run_on_ray(spec, RayRunOptions(shards=2, window_s=1.0)).jobs}
         finally:
@@ -41,13 +41,24 @@ def one_node_tables() -> Iterator[dict[str, object]]:
     yield tables
 
 
-def test_pinned_shards_on_three_nodes_match_one_node(one_node_tables: dict[str, object]) -> None:
+def test_pinned_shards_on_three_nodes_match_one_node(
+    one_node_tables: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ray.cluster_utils import Cluster
     from ray.util.state import list_actors
 
+    # The cluster is private to this test: Ray's test cluster would write its address to
+    # the machine-wide <ray temp dir>/ray_current_cluster (which every `ray.init()` without
+    # an address on the machine then joins) and delete that file, whoever wrote it, at
+    # shutdown; and it would insist on the default dashboard port, which another instance
+    # may hold ("dashboard_port": None lets Ray pick a free one).
+    monkeypatch.setattr(ray._private.utils, "write_ray_address", lambda *args, **kwargs: None)
+    monkeypatch.setattr(ray._common.utils, "reset_ray_address", lambda *args, **kwargs: None)
     spec = load_scenario("hetero-placement", OVERRIDES)
     with auth_disabled():
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 1, "dashboard_port": None}
+        )
         try:
             node_a = cluster.add_node(num_cpus=1, resources={"machine-a": 4})
             node_b = cluster.add_node(num_cpus=1, resources={"machine-b": 4})
@@ -60,7 +71,9 @@ def test_pinned_shards_on_three_nodes_match_one_node(one_node_tables: dict[str, 
             assert_same_jobs(one_node_tables["windowed"], result.jobs)  # type: ignore[arg-type]
 
             # Actor names and placement, from Ray's state API (what the dashboard shows).
-            actors = list_actors(filters=[("state", "=", "DEAD")], limit=1000, detail=True)
+            actors = list_actors(
+                cluster.address, filters=[("state", "=", "DEAD")], limit=1000, detail=True
+            )
             for actor in actors:
                 name = actor.name or ""
                 if name.startswith("clusteremu/pinned/node-shard-"):

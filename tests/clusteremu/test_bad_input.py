@@ -461,12 +461,17 @@ def test_dashboard_names_the_missing_extra_and_unreachable_grafana(
 
 @pytest.fixture
 def no_ray_start(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A stand-in `actors.launch` whose `ensure_ray` fails the test: nothing may reach Ray."""
+    """A stand-in `actors.launch` whose `ensure_ray` and `stop_ray` fail the test: nothing
+    may reach Ray."""
 
     def ensure_ray(*args: object, **kwargs: object) -> bool:
         raise AssertionError("Ray was started for bad input")
 
-    monkeypatch.setitem(sys.modules, "actors.launch", types.SimpleNamespace(ensure_ray=ensure_ray))
+    def stop_ray(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Ray was stopped for bad input")
+
+    launch = types.SimpleNamespace(ensure_ray=ensure_ray, stop_ray=stop_ray)
+    monkeypatch.setitem(sys.modules, "actors.launch", launch)
     yield
 
 

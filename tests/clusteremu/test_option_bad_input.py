@@ -77,7 +77,6 @@ class Limited:
 def no_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
     """Stand-ins that fail the test if a bad option reaches work of any command; yields a
     function to call before each command (it resets the count of scenarios loaded)."""
-    import actors.grafana
     import cluster.engine
     import cluster.policies.pennyworth.exact
     import cluster.policies.pennyworth.problem
@@ -91,7 +90,10 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
     import tuners.sweep
 
     launch = types.SimpleNamespace(
-        ensure_ray=_work("Ray"), run_on_ray=_work("Ray"), LOOPBACK="127.0.0.1"
+        ensure_ray=_work("Ray"),
+        stop_ray=_work("Ray"),
+        run_on_ray=_work("Ray"),
+        LOOPBACK="127.0.0.1",
     )
     monkeypatch.setitem(sys.modules, "actors.launch", launch)
     monkeypatch.setattr(cluster.engine, "Engine", _work("the engine"))
@@ -105,7 +107,6 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
     monkeypatch.setattr(tuners.evaluate, "experiment_from_file", _work("building experiments"))
     monkeypatch.setattr(clusteremu.cli, "run_spec", _work("a run"))
     monkeypatch.setattr(clusteremu.commands.learn, "learn", _work("learning"))
-    monkeypatch.setattr(actors.grafana, "ray_provisioning_dir", _work("a Ray session's folder"))
     sweep_load = Limited(tuners.sweep.load_scenario, 20, "sweep")
     monkeypatch.setattr(tuners.sweep, "load_scenario", sweep_load)
     compare_load = Limited(clusteremu.cli.load_scenario, 20, "compare --grid")

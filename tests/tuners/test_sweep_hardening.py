@@ -101,7 +101,11 @@ def no_ray_start(monkeypatch: pytest.MonkeyPatch) -> None:
     def ensure_ray(*args: object, **kwargs: object) -> bool:
         raise AssertionError("Ray was started for bad input")
 
-    monkeypatch.setitem(sys.modules, "actors.launch", types.SimpleNamespace(ensure_ray=ensure_ray))
+    def stop_ray(*args: object, **kwargs: object) -> None:
+        raise AssertionError("Ray was stopped for bad input")
+
+    launch = types.SimpleNamespace(ensure_ray=ensure_ray, stop_ray=stop_ray)
+    monkeypatch.setitem(sys.modules, "actors.launch", launch)
 
 
 def test_cli_refuses_bad_sweep_folders_before_ray(tmp_path: Path, no_ray_start: None) -> None:

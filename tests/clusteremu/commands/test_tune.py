@@ -63,6 +63,14 @@ def test_tuning_a_scenario_file_writes_results_and_a_placer_block(
     assert main(["run", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(summary["mean_best_score"])
     assert faas.FUNCTIONS  # the scenario came from the faas family
+    # The same command again into the same --out replaces the results, trials/ included.
+    trials = {p.name for p in (out / "trials" / "random" / "trials").iterdir()}
+    assert main([*argv, "--out", str(out), "--json", "--seed", "1"]) == 0
+    capsys.readouterr()
+    again = {p.name for p in (out / "trials" / "random" / "trials").iterdir()}
+    assert again and not again & {t for t in trials if t.startswith("experiment-")}
+    assert json.loads((out / "tune.json").read_text())["seed"] == 1
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
 def test_train_rl_refuses_a_model_folder_under_a_file(
