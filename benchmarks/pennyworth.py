@@ -70,6 +70,9 @@ def twenty_tasks(base: Problem, tasks: int = 20, seed: int = 20) -> Problem:
         base,
         task_names=names,
         runtime_s=base.runtime_s[src] * scale[:, None],
+        reference_mean_s=None
+        if base.reference_mean_s is None
+        else base.reference_mean_s[src] * scale,
         counts=(0,) * tasks,
         job_ids=((),) * tasks,
         profiles={

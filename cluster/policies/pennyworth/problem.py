@@ -92,6 +92,13 @@ class Problem:
         return replace(self, slo=base.tightened(slack), slack=float(slack), base_slo=base)
 
     def check(self, where: str = "batch") -> None:
+        if self.reference_mean_s is not None and np.shape(self.reference_mean_s) != (
+            len(self.task_names),
+        ):
+            raise ValueError(
+                f"{where}: reference_mean_s: expected one mean per task "
+                f"({len(self.task_names)}), got shape {np.shape(self.reference_mean_s)}"
+            )
         for t, name in enumerate(self.task_names):
             if self.counts[t] > 0 and not np.isfinite(self.runtime_s[t]).any():
                 raise ValueError(f"{where}: task {name!r} has no run time on any VM type")

@@ -454,6 +454,7 @@ def permuted(base: Problem, order: list[int]) -> Problem:
         task_names=tuple(base.task_names[t] for t in order),
         runtime_s=base.runtime_s[order],
         runtime_sd_s=None if base.runtime_sd_s is None else base.runtime_sd_s[order],
+        reference_mean_s=None if base.reference_mean_s is None else base.reference_mean_s[order],
         counts=tuple(base.counts[t] for t in order),
         job_ids=tuple(base.job_ids[t] for t in order),
     )
