@@ -283,6 +283,21 @@ def check_resources(
         )
 
 
+def check_local_demands(options: RayRunOptions) -> None:
+    """Before a local Ray instance starts: UsageError when one actor asks for more CPUs
+    than this machine has, or for a custom resource (a local instance offers none), so the
+    refusal comes without starting Ray. The whole set is checked once the actors are
+    known (`check_resources`)."""
+    from ray._private.utils import get_num_cpus
+
+    node = {"CPU": float(get_num_cpus())}
+    demands = [
+        {k: v for k, v in {"CPU": options.shard_cpus, **res}.items() if "memory" not in k}
+        for res in (options.shard_resources or ({},))
+    ]
+    check_resources(demands, [node], "--shards/--shard-cpus/--shard-resources")
+
+
 def alive_node_resources() -> list[dict[str, float]]:
     """Each alive node's total resources (CPU, memory, custom resources)."""
     return [
@@ -474,6 +489,8 @@ def run_on_ray(
     host = (
         getattr(args, "dashboard_host", None) if isinstance(args, argparse.Namespace) else None
     ) or "127.0.0.1"
+    if not address:
+        check_local_demands(options)
     started = ensure_ray(address, host)
     name = options.run_name or run_name(spec)
     log.info(

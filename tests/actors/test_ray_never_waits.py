@@ -76,14 +76,39 @@ def test_resources_no_node_can_give_are_refused_before_submitting(
     assert not [a for a in ray.util.list_named_actors() if a.startswith("clusteremu/")]
 
 
+@pytest.mark.parametrize(
+    ("options", "expect"),
+    [
+        (["--shard-resources", "rack7=1"], "an actor needs rack7=1 but no node"),
+        (["--shard-cpus", "1000"], "needs CPU=1000 but no node"),
+    ],
+    ids=["custom-resource", "cpus"],
+)
+def test_a_local_run_refuses_what_no_actor_can_get_before_ray_starts(
+    options: list[str], expect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local instance offers this machine's CPUs and no custom resource: an actor asking
+    for more is refused before Ray starts (starting it would fail the test)."""
+
+    def no_start(*args: object, **kwargs: object) -> bool:
+        raise AssertionError("Ray was started for a run that cannot be scheduled")
+
+    monkeypatch.setattr(launch, "ensure_ray", no_start)
+    refused(["run", "mm-c", "--ray", *options, *SHORT], "run", "ray resources", expect)
+
+
 @pytest.fixture
 def private_ray_temp_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """Ray's temp dir (where `ray start` records the machine's current cluster in
     `ray_current_cluster`) is a private folder, and Ray keeps 127.0.0.1 as it is (as in
     local-only mode) where it would put the machine's address for it: nothing
-    machine-wide is read or written, and a dead address is a closed port on loopback."""
+    machine-wide is read or written, and a dead address is a closed port on loopback.
+    Ray's scan for running GCS processes is made to find none (a stand-in): with `auto`,
+    one running instance (another test's, in the other xdist worker) would win over the
+    recorded address."""
     from ray._private import services
 
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: set())
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr(services, "get_node_ip_address", lambda address=None: "127.0.0.1")
