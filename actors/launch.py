@@ -489,7 +489,7 @@ def run_on_ray(
     host = (
         getattr(args, "dashboard_host", None) if isinstance(args, argparse.Namespace) else None
     ) or "127.0.0.1"
-    if not address:
+    if not address and not ray.is_initialized():  # a local instance is about to start
         check_local_demands(options)
     started = ensure_ray(address, host)
     name = options.run_name or run_name(spec)

@@ -85,15 +85,10 @@ def test_resources_no_node_can_give_are_refused_before_submitting(
     ids=["custom-resource", "cpus"],
 )
 def test_a_local_run_refuses_what_no_actor_can_get_before_ray_starts(
-    options: list[str], expect: str, monkeypatch: pytest.MonkeyPatch
+    options: list[str], expect: str, ray_not_started: None
 ) -> None:
     """A local instance offers this machine's CPUs and no custom resource: an actor asking
     for more is refused before Ray starts (starting it would fail the test)."""
-
-    def no_start(*args: object, **kwargs: object) -> bool:
-        raise AssertionError("Ray was started for a run that cannot be scheduled")
-
-    monkeypatch.setattr(launch, "ensure_ray", no_start)
     refused(["run", "mm-c", "--ray", *options, *SHORT], "run", "ray resources", expect)
 
 
