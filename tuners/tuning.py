@@ -203,18 +203,23 @@ class TuningResult:
     outcomes: list[ExperimentOutcome]
     wall_s: float
     failures: list[str]
+    #: The best weights against Fixed on fresh seeds (`tuners.out_of_sample`), once judged.
+    out_of_sample: dict[str, Any] | None = None
 
     def improvements(self) -> np.ndarray:
         return np.array([o.improvement for o in self.outcomes])
 
     def summary(self) -> dict[str, Any]:
         """The ``--json`` object: mean best score, mean improvement over Fixed (a fraction)
-        with its 95% Student-t half-width, and the number of experiments."""
+        with its 95% Student-t half-width, and the number of experiments. These are
+        in-sample: the best of the budget on the seed the search ran on, which selected
+        the weights; `out_of_sample` (when judged) has the same weights on fresh seeds."""
         imp = self.improvements()
         best = np.array([o.best_score for o in self.outcomes])
         return {
             "tuner": self.tuner,
             "budget": self.budget,
+            "label": "in sample (the search's own seed, used for selection)",
             "mean_best_score": float(best.mean()),
             "mean_fixed_score": float(np.mean([o.fixed_score for o in self.outcomes])),
             "mean_improvement_over_fixed": float(imp.mean()),
@@ -222,6 +227,7 @@ class TuningResult:
             "experiments": len(self.outcomes),
             "evaluations": int(sum(len(o.scores) for o in self.outcomes)),
             "wall_s": round(self.wall_s, 3),
+            **({"out_of_sample": self.out_of_sample} if self.out_of_sample is not None else {}),
         }
 
     def table(self) -> pa.Table:

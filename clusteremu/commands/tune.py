@@ -4,7 +4,7 @@ Learning to Score paper; see docs/tuning.md).
     clusteremu tune --tuner fixed|random|tpe|bo|rl[,...] (--domain train|test|tiny
                     [--experiments N] | --scenario FILE [--set PATH=VALUE ...])
                     [--budget 5] [--seed S] [--workers W] [--repeats R] [--model MODEL]
-                    [--address ADDR] [--out DIR] [--json]
+                    [--test-seeds 3] [--address ADDR] [--out DIR] [--json]
     clusteremu train-rl --steps S --out MODEL [--envs E] [--domain train] [--budget 5]
                         [--seed S] [--json]
 
@@ -12,9 +12,12 @@ Learning to Score paper; see docs/tuning.md).
 takes one scenario file -- and tunes each with every listed tuner on Ray Tune, one trial per
 evaluation (`tuners.tuning`). The first evaluation is always the Fixed weights; the budget
 counts it. It prints one line per experiment and tuner (Fixed score, best score,
-improvement) and the mean improvement over Fixed with its 95% interval; `--json` prints
-``{"mean_best_score", "mean_improvement_over_fixed", "ci95", "experiments", ...}`` (one
-tuner) or ``{"tuners": {name: that object}}``. `--out DIR` writes ``experiments.parquet``
+improvement) and the mean improvement over Fixed with its 95% interval, in sample (on the
+seed the search ran on, which selected the weights) and out of sample (the best weights
+against Fixed on `--test-seeds` fresh seeds per experiment, `tuners.out_of_sample`);
+`--json` prints ``{"mean_best_score", "mean_improvement_over_fixed", "ci95",
+"experiments", "out_of_sample": {...}, ...}`` (one tuner) or ``{"tuners": {name: that
+object}}``. `--out DIR` writes ``experiments.parquet``
 (one row per experiment and tuner: configuration, weights tried, scores), ``tune.json``,
 ``tune.png`` (best against Fixed per experiment), ``trials/`` (Ray Tune's trial folders,
 each with the run's per-function ``detail.parquet``) and, with `--scenario`,
@@ -64,6 +67,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="experiment and tuner seed (default 0)")
     p.add_argument("--workers", type=int, default=2, help="trials at once (default 2)")
     p.add_argument("--repeats", type=int, default=1, help="replications per evaluation")
+    p.add_argument(
+        "--test-seeds",
+        type=int,
+        default=3,
+        help="fresh seeds per experiment on which the best weights are run again against "
+        "Fixed, out of sample (default 3; 0: skip)",
+    )
     p.add_argument("--model", help="the RL tuner's model (from train-rl), for --tuner rl")
     p.add_argument(
         "--weights",
@@ -106,6 +116,7 @@ def _check_tune_args(args: argparse.Namespace) -> list[str]:
     option_checks.count(args.budget, "--budget")
     option_checks.count(args.experiments, "--experiments")
     option_checks.count(args.repeats, "--repeats")
+    option_checks.count(args.test_seeds, "--test-seeds", minimum=0, maximum=1000)
     option_checks.seed(args.seed)
     _check_trials(args, len(tuners))
     option_checks.workers(args.workers, local=not args.address)
@@ -244,6 +255,8 @@ def _run_all(
                 print(
                     f"{tuner}: {len(failures)} evaluation(s) failed: {failures[0]}", file=sys.stderr
                 )
+        if args.test_seeds > 0:
+            _judge_out_of_sample(out, experiments, args)
         return out
 
     if not args.out:
@@ -280,6 +293,20 @@ def _run_all(
                 + placer_block(best.best_weights, _other_params(experiments[0]))
             )
     return results
+
+
+def _judge_out_of_sample(
+    results: dict[str, Any], experiments: list[Any], args: argparse.Namespace
+) -> None:
+    """Each tuner's best weights against Fixed on --test-seeds fresh seeds per experiment
+    (`tuners.out_of_sample`), stored on its result."""
+    from tuners.out_of_sample import judge
+
+    best = {t: [o.best_weights for o in r.outcomes] for t, r in results.items()}
+    with Progress("tune out of sample", unit="runs") as shown:
+        judged = judge(experiments, best, args.seed, args.test_seeds, args.repeats, _counts(shown))
+    for tuner, verdict in judged.items():
+        results[tuner].out_of_sample = verdict.summary()
 
 
 def _other_params(experiment: Any) -> dict[str, Any]:
@@ -320,14 +347,27 @@ def _print_table(results: dict[str, Any], experiments: list[Any]) -> None:
                 f"{len(str(cfg['functions']).split(','))} functions at {cfg['rate_per_s']:g}/s"
             )
     print()
-    head = f"{'tuner':<8}{'mean best':>10}{'mean Fixed':>11}{'improvement':>13}"
-    print(f"{head}{'ci95':>8}{'wall s':>8}")
+    head = f"{'tuner':<8}{'mean best':>10}{'mean Fixed':>11}{'in sample':>13}"
+    print(f"{head}{'ci95':>8}{'out of sample':>15}{'ci95':>8}{'wall s':>8}")
     for t, r in results.items():
         s = r.summary()
+        oos = s.get("out_of_sample")
+        fresh = (
+            f"{100 * oos['mean_improvement_over_fixed']:>14.2f}%{_percent(oos['ci95']):>8}"
+            if oos
+            else f"{'-':>15}{'':>8}"
+        )
         print(
             f"{t:<8}{s['mean_best_score']:>10.4f}{s['mean_fixed_score']:>11.4f}"
             f"{100 * s['mean_improvement_over_fixed']:>12.2f}%{_percent(s['ci95']):>8}"
-            f"{s['wall_s']:>8.1f}"
+            f"{fresh}{s['wall_s']:>8.1f}"
+        )
+    judged = [r.summary()["out_of_sample"] for r in results.values() if r.out_of_sample]
+    if judged:
+        print(
+            "in sample: improvement over Fixed on the seed the search ran on (it selected the "
+            f"weights); out of sample: the same weights on {judged[0]['seeds']} fresh seed(s) "
+            "per experiment, scored once"
         )
 
 
@@ -341,6 +381,7 @@ def _plot(results: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     from cluster.plotting import scale_axis
 
@@ -356,11 +397,26 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("best score vs Fixed (%)")
     ax.legend()
     names = list(results)
-    means = [100 * results[t].summary()["mean_improvement_over_fixed"] for t in names]
-    errs = [100 * results[t].summary()["ci95"] for t in names]
-    errs = [0.0 if e != e else e for e in errs]  # one experiment: no interval to draw
-    bx.bar(names, means, yerr=errs, capsize=4, color="tab:blue")
-    scale_axis(bx, means)
+    summaries = [results[t].summary() for t in names]
+    x = np.arange(len(names))
+    width = 0.38
+    plotted_means: list[float] = []
+    for offset, key, label, color in (
+        (-width / 2, None, "in sample (selected on)", "tab:blue"),
+        (width / 2, "out_of_sample", "out of sample (fresh seeds)", "tab:orange"),
+    ):
+        parts = [s if key is None else s.get(key) for s in summaries]
+        if any(p is None for p in parts):
+            continue
+        means = [100 * p["mean_improvement_over_fixed"] for p in parts]
+        errs = [100 * p["ci95"] for p in parts]
+        errs = [0.0 if e != e else e for e in errs]  # one experiment: no interval to draw
+        bx.bar(x + offset, means, width, yerr=errs, capsize=4, color=color, label=label)
+        plotted_means += means
+    bx.set_xticks(x, names)
+    bx.axhline(0.0, color="grey", linewidth=0.8)
+    scale_axis(bx, plotted_means)
+    bx.legend()
     bx.set_ylabel("mean improvement over Fixed (%), 95% interval")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -27,6 +27,7 @@ from tuners.domains import sample_config
         (["tune", "--tuner", "fixed", "--weights", "1,1,1"], "expected 8 weights"),
         (["tune", "--tuner", "tpe", "--weights", "1,1,1,1,1,0,1,0"], "only with --tuner fixed"),
         (["tune", "--tuner", "tpe", "--experiments", "0"], "--experiments"),
+        (["tune", "--tuner", "tpe", "--test-seeds", "-1"], "--test-seeds: expected at least 0"),
         (["train-rl", "--steps", "10", "--out", "model.bin"], "name it MODEL.zip"),
         (["train-rl", "--steps", "0", "--out", "m.zip"], "--steps"),
         (["train-rl", "--steps", "10", "--out", "m.zip", "--domain", "x"], "unknown domain"),
@@ -54,6 +55,11 @@ def test_tuning_a_scenario_file_writes_results_and_a_placer_block(
     summary = json.loads(capsys.readouterr().out)
     assert summary["experiments"] == 1 and summary["evaluations"] == 3
     assert summary["mean_improvement_over_fixed"] >= 0.0
+    assert summary["label"].startswith("in sample")
+    fresh = summary["out_of_sample"]
+    assert fresh["label"].startswith("out of sample") and fresh["seeds"] == 3
+    assert data["seed"] not in fresh["test_seeds"] and fresh["experiments"] == 1
+    assert fresh["interval"] == [None, None]  # one experiment: no interval
     row = pq.read_table(out / "experiments.parquet").to_pylist()[0]
     assert len(row["weights_tried"]) == 3 and row["best_score"] == summary["mean_best_score"]
     assert (out / "tune.png").stat().st_size > 0 and (out / "tune.json").exists()
