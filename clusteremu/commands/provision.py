@@ -81,6 +81,22 @@ def _check_profiling_memory(runs: int, spec: Any, flag: str) -> None:
     )
 
 
+def _held_out(report: dict[str, Any]) -> dict[str, Any]:
+    """A classifier's held-out report (`models.held_out_report`) with the protocol's 95%
+    interval of its accuracy (percentile bootstrap over the test rows) and the
+    learned-something check: the interval lies above the accuracy of the majority bin (a
+    classifier that learned nothing) on the same rows."""
+    if not report:
+        return {}
+    from tuners.protocol import mean_interval
+
+    ci = mean_interval(report["correct"], method="bootstrap")  # a share: stays in [0, 1]
+    out = {k: v for k, v in report.items() if k != "correct"}
+    out["accuracy_ci95"] = [ci.low, ci.high]
+    out["learned_something"] = bool(ci.low > report["majority_bin_accuracy"])
+    return out
+
+
 def _usage_error(message: str) -> Exception:
     from clusteremu.cli import UsageError
 
@@ -139,6 +155,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                 "time_improvement": h.time_improvement,
                 "estimated_improvement": h.estimated_improvement,
                 "model": h.description,
+                "held_out": _held_out(h.held_out),
             }
             for n, h in heavy.items()
         },
@@ -165,6 +182,23 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"{100 * h.time_improvement:5.1f}% {100 * h.accuracy:5.1f}% "
             f"{100 * h.u_rate:6.2f}% {h.u_score:8.2f} {100 * h.estimated_improvement:5.1f}%  "
             f"{h.description}"
+        )
+    print(
+        "held out (test runs, scored once; the figures above are on them): accuracy with its "
+        "95% interval against the ablations on the same rows"
+    )
+    for n in heavy:
+        r = out["heavy"][n]["held_out"]
+        if not r:
+            continue
+        lo, hi = r["accuracy_ci95"]
+        print(
+            f"  {n}: {100 * r['accuracy']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] on "
+            f"{r['test_rows']} rows of {r['runs']['test']} runs; majority bin "
+            f"{100 * r['majority_bin_accuracy']:.1f}%, smallest bin "
+            f"{100 * r['smallest_bin_accuracy']:.1f}% (u-rate "
+            f"{100 * r['smallest_bin_u_rate']:.1f}%); learned something: "
+            f"{'yes' if r['learned_something'] else 'no'}"
         )
     print(f"wrote {Path(args.out) / 'sizing.json'} and {Path(args.out) / 'profile.parquet'}")
     return 0

@@ -1,13 +1,17 @@
 """Classifiers that predict a heavy task's memory bin from its inputs (the thesis, 5.2).
 
-Training (`train_bin_classifier`): the task's profiling rows -> the best binning for 2 and
-3 bins (`binning.search_binning`, time-based) -> stratified train / validation / test
-splits -> an Optuna search (TPE by default, GP on request) over the classifier (gradient
+Training (`train_bin_classifier`): the task's profiling rows split into train / validation
+/ test by workflow run (the evaluation protocol, `tuners.protocol`: each run goes to one
+split by its own keyed draw, so no run spans two splits) -> the best binning for 2 and 3
+bins on the train and validation rows (`binning.search_binning`, time-based) -> an Optuna
+search (TPE by default, GP on request) over the classifier (gradient
 boosting or an RBF SVM, scikit-learn), its hyper-parameters and the imbalance treatment
 (none, class weights, random over-sampling, SMOTE: imbalanced-learn), minimising the
 u-score (penalty 10) on the validation set -> the winner refitted on train + validation and
-measured on the test set (accuracy, u-rate, u-score, estimated improvement). The binning
-with the best validation estimate is kept.
+measured once on the test set (accuracy with its 95% interval, u-rate, u-score, estimated
+improvement) beside its ablations on the same rows: the majority bin of the training rows
+(a classifier that learned nothing) and the smallest bin (no classifier at all). The
+binning with the best validation estimate is kept.
 
 Export: `ExportedClassifier` holds what prediction needs as plain numbers (the trees'
 arrays, or the SVM's support vectors and coefficients, and the feature scaling) and
@@ -35,6 +39,10 @@ from cluster.policies.provisioner.binning import (
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
+#: The protocol split names of the profiling runs, and the share of runs in each.
+SPLITS = (("train", 0.6), ("validation", 0.2), ("test", 0.2))
+#: The protocol stream the runs' split draws come from.
+SPLIT_STREAM = "provisioner-runs"
 #: Regions one-hot encoded in the design matrix.
 REGIONS = 4
 #: u-score penalty of under-estimations (the thesis's figures use 10).
@@ -225,6 +233,9 @@ class TrainedTask:
     u_score: float
     estimated_improvement: float
     description: str
+    #: The held-out report: runs per split, test rows, accuracy's 95% interval, and the
+    #: ablations' figures on the same test rows (`held_out_report`).
+    held_out: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -237,6 +248,7 @@ class TrainedTask:
             "u_score": self.u_score,
             "estimated_improvement": self.estimated_improvement,
             "description": self.description,
+            "held_out": dict(self.held_out),
         }
 
     @classmethod
@@ -251,6 +263,7 @@ class TrainedTask:
             float(data["u_score"]),
             float(data["estimated_improvement"]),
             str(data["description"]),
+            dict(data.get("held_out") or {}),
         )
 
 
@@ -291,6 +304,46 @@ def _fit(trial_params: Mapping[str, Any], x: FloatArray, y: IntArray, seed: int)
     return model.fit(x, y)
 
 
+def split_by_run(runs: npt.ArrayLike, seed: int) -> IntArray:
+    """Each row's split (0 train, 1 validation, 2 test, `SPLITS`) by its workflow run: run
+    r goes where `instance_rng(seed, SPLIT_STREAM, r)` sends it, so every row of a run is in
+    one split, whatever else was profiled."""
+    from cluster.splits import instance_rng
+
+    r = np.asarray(runs).astype(np.int64)
+    cuts = np.cumsum([share for _, share in SPLITS])
+    where = {
+        int(run): int(np.searchsorted(cuts, instance_rng(seed, SPLIT_STREAM, int(run)).random()))
+        for run in np.unique(r)
+    }
+    return np.array([min(where[int(run)], len(SPLITS) - 1) for run in r], dtype=np.int64)
+
+
+def held_out_report(
+    pred: IntArray, truth: IntArray, train_truth: IntArray, runs: dict[str, int]
+) -> dict[str, Any]:
+    """The test rows' figures (scored once) against the ablations on the same rows: the
+    classifier's accuracy and which rows it got right (`correct`, for the protocol's
+    interval, `tuners.protocol.mean_interval`), the majority bin of the training rows
+    (what a classifier that learned nothing predicts) and the smallest bin (no
+    classifier: every instance starts there)."""
+    correct = (pred == truth).astype(np.int64)
+    majority = int(np.bincount(train_truth).argmax())
+    majority_acc = float((truth == majority).mean())
+    smallest = np.zeros_like(truth)
+    return {
+        "label": "test (held out, scored once)",
+        "runs": runs,
+        "test_rows": int(truth.size),
+        "accuracy": float(correct.mean()),
+        "correct": correct.tolist(),
+        "majority_bin": majority,
+        "majority_bin_accuracy": majority_acc,
+        "smallest_bin_accuracy": float((truth == 0).mean()),
+        "smallest_bin_u_rate": u_rate(smallest, truth),
+    }
+
+
 def train_bin_classifier(
     features: Mapping[str, FloatArray],
     usage_gb: FloatArray,
@@ -305,23 +358,31 @@ def train_bin_classifier(
     """Train a heavy task's bin classifier (see the module doc); `trials` Optuna trials
     per binning."""
     import optuna
-    from sklearn.model_selection import train_test_split
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     x_all = design_matrix(features)
     u = np.asarray(usage_gb, dtype=np.float64)
     d = np.asarray(durations, dtype=np.float64)
     stride = stride_gb or max(1.0, round(static_gb / 70.0))
-    min_samples = max(10, int(0.01 * u.size))
+    runs = np.asarray(features["run"]) if "run" in features else np.arange(u.size)
+    split = split_by_run(runs, seed)
+    train, val, test = (np.flatnonzero(split == i) for i in range(len(SPLITS)))
+    if min(train.size, val.size, test.size) < 2:
+        raise ValueError(
+            f"training: {np.unique(runs).size} profiled runs leave a split with fewer than two rows"
+        )
+    run_counts = {name: int(np.unique(runs[split == i]).size) for i, (name, _) in enumerate(SPLITS)}
+    fit_on = np.concatenate([train, val])
+    min_samples = max(10, int(0.01 * fit_on.size))
     best: tuple[float, TrainedTask] | None = None
     for bins in bin_counts:
-        binning: Binning = search_binning(u, static_gb, bins, stride, d, min_samples)
+        # the binning is chosen on the train and validation rows: the test rows stay unseen
+        binning: Binning = search_binning(
+            u[fit_on], static_gb, bins, stride, d[fit_on], min_samples
+        )
         y = bin_index(u, binning.edges).astype(np.int64)
-        if np.unique(y).size < 2:
+        if np.unique(y[train]).size < 2:
             continue
-        idx = np.arange(u.size)
-        train, rest = train_test_split(idx, test_size=0.4, stratify=y, random_state=seed)
-        val, test = train_test_split(rest, test_size=0.5, stratify=y[rest], random_state=seed)
         mean = x_all[train].mean(0)
         scale = np.where(x_all[train].std(0) > 0, x_all[train].std(0), 1.0)
         z = (x_all - mean) / scale
@@ -362,7 +423,6 @@ def train_bin_classifier(
         val_estimate = estimated_improvement(
             binning.time_improvement, float((val_pred == y[val]).mean()), u_rate(val_pred, y[val])
         )
-        fit_on = np.concatenate([train, val])
         model = _fit(params, z[fit_on], y[fit_on], seed)
         exported = export(model, mean, scale, z[:1])
         pred = exported.predict(x_all[test])
@@ -381,6 +441,7 @@ def train_bin_classifier(
                 f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                 for k, v in sorted(params.items())
             ),
+            held_out_report(pred, y[test], y[train], run_counts),
         )
         if best is None or val_estimate > best[0]:
             best = (val_estimate, task)

@@ -50,3 +50,51 @@ def test_a_truncated_or_foreign_model_file_is_refused(tmp_path: Path) -> None:
         Sizing.load(path)
     with pytest.raises(ValueError, match="cannot be read"):
         Sizing.load(tmp_path / "missing.json")
+
+
+def test_profiling_runs_split_by_run_into_disjoint_splits_from_keyed_streams() -> None:
+    from cluster.policies.provisioner.models import split_by_run
+
+    runs = np.repeat(np.arange(400), 3)  # three task instances per run
+    split = split_by_run(runs, seed=5)
+    for run in range(400):  # a run never spans two splits
+        assert np.unique(split[runs == run]).size == 1
+    shares = np.bincount(split, minlength=3) / split.size
+    assert shares == pytest.approx([0.6, 0.2, 0.2], abs=0.06)
+    # run r's split depends on (seed, r) alone, not on which other runs were profiled
+    assert np.array_equal(split_by_run(runs[::2], seed=5), split[::2])
+    assert not np.array_equal(split_by_run(runs, seed=6), split)
+
+
+def heavy_rows(rng: np.random.Generator, runs: int = 300) -> tuple[dict, np.ndarray, np.ndarray]:
+    """One heavy task: memory a function of the region and products, 15% noise."""
+    region = rng.integers(0, 4, runs).astype(float)
+    products = rng.uniform(10, 1000, runs)
+    days = rng.uniform(0, 30, runs)
+    usage = np.clip((5 + 20 * region + 0.05 * products) * rng.lognormal(0, 0.15, runs), 1, 99)
+    feats = {"region": region, "products": products, "days_left": days, "run": np.arange(runs)}
+    return feats, usage, rng.uniform(100, 300, runs)
+
+
+def test_the_binning_never_reads_the_test_rows_and_the_test_is_scored_against_ablations() -> None:
+    from cluster.policies.provisioner.models import split_by_run, train_bin_classifier
+    from clusteremu.commands.provision import _held_out
+
+    feats, usage, dur = heavy_rows(np.random.default_rng(3))
+    task = train_bin_classifier(feats, usage, dur, 100.0, trials=3, seed=0)
+    # Other usages on the test rows only: the same bins (the search saw train + validation).
+    test = split_by_run(feats["run"], 0) == 2
+    changed = usage.copy()
+    changed[test] = np.random.default_rng(9).uniform(1, 99, int(test.sum()))
+    again = train_bin_classifier(feats, changed, dur, 100.0, trials=3, seed=0)
+    assert again.edges == task.edges
+    report = _held_out(task.held_out)
+    assert report["test_rows"] == int(test.sum()) and report["runs"]["test"] == int(test.sum())
+    assert report["learned_something"]
+    assert report["accuracy_ci95"][0] > report["majority_bin_accuracy"]
+    # The same check on a classifier that learned nothing (it always says the majority bin,
+    # so it is right exactly on the majority's rows) fails.
+    n = report["test_rows"]
+    hits = round(report["majority_bin_accuracy"] * n)
+    trivial = {**task.held_out, "correct": [1] * hits + [0] * (n - hits)}
+    assert not _held_out(trivial)["learned_something"]
