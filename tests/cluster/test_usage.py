@@ -455,3 +455,19 @@ def test_static_doubles_without_a_cap_while_a_node_holds_the_request() -> None:
     row = Engine(spec).run().jobs.to_pylist()[0]
     assert (row["oom_kills"], row["retries"], row["failed"]) == (4, 3, True)
     assert row["request_memory_gb"] == pytest.approx(32.0)
+
+
+def test_a_lifted_request_a_node_type_joining_later_could_hold_waits_for_it() -> None:
+    # A 32 GB type no one rents, but the timeline adds one such node at 300 s: the lifted
+    # 16 GB request waits for it instead of failing, and runs once it is up (lifted once
+    # more there to 32 GB, since the peak is 20 GB).
+    data = outgrows_its_node()
+    data["cluster"]["node_types"].append(
+        {"name": "big", "cpu": 8, "memory_gb": 32.0, "price_per_hour": 1.0}
+    )
+    data["events"] = [{"at_s": 300.0, "join": {"type": "big", "count": 1}}]
+    run = Engine(spec_from_dict(data)).run()
+    big = run.jobs.to_pylist()[0]
+    assert not big["failed"] and big["request_memory_gb"] == pytest.approx(32.0)
+    assert big["start_s"] >= 300.0 and big["end_s"] > big["start_s"]
+    assert run.summary["failed_no_fit"] == 0 and run.summary["jobs_failed"] == 0
