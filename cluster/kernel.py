@@ -150,12 +150,8 @@ def heap_push(s, t: float, j: int, kind: int) -> None:  # type: ignore[no-untype
 
 
 @inline_function
-def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
-    ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
-    n = s.istate[IS.HEAP_N] - 1
-    s.istate[IS.HEAP_N] = n
-    ht[0], hj[0], hk[0] = ht[n], hj[n], hk[n]
-    i = 0
+def _sift_down(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, i: int, n: int) -> None:
+    """Move entry i down the first n entries of the heap until its children are later."""
     while True:
         left = 2 * i + 1
         if left >= n:
@@ -170,6 +166,15 @@ def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
             break
 
 
+@inline_function
+def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
+    ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
+    n = s.istate[IS.HEAP_N] - 1
+    s.istate[IS.HEAP_N] = n
+    ht[0], hj[0], hk[0] = ht[n], hj[n], hk[n]
+    _sift_down(ht, hj, hk, 0, n)
+
+
 @kernel_function
 def purge_heap(s) -> None:  # type: ignore[no-untyped-def]
     """Drop every stale entry from the heap and restore the heap order."""
@@ -182,19 +187,7 @@ def purge_heap(s) -> None:  # type: ignore[no-untyped-def]
             w += 1
     s.istate[IS.HEAP_N] = w
     for top in range(w // 2 - 1, -1, -1):
-        i = top
-        while True:
-            left = 2 * i + 1
-            if left >= w:
-                break
-            child = left
-            if left + 1 < w and _heap_less(ht, hj, left + 1, left):
-                child = left + 1
-            if _heap_less(ht, hj, child, i):
-                _heap_swap(ht, hj, hk, i, child)
-                i = child
-            else:
-                break
+        _sift_down(ht, hj, hk, top, w)
 
 
 @inline_function
