@@ -57,7 +57,7 @@ def test_tuning_a_scenario_file_writes_results_and_a_placer_block(
     assert summary["mean_improvement_over_fixed"] >= 0.0
     assert summary["label"].startswith("in sample")
     fresh = summary["out_of_sample"]
-    assert fresh["label"].startswith("out of sample") and fresh["seeds"] == 3
+    assert fresh["label"].startswith("out of sample") and fresh["seeds"] == 5
     assert data["seed"] not in fresh["test_seeds"] and fresh["experiments"] == 1
     assert fresh["interval"] == [None, None]  # one experiment: no interval
     row = pq.read_table(out / "experiments.parquet").to_pylist()[0]
