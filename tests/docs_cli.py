@@ -15,7 +15,8 @@ says on stderr what it changed:
 * a provisioner's hyper-parameter search (`provision train --trials`, a scenario's
   `scheduler.provisioner.params.trials`) runs at most `MAX_TRIALS` trials;
 * `tune` tunes at most `MAX_EXPERIMENTS` experiments with a budget of at most `MAX_BUDGET`
-  evaluations each (with `--scenario FILE`, the run length
+  evaluations each and judges them on at most `MAX_SEEDS` fresh seeds (`--test-seeds`;
+  with `--scenario FILE`, the run length
   is cut as above); `train-rl` trains `MAX_RL_STEPS` steps of small networks on the
   ``tiny`` domain;
 * `--realtime X` paces `REALTIME_SPEEDUP` times faster.
@@ -151,6 +152,14 @@ def _shrink_tuning(argv: list[str], command: str) -> tuple[list[str], list[str]]
     if budgets and max(budgets) > MAX_BUDGET:
         out = _replace_option(out, "--budget", str(MAX_BUDGET))
         notes.append(f"--budget {MAX_BUDGET}")
+    test_seeds = [int(v) for v in _option_values(out, "--test-seeds") if v.isdigit()]
+    if not test_seeds or max(test_seeds) > MAX_SEEDS:  # the out-of-sample judging
+        out = (
+            _replace_option(out, "--test-seeds", str(MAX_SEEDS))
+            if test_seeds
+            else out + ["--test-seeds", str(MAX_SEEDS)]
+        )
+        notes.append(f"--test-seeds {MAX_SEEDS}")
     scenarios = _option_values(argv, "--scenario")
     if scenarios:
         shorter, more = _shrink_stop(out, scenarios[0])

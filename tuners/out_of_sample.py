@@ -1,38 +1,66 @@
-"""Tuned weights judged out of sample (the evaluation protocol, `tuners.protocol`).
+"""Tuned weights judged out of sample, through the evaluation protocol (`tuners.protocol`).
 
 A search tunes each experiment on the experiment's own seed: its best score is the best of
 its budget on that very seed, an in-sample figure that selected the weights. Here the best
-weights of every experiment and the Fixed weights are run again on fresh seeds the search
-never saw, drawn from the protocol's own split (`instance_seed(seed, TEST_SPLIT, i)`);
-a seed equal to one the search used is dropped and redrawn from the next index (and
-counted). Each experiment's out-of-sample improvement is the mean over its fresh seeds of
-(best - Fixed) / Fixed; the figure reported is the mean over experiments with its 95%
-Student-t interval over experiments (`tuners.protocol.mean_interval`). It learned
-something only when that interval lies above 0: a tuner that returns the Fixed weights
-scores exactly 0 here.
+weights of every experiment are run again, with the Fixed weights, on fresh seeds the search
+never saw, drawn from the protocol's "test" split (`instance_seed(seed, "test", i)`). The
+search's seeds (each experiment's scenario `seed:`; `--repeats` replications are streams
+spawned from it) come from another stream, so a coincidence is all but impossible; it is
+still checked: a fresh seed equal to a search seed is dropped and redrawn from the next
+index, and the count is reported (the protocol's `Overlap`).
 
-The same fresh seeds serve every tuner (paired), and the Fixed runs are shared by them.
-Runs go to Ray (one CPU each) when Ray is initialised, else run in this process.
+The test instances are the experiments. The test set is scored once (`TestSet`): every
+policy on every experiment and fresh seed in one go. A policy's value on an experiment is
+the mean over the fresh seeds of (score - Fixed) / Fixed, a fraction; the figure reported
+is the mean over experiments with its 95% Student-t interval over experiments (seeds of one
+experiment share its cluster and workload, so they are averaged first, not counted as
+independent instances). Every tuner is the method of its own `Comparison`, with the other
+tuners as baselines and two ablations:
+
+- ``Fixed``: the Fixed weights themselves, improvement 0 by definition, so the paired
+  interval against it is the mean interval; the tuner "learned something" only when that
+  interval lies above 0 (a tuner that returns the Fixed weights scores exactly 0);
+- ``random search``: random search at the same budget on the same experiments (the
+  trivial tuner); the paired interval says whether the tuner beats it out of sample.
+
+The same fresh seeds serve every policy (paired), and every (weights, experiment, seed) is
+run once. Runs go to Ray (one CPU each) when Ray is initialised, else run in this process.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tuners.domains import FIXED
 from tuners.evaluate import Experiment, evaluate
-from tuners.protocol import instance_seed, mean_interval
+from tuners.protocol import (
+    REPORTED_SPLIT,
+    Report,
+    Scores,
+    Splits,
+    TestSet,
+    equivalence_report,
+    instance_seed,
+)
 
 #: The protocol split the fresh seeds come from.
-TEST_SPLIT = "tune-test"
+TEST_SPLIT = REPORTED_SPLIT
 #: Fresh seeds per experiment by default.
-DEFAULT_TEST_SEEDS = 3
+DEFAULT_TEST_SEEDS = 5
+#: The ablation rows of every tuner's comparison: the Fixed weights and random search.
+FIXED_POLICY = "Fixed"
+RANDOM_POLICY = "random search"
+#: The per-instance value every comparison is about.
+METRIC = "improvement over Fixed on the fresh seeds (fraction; mean over seeds per experiment)"
+
+Weights = tuple[float, ...]
 
 
 def search_seed(experiment: Experiment) -> int:
@@ -66,73 +94,166 @@ def _score(experiment: Experiment, weights: Sequence[float], repeats: int) -> fl
 
 
 @dataclass(frozen=True)
-class OutOfSample:
-    """One tuner's best weights against Fixed on the fresh seeds: `best[e, s]` and
-    `fixed[e, s]` are the scores of experiment e on seed s (higher is better)."""
+class Judged:
+    """Every policy on the fresh seeds: `scores[policy][e, s]` is the score of experiment e
+    on seed s (higher is better), `Fixed` among them; `report[tuner]` is the protocol's
+    report with that tuner as the method."""
 
-    tuner: str
+    seed: int
     seeds: tuple[int, ...]
+    search_seeds: tuple[int, ...]
     skipped: int
-    best: np.ndarray
-    fixed: np.ndarray
+    scores: Mapping[str, npt.NDArray[np.float64]]
+    reports: Mapping[str, Report]
 
-    def improvements(self) -> np.ndarray:
-        """Each experiment's mean over the fresh seeds of (best - Fixed) / Fixed."""
-        return ((self.best - self.fixed) / self.fixed).mean(axis=1)
+    def improvements(self, policy: str) -> npt.NDArray[np.float64]:
+        """Each experiment's mean over the fresh seeds of (score - Fixed) / Fixed."""
+        fixed = self.scores[FIXED_POLICY]
+        return np.asarray(((self.scores[policy] - fixed) / fixed).mean(axis=1))
 
-    def summary(self) -> dict[str, Any]:
-        imp = self.improvements()
-        ci = mean_interval(imp) if imp.size >= 2 else None
-        ends = (ci.low, ci.high) if ci is not None else (-math.inf, math.inf)
+    def summary(self, tuner: str) -> dict[str, Any]:
+        """The ``out_of_sample`` object of `tuner` in ``tune --json``."""
+        report = self.reports[tuner]
+        method = report.test.method
+        verdict = report.learned
+        against_random = report.test.row(RANDOM_POLICY)
+        assert against_random.paired is not None
         return {
             "label": "out of sample (fresh seeds, scored once)",
-            "mean_improvement_over_fixed": float(imp.mean()),
-            "ci95": float(ci.half_width) if ci is not None else float("nan"),
-            "interval": [e if math.isfinite(e) else None for e in ends],
-            "experiments": int(imp.size),
+            "mean_improvement_over_fixed": float(method.mean.estimate),
+            "ci95": _half_width(method.mean.low, method.mean.high),
+            "interval": [_finite(method.mean.low), _finite(method.mean.high)],
+            "interval_over": "experiments (each the mean of its fresh seeds)",
+            "experiments": int(report.test.n),
             "seeds": len(self.seeds),
             "test_seeds": list(self.seeds),
+            "test_split": TEST_SPLIT,
+            "search_seeds": list(self.search_seeds),
             "seeds_equal_to_a_search_seed_skipped": self.skipped,
-            "learned_something": bool(ci is not None and ci.low > 0),
+            "learned_something": bool(verdict.holds),
+            "vs_random_search": {
+                "mean_difference": float(against_random.paired.estimate),
+                "interval": [
+                    _finite(against_random.paired.low),
+                    _finite(against_random.paired.high),
+                ],
+                "verdict": against_random.verdict,
+            },
+            "report": report.to_dict(),
         }
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _half_width(low: float, high: float) -> float:
+    """(high - low) / 2; NaN (null in JSON, `n/a` printed) for an unbounded interval."""
+    return (high - low) / 2.0 if math.isfinite(low) and math.isfinite(high) else math.nan
 
 
 def judge(
     experiments: Sequence[Experiment],
-    best_weights: dict[str, list[tuple[float, ...]]],
+    best_weights: Mapping[str, Sequence[Weights]],
+    random_weights: Sequence[Weights],
     seed: int,
     count: int = DEFAULT_TEST_SEEDS,
     repeats: int = 1,
     progress: Callable[[int, int], None] | None = None,
-) -> dict[str, OutOfSample]:
-    """Every tuner's best weights (`best_weights[tuner][e]` for experiment e) and Fixed on
-    `count` fresh seeds per experiment; one run per (weights, experiment, seed)."""
+) -> Judged:
+    """Every tuner's best weights (`best_weights[tuner][e]` for experiment e), random
+    search's (`random_weights[e]`, same budget) and Fixed on `count` fresh seeds per
+    experiment, scored once; one run per distinct (weights, experiment, seed)."""
     if count < 1:
         raise ValueError(f"test seeds: expected at least 1, got {count}")
-    seeds, skipped = fresh_seeds(seed, count, {search_seed(e) for e in experiments})
-    jobs: dict[tuple[tuple[float, ...], int, int], float] = {}
-    for e in range(len(experiments)):
+    clash = {FIXED_POLICY, RANDOM_POLICY} & set(best_weights)
+    if clash:
+        raise ValueError(f"tuner names {sorted(clash)} are taken by the ablation rows")
+    used = [search_seed(e) for e in experiments]
+    seeds, skipped = fresh_seeds(seed, count, set(used))
+    policies: dict[str, Sequence[Weights]] = {
+        **best_weights,
+        FIXED_POLICY: [tuple(FIXED)] * len(experiments),
+        RANDOM_POLICY: random_weights,
+    }
+    raw: dict[str, npt.NDArray[np.float64]] = {}
+
+    def scorer(instances: tuple[int, ...]) -> dict[str, npt.NDArray[np.float64]]:
+        raw.update(_run_policies(experiments, instances, policies, seeds, repeats, progress))
+        fixed = raw[FIXED_POLICY]
+        return {p: ((s - fixed) / fixed).mean(axis=1) for p, s in raw.items()}
+
+    scores = TestSet(range(len(experiments)), split=TEST_SPLIT).score(scorer)
+    overlap = dataclasses.replace(
+        equivalence_report(used, seeds, split=TEST_SPLIT), dropped=skipped
+    )
+    reports = {
+        t: _report(t, scores, list(best_weights), seed, len(experiments), overlap, len(seeds))
+        for t in best_weights
+    }
+    return Judged(seed, tuple(seeds), tuple(used), skipped, raw, reports)
+
+
+def _report(
+    tuner: str,
+    scores: Scores,
+    tuners: list[str],
+    seed: int,
+    experiments: int,
+    overlap: Any,
+    count: int,
+) -> Report:
+    """The protocol's report with `tuner` as the method."""
+    table = scores.compare(
+        tuner,
+        better="higher",
+        metric=METRIC,
+        baselines=[t for t in tuners if t != tuner],
+        ablations=[FIXED_POLICY, RANDOM_POLICY],
+    )
+    return Report(
+        f"clusteremu tune: {tuner} out of sample",
+        Splits(seed, {"search": experiments, TEST_SPLIT: experiments}),
+        (overlap,),
+        table,
+        table.learned_something(FIXED_POLICY),
+        notes=(
+            "selection: each experiment's best weights were chosen on its own search seed "
+            "(in sample); the figures here are on fresh seeds",
+            f"a test instance is an experiment run on {count} fresh seed(s) of the "
+            f"{TEST_SPLIT!r} split; the overlap line counts those seeds against the "
+            "search seeds",
+            f"{FIXED_POLICY}: the Fixed weights (improvement 0 by definition); "
+            f"{RANDOM_POLICY}: random search at the same budget on the same experiments",
+        ),
+    )
+
+
+def _run_policies(
+    experiments: Sequence[Experiment],
+    instances: Sequence[int],
+    policies: Mapping[str, Sequence[Weights]],
+    seeds: Sequence[int],
+    repeats: int,
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, npt.NDArray[np.float64]]:
+    """Each policy's score matrix [experiment, seed]; each distinct run made once."""
+    jobs: dict[tuple[Weights, int, int], float] = {}
+    for e in instances:
         for s in seeds:
-            jobs[(tuple(FIXED), e, s)] = math.nan
-            for weights in best_weights.values():
+            for weights in policies.values():
                 jobs[(tuple(weights[e]), e, s)] = math.nan
     keys = list(jobs)
     scores = _run([(on_seed(experiments[e], s), w) for w, e, s in keys], repeats, progress)
     jobs.update(zip(keys, scores, strict=True))
-    out = {}
-    for tuner, weights in best_weights.items():
-        best = np.array(
-            [[jobs[(tuple(weights[e]), e, s)] for s in seeds] for e in range(len(experiments))]
-        )
-        fixed = np.array(
-            [[jobs[(tuple(FIXED), e, s)] for s in seeds] for e in range(len(experiments))]
-        )
-        out[tuner] = OutOfSample(tuner, tuple(seeds), skipped, best, fixed)
-    return out
+    return {
+        p: np.array([[jobs[(tuple(w[e]), e, s)] for s in seeds] for e in instances])
+        for p, w in policies.items()
+    }
 
 
 def _run(
-    runs: list[tuple[Experiment, tuple[float, ...]]],
+    runs: list[tuple[Experiment, Weights]],
     repeats: int,
     progress: Callable[[int, int], None] | None,
 ) -> list[float]:

@@ -4,7 +4,7 @@ Learning to Score paper; see docs/tuning.md).
     clusteremu tune --tuner fixed|random|tpe|bo|rl[,...] (--domain train|test|tiny
                     [--experiments N] | --scenario FILE [--set PATH=VALUE ...])
                     [--budget 5] [--seed S] [--workers W] [--repeats R] [--model MODEL]
-                    [--test-seeds 3] [--address ADDR] [--out DIR] [--json]
+                    [--test-seeds 5] [--address ADDR] [--out DIR] [--json]
     clusteremu train-rl --steps S --out MODEL [--envs E] [--domain train] [--budget 5]
                         [--seed S] [--json]
 
@@ -14,13 +14,16 @@ evaluation (`tuners.tuning`). The first evaluation is always the Fixed weights; 
 counts it. It prints one line per experiment and tuner (Fixed score, best score,
 improvement) and the mean improvement over Fixed with its 95% interval, in sample (on the
 seed the search ran on, which selected the weights) and out of sample (the best weights
-against Fixed on `--test-seeds` fresh seeds per experiment, `tuners.out_of_sample`);
+against Fixed on `--test-seeds` fresh seeds per experiment from the protocol's "test"
+split, scored once, with Fixed and random search at the same budget as ablation rows:
+`tuners.out_of_sample`; random search is run for that when it is not among the tuners);
 `--json` prints ``{"mean_best_score", "mean_improvement_over_fixed", "ci95",
 "experiments", "out_of_sample": {...}, ...}`` (one tuner) or ``{"tuners": {name: that
 object}}``. `--out DIR` writes ``experiments.parquet``
 (one row per experiment and tuner: configuration, weights tried, scores), ``tune.json``,
-``tune.png`` (best against Fixed per experiment), ``trials/`` (Ray Tune's trial folders,
-each with the run's per-function ``detail.parquet``) and, with `--scenario`,
+``tune.png`` (best against Fixed per experiment; in sample and out of sample side by
+side), ``out-of-sample.md`` (the protocol's report of each tuner), ``trials/`` (Ray Tune's
+trial folders, each with the run's per-function ``detail.parquet``) and, with `--scenario`,
 ``placer.yaml``: the best weights as a ``scheduler.placer`` block to paste into the file.
 
 `train-rl` trains the RL tuner (SAC on parallel environments, `tuners.rl`) and saves it as
@@ -42,6 +45,7 @@ from clusteremu.progress import Progress
 
 def add_parser(sub: Any) -> None:
     from tuners.domains import DOMAINS
+    from tuners.out_of_sample import DEFAULT_TEST_SEEDS
 
     p = sub.add_parser(
         "tune", help="tune the scoring placer's weights on Ray Tune (Learning to Score)"
@@ -70,9 +74,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--test-seeds",
         type=int,
-        default=3,
+        default=DEFAULT_TEST_SEEDS,
         help="fresh seeds per experiment on which the best weights are run again against "
-        "Fixed, out of sample (default 3; 0: skip)",
+        f"Fixed and random search, out of sample (default {DEFAULT_TEST_SEEDS}; 0: skip)",
     )
     p.add_argument("--model", help="the RL tuner's model (from train-rl), for --tuner rl")
     p.add_argument(
@@ -83,7 +87,10 @@ def add_parser(sub: Any) -> None:
         "tuners.domains.WEIGHT_NAMES",
     )
     p.add_argument("--address", help="join this Ray cluster instead of starting one")
-    p.add_argument("--out", help="folder for experiments.parquet, tune.json, tune.png, trials/")
+    p.add_argument(
+        "--out",
+        help="folder for experiments.parquet, tune.json, tune.png, out-of-sample.md, trials/",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=cmd_tune, out_command="tune")
 
@@ -118,7 +125,7 @@ def _check_tune_args(args: argparse.Namespace) -> list[str]:
     option_checks.count(args.repeats, "--repeats")
     option_checks.count(args.test_seeds, "--test-seeds", minimum=0, maximum=1000)
     option_checks.seed(args.seed)
-    _check_trials(args, len(tuners))
+    _check_trials(args, len(tuners) + int(_needs_random_ablation(args, tuners)))
     option_checks.workers(args.workers, local=not args.address)
     if args.domain is not None and args.domain not in DOMAINS:
         raise UsageError(
@@ -151,6 +158,11 @@ def _check_tune_args(args: argparse.Namespace) -> list[str]:
             ) from None
     check_out(args, "tune")
     return tuners
+
+
+def _needs_random_ablation(args: argparse.Namespace, tuners: list[str]) -> bool:
+    """True when random search must run as the out-of-sample ablation (not a tuner)."""
+    return args.test_seeds > 0 and "random" not in tuners
 
 
 def _check_trials(args: argparse.Namespace, tuners: int) -> None:
@@ -210,6 +222,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if args.out:
             out = Path(args.out)
             files = ["experiments.parquet", "tune.json", "tune.png"]
+            files += ["out-of-sample.md"] if args.test_seeds > 0 else []
             files += ["placer.yaml"] if args.scenario else []
             print(f"wrote {', '.join(str(out / f) for f in files)} and {out / 'trials'}/")
     if args.scenario:
@@ -225,6 +238,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The trials folder of random search run only as the out-of-sample ablation.
+RANDOM_ABLATION = "random-ablation"
+
+
 def _run_all(
     args: argparse.Namespace,
     tuners: list[str],
@@ -234,29 +251,37 @@ def _run_all(
     from cluster.io import output_folder
     from tuners.tuning import run_tuning
 
+    judged: list[Any] = []
+    ablations: list[Any] = []
+
+    def search(tuner: str, storage: Path | None, folder: str) -> Any:
+        label = f"tune {tuner}" if folder == tuner else f"tune {tuner} (ablation)"
+        with Progress(label, unit="evaluations") as shown:
+            result = run_tuning(
+                experiments,
+                tuner,
+                args.budget,
+                seed=args.seed,
+                workers=args.workers,
+                repeats=args.repeats,
+                storage=None if storage is None else storage / folder,
+                strategy_options=_options(tuner, args, agent_options),
+                progress=_counts(shown),
+            )
+        if result.failures:
+            print(
+                f"{tuner}: {len(result.failures)} evaluation(s) failed: {result.failures[0]}",
+                file=sys.stderr,
+            )
+        return result
+
     def run(storage: Path | None) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for tuner in tuners:
-            with Progress(f"tune {tuner}", unit="evaluations") as shown:
-                progress = _counts(shown)
-                out[tuner] = run_tuning(
-                    experiments,
-                    tuner,
-                    args.budget,
-                    seed=args.seed,
-                    workers=args.workers,
-                    repeats=args.repeats,
-                    storage=None if storage is None else storage / tuner,
-                    strategy_options=_options(tuner, args, agent_options),
-                    progress=progress,
-                )
-            failures = out[tuner].failures
-            if failures:
-                print(
-                    f"{tuner}: {len(failures)} evaluation(s) failed: {failures[0]}", file=sys.stderr
-                )
+        out = {tuner: search(tuner, storage, tuner) for tuner in tuners}
         if args.test_seeds > 0:
-            _judge_out_of_sample(out, experiments, args)
+            if _needs_random_ablation(args, tuners):
+                ablations.append(search("random", storage, RANDOM_ABLATION))
+            ablation = ablations[0] if ablations else out["random"]
+            judged.append(_judge_out_of_sample(out, ablation, experiments, args))
         return out
 
     if not args.out:
@@ -279,10 +304,16 @@ def _run_all(
                 "seed": args.seed,
                 "budget": args.budget,
                 "repeats": args.repeats,
+                "test_seeds": args.test_seeds,
+                # random search run only as the out-of-sample ablation: its in-sample summary
+                "random_search_ablation": ablations[0].summary() if ablations else None,
             },
             stage / "tune.json",
         )
         _plot(results, stage / "tune.png")
+        if judged:
+            reports = [judged[0].reports[t].to_table() for t in results]
+            (stage / "out-of-sample.md").write_text("\n".join(reports), encoding="utf-8")
         if args.scenario:
             from tuners.domains import placer_block
 
@@ -296,17 +327,28 @@ def _run_all(
 
 
 def _judge_out_of_sample(
-    results: dict[str, Any], experiments: list[Any], args: argparse.Namespace
-) -> None:
-    """Each tuner's best weights against Fixed on --test-seeds fresh seeds per experiment
-    (`tuners.out_of_sample`), stored on its result."""
+    results: dict[str, Any], ablation: Any, experiments: list[Any], args: argparse.Namespace
+) -> Any:
+    """Each tuner's best weights against Fixed and random search (`ablation`, the same
+    budget) on --test-seeds fresh seeds per experiment, scored once
+    (`tuners.out_of_sample`); each summary stored on its result, the verdicts returned."""
     from tuners.out_of_sample import judge
 
     best = {t: [o.best_weights for o in r.outcomes] for t, r in results.items()}
+    random_best = [o.best_weights for o in ablation.outcomes]
     with Progress("tune out of sample", unit="runs") as shown:
-        judged = judge(experiments, best, args.seed, args.test_seeds, args.repeats, _counts(shown))
-    for tuner, verdict in judged.items():
-        results[tuner].out_of_sample = verdict.summary()
+        judged = judge(
+            experiments,
+            best,
+            random_best,
+            args.seed,
+            args.test_seeds,
+            args.repeats,
+            _counts(shown),
+        )
+    for tuner in results:
+        results[tuner].out_of_sample = judged.summary(tuner)
+    return judged
 
 
 def _other_params(experiment: Any) -> dict[str, Any]:
@@ -348,27 +390,39 @@ def _print_table(results: dict[str, Any], experiments: list[Any]) -> None:
             )
     print()
     head = f"{'tuner':<8}{'mean best':>10}{'mean Fixed':>11}{'in sample':>13}"
-    print(f"{head}{'ci95':>8}{'out of sample':>15}{'ci95':>8}{'wall s':>8}")
+    print(
+        f"{head}{'ci95':>8}{'out of sample':>15}{'ci95':>8}{'vs random':>11}{'learned':>9}"
+        f"{'wall s':>8}"
+    )
     for t, r in results.items():
         s = r.summary()
-        oos = s.get("out_of_sample")
-        fresh = (
-            f"{100 * oos['mean_improvement_over_fixed']:>14.2f}%{_percent(oos['ci95']):>8}"
-            if oos
-            else f"{'-':>15}{'':>8}"
-        )
         print(
             f"{t:<8}{s['mean_best_score']:>10.4f}{s['mean_fixed_score']:>11.4f}"
             f"{100 * s['mean_improvement_over_fixed']:>12.2f}%{_percent(s['ci95']):>8}"
-            f"{fresh}{s['wall_s']:>8.1f}"
+            f"{_fresh_cells(s.get('out_of_sample'))}{s['wall_s']:>8.1f}"
         )
     judged = [r.summary()["out_of_sample"] for r in results.values() if r.out_of_sample]
     if judged:
         print(
-            "in sample: improvement over Fixed on the seed the search ran on (it selected the "
-            f"weights); out of sample: the same weights on {judged[0]['seeds']} fresh seed(s) "
-            "per experiment, scored once"
+            "in sample (used for selection): improvement over Fixed on the seed the search ran "
+            f"on; out of sample: the same weights on {judged[0]['seeds']} fresh seed(s) per "
+            "experiment from the protocol's test split, scored once; vs random: out of sample "
+            "minus random search at the same budget (paired over experiments; * when its 95% "
+            "interval excludes 0); learned: the out-of-sample interval lies above 0"
         )
+
+
+def _fresh_cells(oos: dict[str, Any] | None) -> str:
+    """The out-of-sample columns of the table: mean, ci95, vs random, learned."""
+    if not oos:
+        return f"{'-':>15}{'':>8}{'':>11}{'':>9}"
+    versus = oos["vs_random_search"]
+    star = "*" if versus["verdict"] in ("better", "worse") else ""
+    difference = f"{100 * versus['mean_difference']:+.2f}%{star}"
+    return (
+        f"{100 * oos['mean_improvement_over_fixed']:>14.2f}%{_percent(oos['ci95']):>8}"
+        f"{difference:>11}{'yes' if oos['learned_something'] else 'no':>9}"
+    )
 
 
 def _percent(fraction: float) -> str:

@@ -57,9 +57,11 @@ def test_tuning_a_scenario_file_writes_results_and_a_placer_block(
     assert summary["mean_improvement_over_fixed"] >= 0.0
     assert summary["label"].startswith("in sample")
     fresh = summary["out_of_sample"]
-    assert fresh["label"].startswith("out of sample") and fresh["seeds"] == 3
+    assert fresh["label"].startswith("out of sample") and fresh["seeds"] == 5
     assert data["seed"] not in fresh["test_seeds"] and fresh["experiments"] == 1
     assert fresh["interval"] == [None, None]  # one experiment: no interval
+    assert fresh["report"]["test"]["label"] == "test (held out, scored once)"
+    assert "random search | ablation" in (out / "out-of-sample.md").read_text()
     row = pq.read_table(out / "experiments.parquet").to_pylist()[0]
     assert len(row["weights_tried"]) == 3 and row["best_score"] == summary["mean_best_score"]
     assert (out / "tune.png").stat().st_size > 0 and (out / "tune.json").exists()
