@@ -91,7 +91,8 @@ def _held_out(report: dict[str, Any]) -> dict[str, Any]:
     from tuners.protocol import mean_interval
 
     ci = mean_interval(report["correct"], method="bootstrap")  # a share: stays in [0, 1]
-    out = {k: v for k, v in report.items() if k != "correct"}
+    hidden = ("correct", "protocol_table", "runs_by_split")
+    out = {k: v for k, v in report.items() if k not in hidden}
     out["accuracy_ci95"] = [ci.low, ci.high]
     out["learned_something"] = bool(ci.low > report["majority_bin_accuracy"])
     return out
@@ -139,6 +140,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     with output_folder(args.out, "provision train", label=spec.name) as stage:
         sizing.save(stage / "sizing.json")
         write_parquet(prof.table, stage / "profile.parquet")
+        _write_reports(stage, {n: t.heavy for n, t in sizing.tasks.items() if t.heavy})
     heavy = {n: t.heavy for n, t in sizing.tasks.items() if t.heavy is not None}
     out = {
         "rows": prof.table.num_rows,
@@ -200,8 +202,51 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"{100 * r['smallest_bin_u_rate']:.1f}%); learned something: "
             f"{'yes' if r['learned_something'] else 'no'}"
         )
-    print(f"wrote {Path(args.out) / 'sizing.json'} and {Path(args.out) / 'profile.parquet'}")
+    _print_models(heavy)
+    print(
+        f"wrote {Path(args.out) / 'sizing.json'}, {Path(args.out) / 'profile.parquet'} and "
+        "held-out-<task>.{json,md} (the protocol report per heavy task)"
+    )
     return 0
+
+
+def _print_models(heavy: dict[str, Any]) -> None:
+    """Per heavy task: the per-model table (each classifier x imbalance treatment on the
+    held-out rows, as in the thesis) and the protocol report's table."""
+    for n, h in heavy.items():
+        report = h.held_out
+        if not report.get("models"):
+            continue
+        print(
+            f"\n{n}: every classifier x imbalance treatment, refitted on train + validation, "
+            f"on the {report['test_rows']} held-out rows"
+        )
+        print(
+            f"  {'model':<14} {'acc.':>6} {'u-rate':>7} {'u-score':>8} {'val. u-score':>12}  "
+            "parameters"
+        )
+        for r in report["models"]:
+            val = "—" if r["validation_u_score"] is None else f"{r['validation_u_score']:.2f}"
+            mark = " (selected)" if r["selected"] else ""
+            print(
+                f"  {r['model']:<14} {100 * r['accuracy']:5.1f}% {100 * r['u_rate']:6.2f}% "
+                f"{r['u_score']:8.2f} {val:>12}  {r['params']}; {r['source']}{mark}"
+            )
+        print()
+        print(report["protocol_table"])
+
+
+def _write_reports(stage: Path, heavy: dict[str, Any]) -> None:
+    """`held-out-<task>.json` (the protocol report, per-model table) and `.md`."""
+    import json
+
+    for n, h in heavy.items():
+        report = h.held_out
+        if not report.get("protocol"):
+            continue
+        data = {"task": n, "report": report["protocol"], "models": report["models"]}
+        (stage / f"held-out-{n}.json").write_text(json.dumps(data, indent=1, allow_nan=False))
+        (stage / f"held-out-{n}.md").write_text(report["protocol_table"])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
