@@ -33,7 +33,9 @@ from clusteremu import option_checks
 from clusteremu.progress import Progress, progress
 from scenarios.loader import load_scenario
 
-PROVISIONERS = ("static", "grouped", "vpa", "predictive")
+PROVISIONERS = ("static", "grouped", "vpa", "predictive", "smallest-bin", "oracle")
+#: The provisioners that size by a sizing model's bins (`--model`, or trained the same way).
+BINNED = ("predictive", "smallest-bin", "oracle")
 
 
 def add_parser(sub: Any) -> None:
@@ -49,7 +51,9 @@ def add_parser(sub: Any) -> None:
     t.set_defaults(func=cmd_train, out_command="provision train")
     c = verbs.add_parser("compare", help="run the scenario under several provisioners")
     _common(c)
-    c.add_argument("--model", help="sizing.json from `provision train` (predictive)")
+    c.add_argument(
+        "--model", help="sizing.json from `provision train` (predictive, smallest-bin, oracle)"
+    )
     c.add_argument(
         "--provisioners",
         default=",".join(PROVISIONERS),
@@ -262,15 +266,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif names[0] != "static":  # static first: the others' savings are against it
         names.remove("static")
         names.insert(0, "static")
-    if args.model is not None and "predictive" not in names:
+    if args.model is not None and not set(BINNED) & set(names):
         raise _usage_error(
-            f"--model: only the predictive provisioner uses a sizing model; add predictive "
+            f"--model: only the {', '.join(BINNED)} provisioners use a sizing model; add one "
             f"to --provisioners (got {args.provisioners}) or drop --model"
         )
-    learnt = [n for n in names if n != "static" and not (n == "predictive" and args.model)]
+    learnt = [n for n in names if n != "static" and not (n in BINNED and args.model)]
     if learnt:  # they profile the scenario first: --profiling-runs (and --trials) apply
         option_checks.count(args.profiling_runs, "--profiling-runs", minimum=2)
-    if "predictive" in learnt:
+    if set(BINNED) & set(learnt):
         option_checks.count(args.trials, "--trials")
         option_checks.fits_memory(args.trials, option_checks.BYTES_PER_TRIAL, "--trials", "trials")
     if args.model is not None:
@@ -299,11 +303,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if "retry_limit" in base_params:
             params["retry_limit"] = base_params["retry_limit"]
         if name != "static":
-            if name == "predictive" and args.model is not None:
+            if name in BINNED and args.model is not None:
                 params["model"] = args.model
             else:
                 params["profiling_runs"] = args.profiling_runs
-                if name == "predictive":
+                if name in BINNED:
                     params["trials"] = args.trials
         run_spec = dataclasses.replace(
             spec,
@@ -363,13 +367,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "(savings against static)"
     )
     print(
-        f"{'provisioner':<11} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
+        f"{'provisioner':<12} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
         f"{'used':>8} {'saving':>7} {'GB/run':>7} {'u-rate':>7} {'acc.':>6} {'OOM':>5} "
         f"{'retries':>7} {'failed':>6}"
     )
     for r in rows:
         print(
-            f"{r['provisioner']:<11} {r['reserved_memory_gb_h']:10.0f} "
+            f"{r['provisioner']:<12} {r['reserved_memory_gb_h']:10.0f} "
             f"{r['used_memory_gb_h']:9.0f} "
             f"{100 * r['memory_saving']:6.1f}% {r['reserved_cpu_core_h']:10.0f} "
             f"{r['used_cpu_core_h']:8.0f} {100 * r['cpu_saving']:6.1f}% "
