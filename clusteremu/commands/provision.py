@@ -15,7 +15,9 @@ accuracy, u-rate, u-score and estimated improvement.
 `compare` runs the scenario (its own seed: runs the provisioners never saw) once per
 provisioner and reports memory and CPU reserved vs used, the saving over static, the
 u-rate (instances whose first request was below their need), out-of-memory kills, retries,
-failed jobs and memory requested per run; `--out` adds a JSON, a Parquet table and a PNG.
+the core-seconds killed attempts wasted, the mean run makespan (a workflow run's last end
+minus its first arrival: what kills and retries cost in delay), failed jobs and memory
+requested per run; `--out` adds a JSON, a Parquet table and a PNG.
 """
 
 from __future__ import annotations
@@ -338,6 +340,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "u_rate": float((kills > 0).mean()) if kills.size else 0.0,
                 "accuracy": _accuracy(engine, first_mem),
                 "oom_kills": s["oom_kills"],
+                "wasted_core_s": s["wasted_core_s"],
+                "mean_run_makespan_s": s.get("mean_run_makespan_s", float("nan")),
                 "retries": s["retries"],
                 "failed_jobs": s["failed_jobs"],
                 "wall_s": time.perf_counter() - start,
@@ -369,7 +373,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(
         f"{'provisioner':<12} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
         f"{'used':>8} {'saving':>7} {'GB/run':>7} {'u-rate':>7} {'acc.':>6} {'OOM':>5} "
-        f"{'retries':>7} {'failed':>6}"
+        f"{'retries':>7} {'wasted core-s':>13} {'run span s':>10} {'failed':>6}"
     )
     for r in rows:
         print(
@@ -379,7 +383,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             f"{r['used_cpu_core_h']:8.0f} {100 * r['cpu_saving']:6.1f}% "
             f"{r['requested_memory_gb_per_run']:7.0f} {100 * r['u_rate']:6.2f}% "
             f"{100 * r['accuracy']:5.1f}% "
-            f"{r['oom_kills']:5d} {r['retries']:7d} {r['failed_jobs']:6d}"
+            f"{r['oom_kills']:5d} {r['retries']:7d} {r['wasted_core_s']:13.0f} "
+            f"{r['mean_run_makespan_s']:10.0f} {r['failed_jobs']:6d}"
         )
     if args.out is not None:
         json_, parquet, png = (
