@@ -2,7 +2,8 @@
 Jialun Song's master's thesis, "the thesis" below; see docs/provisioner.md).
 
     clusteremu provision train SCENARIO [--set PATH=VALUE ...] [--runs N] [--trials T]
-                                        [--sampler tpe|gp] [--seed S] --out DIR [--json]
+                                        [--sampler tpe|gp] [--seed S] [--bins 2,3,4]
+                                        --out DIR [--json]
     clusteremu provision compare SCENARIO [--set ...] [--model FILE] [--provisioners LIST]
                                           [--profiling-runs N] [--trials T] [--out DIR] [--json]
 
@@ -49,6 +50,12 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--trials", type=int, default=20, help="Optuna trials per binning")
     t.add_argument("--sampler", choices=("tpe", "gp"), default="tpe", help="Optuna sampler")
     t.add_argument("--seed", type=int, default=1, help="profiling and training seed")
+    t.add_argument(
+        "--bins",
+        default="2,3",
+        help="comma-separated bin counts to search, each 2 to 4; the best on validation is "
+        "kept (default 2,3)",
+    )
     t.add_argument("--out", required=True, help="folder for sizing.json and profile.parquet")
     t.set_defaults(func=cmd_train, out_command="provision train")
     c = verbs.add_parser("compare", help="run the scenario under several provisioners")
@@ -104,6 +111,23 @@ def _held_out(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Bin counts `--bins` may name (4 bins: a search of ~150,000 edge sets for a 100 GB task).
+BIN_COUNTS = (2, 3, 4)
+
+
+def _bin_counts(text: str) -> tuple[int, ...]:
+    """`--bins`: distinct bin counts from `BIN_COUNTS`, comma-separated."""
+    items = [t.strip() for t in str(text).split(",")]
+    if not all(t.isdigit() and int(t) in BIN_COUNTS for t in items) or len(set(items)) != len(
+        items
+    ):
+        raise _usage_error(
+            f"--bins: expected distinct bin counts from {', '.join(map(str, BIN_COUNTS))}, "
+            f"comma-separated (e.g. 2,3,4), got {str(text)[:60]!r}"
+        )
+    return tuple(int(t) for t in items)
+
+
 def _usage_error(message: str) -> Exception:
     from clusteremu.cli import UsageError
 
@@ -121,6 +145,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     option_checks.count(args.trials, "--trials")
     option_checks.fits_memory(args.trials, option_checks.BYTES_PER_TRIAL, "--trials", "trials")
     option_checks.seed(args.seed)
+    bin_counts = _bin_counts(args.bins)
     check_output_folder(args.out, "provision train")
     spec = load_scenario(args.scenario, list(args.set or []))
     if spec.usage is None:
@@ -136,7 +161,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"  trained {name}: bins {task.edges}", file=sys.stderr)
 
     try:
-        sizing = train_sizing(prof, static_of(spec), args.trials, args.seed, args.sampler, report)
+        sizing = train_sizing(
+            prof, static_of(spec), args.trials, args.seed, args.sampler, report, bin_counts
+        )
     except ValueError as exc:  # e.g. a heavy task whose profiled usages fill only one bin
         raise _usage_error(
             f"--runs {args.runs}: {exc}: the profiling runs of {spec.name} give too little "
