@@ -36,24 +36,38 @@ def compare_policies(
 
 #: Scenario-selected and world-model metrics shown next to the charted one when present.
 EXTRA_COLUMNS = ("score", "mean_setup_s")
+#: A usage model's keys shown next to it when the runs have usages (requests against real
+#: usage: docs/provisioner.md).
+USAGE_COLUMNS = (
+    "reserved_memory_gb_h",
+    "reserved_cpu_core_h",
+    "oom_kills",
+    "wasted_core_s",
+    "failed_jobs",
+    "mean_run_makespan_s",
+)
 
 
 def table_text(rows: list[dict[str, Any]], metric: str) -> str:
     """A plain-text table: one line per policy with the metric and its 95% half-width, plus
     the scenario's selected metrics (`score`) and the mean set-up delay (s) when the runs
-    report them. A value without meaning (one replication's interval, a metric of a
-    zero-length window) is `n/a`."""
+    report them, and with usages the reserved GB-h and core-h, OOM kills, wasted core-s,
+    failed jobs and mean run makespan (s). A value without meaning (one replication's
+    interval, a metric of a zero-length window) is `n/a`."""
     width = max(len(r["policy"]) for r in rows)
-    extra = [k for k in EXTRA_COLUMNS if k != metric and any(k in r["summary"] for r in rows)]
+    shown = EXTRA_COLUMNS
+    if any("reserved_memory_gb_h" in r["summary"] for r in rows):
+        shown += USAGE_COLUMNS
+    extra = [k for k in shown if k != metric and any(k in r["summary"] for r in rows)]
     head = f"{'policy':<{width}}  {metric:>22}  {'ci95':>10}  {'jobs':>9}"
-    lines = [head + "".join(f"  {k:>12}" for k in extra)]
+    lines = [head + "".join(f"  {k:>{max(12, len(k))}}" for k in extra)]
     for r in rows:
         s = r["summary"]
         ci = s.get("ci95", {}).get(metric)
         lines.append(
             f"{r['policy']:<{width}}  {number_text(s.get(metric)):>22}  "
             f"{number_text(ci, '.3g'):>10}  {s['jobs_completed']:>9}"
-            + "".join(f"  {number_text(s.get(k)):>12}" for k in extra)
+            + "".join(f"  {number_text(s.get(k)):>{max(12, len(k))}}" for k in extra)
         )
     return "\n".join(lines)
 

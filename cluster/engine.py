@@ -558,7 +558,11 @@ class Engine:
         return self.result()
 
     def result(self) -> RunResult:
-        return build_result(self.snapshot(), (self.placer, self.allocator, self.provisioner))
+        return build_result(
+            self.snapshot(),
+            (self.placer, self.allocator, self.provisioner),
+            runs=self.jobs.features.get("run"),
+        )
 
     def advance(self, t: float) -> None:
         """Move the clock to `t` with no event (pools' work and integrals brought up to t).

@@ -123,8 +123,11 @@ def node_names(
     ]
 
 
-def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
-    """The per-job table and the summary of a (frozen) run state."""
+def build_result(
+    run: RunState, policies: tuple[Policy, ...] = (), runs: np.ndarray | None = None
+) -> RunResult:
+    """The per-job table and the summary of a (frozen) run state; `runs`: each job's
+    workflow run (the usage model's `run` feature) for `mean_run_makespan_s`."""
     spec, s = run.spec, run.state
     jf, ji = s.jobs_f, s.jobs_i
     arrival = jf[JF.ARRIVAL]
@@ -186,6 +189,9 @@ def build_result(run: RunState, policies: tuple[Policy, ...] = ()) -> RunResult:
         table, summary = _with_slo(run, table, summary, node, start, end, measured)
     if has_usage:
         summary.update(usage_summary(run))
+    if runs is not None and np.asarray(runs).size == arrival.size:
+        spans = run_makespans(arrival, end, failed, runs)
+        summary["mean_run_makespan_s"] = float(spans.mean()) if spans.size else float("nan")
     # The world model's metrics and those the scenario selects (`score`), for every policy.
     from cluster.score_metric import scenario_metrics
 
@@ -284,6 +290,26 @@ def failed_no_fit(run: RunState, failed: np.ndarray) -> int:
         not fits_a_node_type(run.spec, types, float(cpu), float(mem), float(gpu))
         for cpu, mem, gpu in request.T
     )
+
+
+def run_makespans(
+    arrival: np.ndarray, end: np.ndarray, failed: np.ndarray, runs: np.ndarray
+) -> np.ndarray:
+    """Per workflow run whose every job completed (`runs`: each job's run id, `end` NaN
+    for a job not done, `failed` True for a failed one): its last job's end minus its
+    first job's arrival (s), in run order. Out-of-memory kills and retries lengthen it."""
+    r = np.asarray(runs).astype(np.int64)
+    if r.size == 0:
+        return np.zeros(0)
+    n = int(r.max()) + 1
+    first = np.full(n, np.inf)
+    last = np.full(n, -np.inf)
+    np.minimum.at(first, r, arrival)
+    np.maximum.at(last, r, np.where(np.isnan(end), -np.inf, end))
+    open_ = np.zeros(n, dtype=bool)
+    np.logical_or.at(open_, r, np.isnan(end) | np.asarray(failed, dtype=bool))
+    complete = (np.bincount(r, minlength=n) > 0) & ~open_
+    return (last - first)[complete]
 
 
 def usage_summary(run: RunState) -> dict[str, Any]:

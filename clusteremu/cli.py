@@ -89,6 +89,9 @@ POLICY_METRICS = (
     "oom_kills",
     "failed_jobs",
     "failed_no_fit",
+    # a usage model whose jobs carry a `run` feature (the ml-workflow family): per workflow
+    # run, its last end minus its first arrival, over the runs that completed
+    "mean_run_makespan_s",
     # a scenario with `slo:` (`cluster.money`): its loss and money plus loss (the Pennyworth
     # paper's eq. 1)
     "slo_loss_usd",

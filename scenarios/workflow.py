@@ -134,21 +134,91 @@ def _heavy_memory(
     return np.minimum(gb, 0.95 * task.static[1])
 
 
+#: The usage model's parameters and their defaults.
+USAGE_DEFAULTS: dict[str, Any] = {
+    "products": (20, 2000),
+    "heavy_noise_sigma": 0.15,
+    "light_cap_gb": 4.8,
+    "moderate_cap_gb": 19.0,
+    "moderate_spike_gb": (4.0, 19.0),
+}
+#: Largest `heavy_noise_sigma` (a lognormal factor of e^(3 sigma) is already 3e6 at 5).
+MAX_SIGMA = 5.0
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def usage_params(
+    params: Mapping[str, Any],
+) -> tuple[float, float, float, dict[str, float], tuple[float, float]]:
+    """The checked params: products [min, max], heavy noise sigma, the light and moderate
+    caps (GB; inf for none) and the moderate spikes' [min, max] (GB). ValueError naming the
+    param and what was expected."""
+    unknown = set(params) - set(USAGE_DEFAULTS)
+    if unknown:
+        raise ValueError(
+            f"ml-workflow usage model: unknown params {sorted(unknown)} "
+            f"(known: {', '.join(USAGE_DEFAULTS)})"
+        )
+    got = {**USAGE_DEFAULTS, **params}
+    products = got["products"]
+    if not isinstance(products, list | tuple) or len(products) != 2:
+        raise ValueError("ml-workflow usage model: products must be [min, max], 1 <= min < max")
+    lo, hi = products
+    if not (_number(lo) and _number(hi)) or not 1 <= lo < hi:
+        raise ValueError("ml-workflow usage model: products must be [min, max], 1 <= min < max")
+    sigma = got["heavy_noise_sigma"]
+    if not _number(sigma) or not 0 <= sigma <= MAX_SIGMA:
+        raise ValueError(
+            f"ml-workflow usage model: heavy_noise_sigma must be a number in [0, {MAX_SIGMA:g}] "
+            f"(sigma of log memory), got {sigma!r}"
+        )
+    caps: dict[str, float] = {}
+    for group in ("light", "moderate"):
+        cap = got[f"{group}_cap_gb"]
+        if cap is None:
+            caps[group] = math.inf
+        elif not _number(cap) or cap <= 0:
+            raise ValueError(
+                f"ml-workflow usage model: {group}_cap_gb must be a number > 0 (GB) or null "
+                f"(no cap), got {cap!r}"
+            )
+        else:
+            caps[group] = float(cap)
+    spike = got["moderate_spike_gb"]
+    if (
+        not isinstance(spike, list | tuple)
+        or len(spike) != 2
+        or not all(_number(v) for v in spike)
+        or not 0 < spike[0] <= spike[1]
+    ):
+        raise ValueError(
+            "ml-workflow usage model: moderate_spike_gb must be [min, max] GB, "
+            f"0 < min <= max, got {spike!r}"
+        )
+    return float(lo), float(hi), float(sigma), caps, (float(spike[0]), float(spike[1]))
+
+
 @register_usage_model("ml-workflow")
 def ml_workflow_usage(
     spec: SimulationSpec, jobs: Jobs, rng: np.random.Generator, params: Mapping[str, Any]
 ) -> tuple[Usage, dict[str, FloatArray]]:
     """Usages and input features of the workflow's task instances (see the module doc).
 
-    Params: `products` = [min, max] products for sale (log-uniform; default [20, 2000]).
+    Params: `products` = [min, max] products for sale (log-uniform; default [20, 2000]);
+    `heavy_noise_sigma` (default 0.15): sigma of the lognormal factor on the heavy tasks'
+    memory, drawn per instance and independent of the run's inputs, so the part of the
+    variance no classifier can explain from them; `light_cap_gb` (default 4.8) and
+    `moderate_cap_gb` (default 19.0): the largest memory peak of a light and a moderate
+    task instance (GB; null: no cap); `moderate_spike_gb` (default [4, 19]): the range of
+    a moderate instance's spike (one in ten spikes). Under the defaults light and moderate
+    instances stay below the manual groups' 5 and 20 GB; larger caps and spikes let them
+    outgrow their group (and, above the static 20 GB, their static request).
     Classes are tasks by name (`TASKS`); job i of a task belongs to run i.
     """
-    unknown = set(params) - {"products"}
-    if unknown:
-        raise ValueError(f"ml-workflow usage model: unknown params {sorted(unknown)}")
-    lo, hi = params.get("products", (20, 2000))
-    if not (isinstance(lo, int | float) and isinstance(hi, int | float)) or not 1 <= lo < hi:
-        raise ValueError("ml-workflow usage model: products must be [min, max], 1 <= min < max")
+    lo, hi, sigma, caps, spike_range = usage_params(params)
     names = [c.name for c in spec.classes]
     missing = [n for n in names if n not in TASK_BY_NAME]
     if missing:
@@ -174,8 +244,8 @@ def ml_workflow_usage(
     peak_at = rng.uniform(0.3, 0.9, n)
     base_noise = rng.lognormal(0.0, 0.5, n)
     spike = rng.random(n)
-    spike_gb = rng.uniform(4.0, 19.0, n)
-    heavy_noise = rng.lognormal(0.0, 0.15, n)
+    spike_gb = rng.uniform(spike_range[0], spike_range[1], n)
+    heavy_noise = rng.lognormal(0.0, sigma, n)
     busy = rng.uniform(0.2, 0.95, n)
     busy_parallel = rng.uniform(2.5, 4.8, n)
     time_noise = rng.lognormal(0.0, 0.2, n)
@@ -191,9 +261,9 @@ def ml_workflow_usage(
             mem = task.median_gb * base_noise[mine]
             if task.cluster == "moderate":  # one instance in ten spikes
                 mem = np.where(spike[mine] < 0.1, spike_gb[mine], mem)
-                mem = np.minimum(mem, 19.0)
+                mem = np.minimum(mem, caps["moderate"])
             else:
-                mem = np.minimum(mem, 4.8)
+                mem = np.minimum(mem, caps["light"])
             scale = np.ones(mine.size)
         memory[mine] = mem
         cpu[mine] = busy_parallel[mine] if task.parallel else busy[mine]

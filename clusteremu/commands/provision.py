@@ -2,7 +2,8 @@
 Jialun Song's master's thesis, "the thesis" below; see docs/provisioner.md).
 
     clusteremu provision train SCENARIO [--set PATH=VALUE ...] [--runs N] [--trials T]
-                                        [--sampler tpe|gp] [--seed S] --out DIR [--json]
+                                        [--sampler tpe|gp] [--seed S] [--bins 2,3,4]
+                                        --out DIR [--json]
     clusteremu provision compare SCENARIO [--set ...] [--model FILE] [--provisioners LIST]
                                           [--profiling-runs N] [--trials T] [--out DIR] [--json]
 
@@ -15,7 +16,9 @@ accuracy, u-rate, u-score and estimated improvement.
 `compare` runs the scenario (its own seed: runs the provisioners never saw) once per
 provisioner and reports memory and CPU reserved vs used, the saving over static, the
 u-rate (instances whose first request was below their need), out-of-memory kills, retries,
-failed jobs and memory requested per run; `--out` adds a JSON, a Parquet table and a PNG.
+the core-seconds killed attempts wasted, the mean run makespan (a workflow run's last end
+minus its first arrival: what kills and retries cost in delay), failed jobs and memory
+requested per run; `--out` adds a JSON, a Parquet table and a PNG.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from clusteremu import option_checks
 from clusteremu.progress import Progress, progress
 from scenarios.loader import load_scenario
 
-PROVISIONERS = ("static", "grouped", "vpa", "predictive")
+PROVISIONERS = ("static", "grouped", "vpa", "predictive", "smallest-bin", "oracle")
+#: The provisioners that size by a sizing model's bins (`--model`, or trained the same way).
+BINNED = ("predictive", "smallest-bin", "oracle")
 
 
 def add_parser(sub: Any) -> None:
@@ -45,11 +50,19 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--trials", type=int, default=20, help="Optuna trials per binning")
     t.add_argument("--sampler", choices=("tpe", "gp"), default="tpe", help="Optuna sampler")
     t.add_argument("--seed", type=int, default=1, help="profiling and training seed")
+    t.add_argument(
+        "--bins",
+        default="2,3",
+        help="comma-separated bin counts to search, each 2 to 4; the best on validation is "
+        "kept (default 2,3)",
+    )
     t.add_argument("--out", required=True, help="folder for sizing.json and profile.parquet")
     t.set_defaults(func=cmd_train, out_command="provision train")
     c = verbs.add_parser("compare", help="run the scenario under several provisioners")
     _common(c)
-    c.add_argument("--model", help="sizing.json from `provision train` (predictive)")
+    c.add_argument(
+        "--model", help="sizing.json from `provision train` (predictive, smallest-bin, oracle)"
+    )
     c.add_argument(
         "--provisioners",
         default=",".join(PROVISIONERS),
@@ -91,10 +104,28 @@ def _held_out(report: dict[str, Any]) -> dict[str, Any]:
     from tuners.protocol import mean_interval
 
     ci = mean_interval(report["correct"], method="bootstrap")  # a share: stays in [0, 1]
-    out = {k: v for k, v in report.items() if k != "correct"}
+    hidden = ("correct", "protocol_table", "runs_by_split")
+    out = {k: v for k, v in report.items() if k not in hidden}
     out["accuracy_ci95"] = [ci.low, ci.high]
     out["learned_something"] = bool(ci.low > report["majority_bin_accuracy"])
     return out
+
+
+#: Bin counts `--bins` may name (4 bins: a search of ~150,000 edge sets for a 100 GB task).
+BIN_COUNTS = (2, 3, 4)
+
+
+def _bin_counts(text: str) -> tuple[int, ...]:
+    """`--bins`: distinct bin counts from `BIN_COUNTS`, comma-separated."""
+    items = [t.strip() for t in str(text).split(",")]
+    if not all(t.isdigit() and int(t) in BIN_COUNTS for t in items) or len(set(items)) != len(
+        items
+    ):
+        raise _usage_error(
+            f"--bins: expected distinct bin counts from {', '.join(map(str, BIN_COUNTS))}, "
+            f"comma-separated (e.g. 2,3,4), got {str(text)[:60]!r}"
+        )
+    return tuple(int(t) for t in items)
 
 
 def _usage_error(message: str) -> Exception:
@@ -114,6 +145,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     option_checks.count(args.trials, "--trials")
     option_checks.fits_memory(args.trials, option_checks.BYTES_PER_TRIAL, "--trials", "trials")
     option_checks.seed(args.seed)
+    bin_counts = _bin_counts(args.bins)
     check_output_folder(args.out, "provision train")
     spec = load_scenario(args.scenario, list(args.set or []))
     if spec.usage is None:
@@ -129,7 +161,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"  trained {name}: bins {task.edges}", file=sys.stderr)
 
     try:
-        sizing = train_sizing(prof, static_of(spec), args.trials, args.seed, args.sampler, report)
+        sizing = train_sizing(
+            prof, static_of(spec), args.trials, args.seed, args.sampler, report, bin_counts
+        )
     except ValueError as exc:  # e.g. a heavy task whose profiled usages fill only one bin
         raise _usage_error(
             f"--runs {args.runs}: {exc}: the profiling runs of {spec.name} give too little "
@@ -139,6 +173,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     with output_folder(args.out, "provision train", label=spec.name) as stage:
         sizing.save(stage / "sizing.json")
         write_parquet(prof.table, stage / "profile.parquet")
+        _write_reports(stage, {n: t.heavy for n, t in sizing.tasks.items() if t.heavy})
     heavy = {n: t.heavy for n, t in sizing.tasks.items() if t.heavy is not None}
     out = {
         "rows": prof.table.num_rows,
@@ -200,8 +235,51 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"{100 * r['smallest_bin_u_rate']:.1f}%); learned something: "
             f"{'yes' if r['learned_something'] else 'no'}"
         )
-    print(f"wrote {Path(args.out) / 'sizing.json'} and {Path(args.out) / 'profile.parquet'}")
+    _print_models(heavy)
+    print(
+        f"wrote {Path(args.out) / 'sizing.json'}, {Path(args.out) / 'profile.parquet'} and "
+        "held-out-<task>.{json,md} (the protocol report per heavy task)"
+    )
     return 0
+
+
+def _print_models(heavy: dict[str, Any]) -> None:
+    """Per heavy task: the per-model table (each classifier x imbalance treatment on the
+    held-out rows, as in the thesis) and the protocol report's table."""
+    for n, h in heavy.items():
+        report = h.held_out
+        if not report.get("models"):
+            continue
+        print(
+            f"\n{n}: every classifier x imbalance treatment, refitted on train + validation, "
+            f"on the {report['test_rows']} held-out rows"
+        )
+        print(
+            f"  {'model':<14} {'acc.':>6} {'u-rate':>7} {'u-score':>8} {'val. u-score':>12}  "
+            "parameters"
+        )
+        for r in report["models"]:
+            val = "—" if r["validation_u_score"] is None else f"{r['validation_u_score']:.2f}"
+            mark = " (selected)" if r["selected"] else ""
+            print(
+                f"  {r['model']:<14} {100 * r['accuracy']:5.1f}% {100 * r['u_rate']:6.2f}% "
+                f"{r['u_score']:8.2f} {val:>12}  {r['params']}; {r['source']}{mark}"
+            )
+        print()
+        print(report["protocol_table"])
+
+
+def _write_reports(stage: Path, heavy: dict[str, Any]) -> None:
+    """`held-out-<task>.json` (the protocol report, per-model table) and `.md`."""
+    import json
+
+    for n, h in heavy.items():
+        report = h.held_out
+        if not report.get("protocol"):
+            continue
+        data = {"task": n, "report": report["protocol"], "models": report["models"]}
+        (stage / f"held-out-{n}.json").write_text(json.dumps(data, indent=1, allow_nan=False))
+        (stage / f"held-out-{n}.md").write_text(report["protocol_table"])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -217,15 +295,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif names[0] != "static":  # static first: the others' savings are against it
         names.remove("static")
         names.insert(0, "static")
-    if args.model is not None and "predictive" not in names:
+    if args.model is not None and not set(BINNED) & set(names):
         raise _usage_error(
-            f"--model: only the predictive provisioner uses a sizing model; add predictive "
+            f"--model: only the {', '.join(BINNED)} provisioners use a sizing model; add one "
             f"to --provisioners (got {args.provisioners}) or drop --model"
         )
-    learnt = [n for n in names if n != "static" and not (n == "predictive" and args.model)]
+    learnt = [n for n in names if n != "static" and not (n in BINNED and args.model)]
     if learnt:  # they profile the scenario first: --profiling-runs (and --trials) apply
         option_checks.count(args.profiling_runs, "--profiling-runs", minimum=2)
-    if "predictive" in learnt:
+    if set(BINNED) & set(learnt):
         option_checks.count(args.trials, "--trials")
         option_checks.fits_memory(args.trials, option_checks.BYTES_PER_TRIAL, "--trials", "trials")
     if args.model is not None:
@@ -254,11 +332,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if "retry_limit" in base_params:
             params["retry_limit"] = base_params["retry_limit"]
         if name != "static":
-            if name == "predictive" and args.model is not None:
+            if name in BINNED and args.model is not None:
                 params["model"] = args.model
             else:
                 params["profiling_runs"] = args.profiling_runs
-                if name == "predictive":
+                if name in BINNED:
                     params["trials"] = args.trials
         run_spec = dataclasses.replace(
             spec,
@@ -289,6 +367,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "u_rate": float((kills > 0).mean()) if kills.size else 0.0,
                 "accuracy": _accuracy(engine, first_mem),
                 "oom_kills": s["oom_kills"],
+                "wasted_core_s": s["wasted_core_s"],
+                "mean_run_makespan_s": s.get("mean_run_makespan_s", float("nan")),
                 "retries": s["retries"],
                 "failed_jobs": s["failed_jobs"],
                 "wall_s": time.perf_counter() - start,
@@ -318,19 +398,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "(savings against static)"
     )
     print(
-        f"{'provisioner':<11} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
+        f"{'provisioner':<12} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
         f"{'used':>8} {'saving':>7} {'GB/run':>7} {'u-rate':>7} {'acc.':>6} {'OOM':>5} "
-        f"{'retries':>7} {'failed':>6}"
+        f"{'retries':>7} {'wasted core-s':>13} {'run span s':>10} {'failed':>6}"
     )
     for r in rows:
         print(
-            f"{r['provisioner']:<11} {r['reserved_memory_gb_h']:10.0f} "
+            f"{r['provisioner']:<12} {r['reserved_memory_gb_h']:10.0f} "
             f"{r['used_memory_gb_h']:9.0f} "
             f"{100 * r['memory_saving']:6.1f}% {r['reserved_cpu_core_h']:10.0f} "
             f"{r['used_cpu_core_h']:8.0f} {100 * r['cpu_saving']:6.1f}% "
             f"{r['requested_memory_gb_per_run']:7.0f} {100 * r['u_rate']:6.2f}% "
             f"{100 * r['accuracy']:5.1f}% "
-            f"{r['oom_kills']:5d} {r['retries']:7d} {r['failed_jobs']:6d}"
+            f"{r['oom_kills']:5d} {r['retries']:7d} {r['wasted_core_s']:13.0f} "
+            f"{r['mean_run_makespan_s']:10.0f} {r['failed_jobs']:6d}"
         )
     if args.out is not None:
         json_, parquet, png = (

@@ -77,10 +77,61 @@ def test_the_shipped_scenario_loads() -> None:
 
 @pytest.mark.parametrize(
     ("params", "match"),
-    [({"products": [0, 10]}, "products"), ({"colour": 1}, "unknown params")],
+    [
+        ({"products": [0, 10]}, "products"),
+        ({"colour": 1}, "unknown params"),
+        ({"heavy_noise_sigma": -0.1}, "heavy_noise_sigma must be a number in"),
+        ({"heavy_noise_sigma": "wide"}, "heavy_noise_sigma must be a number in"),
+        ({"light_cap_gb": 0}, "light_cap_gb must be a number > 0"),
+        ({"moderate_cap_gb": True}, "moderate_cap_gb must be a number > 0"),
+        ({"moderate_spike_gb": [19, 4]}, "moderate_spike_gb must be [min, max]"),
+    ],
 )
 def test_bad_usage_params_name_the_field(params: dict[str, object], match: str) -> None:
     data = workflow_scenario(runs=5)
     data["workload"]["usage"]["params"] = params
-    with pytest.raises(ScenarioError, match=r"workload\.usage\.params"):
+    with pytest.raises(ScenarioError, match=r"workload\.usage\.params") as caught:
         spec_from_dict(data)
+    assert match in str(caught.value)
+
+
+def usages(**params: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Memory peaks, class index and log workload of 300 workflow runs (seed 2)."""
+    data = workflow_scenario(runs=300)
+    data["workload"]["usage"]["params"] = {"products": [20, 2000], **params}
+    jobs = Engine(spec_from_dict(data)).jobs
+    assert jobs.usage is not None
+    workload = np.log(jobs.features["products"] * (jobs.features["days_left"] + 1))
+    return jobs.usage.memory_gb, jobs.class_index, workload
+
+
+def residual_sd(mem: np.ndarray, workload: np.ndarray, region: np.ndarray) -> float:
+    """SD of log(memory - 1 GB) left after a least-squares fit on the inputs."""
+    x = np.column_stack([workload] + [(region == r).astype(float) for r in range(4)])
+    y = np.log(mem - 1.0)
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return float(np.std(y - x @ coef))
+
+
+def test_heavy_noise_sigma_is_variance_the_inputs_cannot_explain() -> None:
+    heavy = [c for c, t in enumerate(TASKS) if t.cluster == "heavy1"][0]
+    for sigma in (0.15, 0.5):
+        data = workflow_scenario(runs=300)
+        data["workload"]["usage"]["params"] = {"heavy_noise_sigma": sigma}
+        jobs = Engine(spec_from_dict(data)).jobs
+        assert jobs.usage is not None
+        mine = jobs.class_index == heavy
+        workload = np.log(jobs.features["products"] * (jobs.features["days_left"] + 1))
+        sd = residual_sd(jobs.usage.memory_gb[mine], workload[mine], jobs.features["region"][mine])
+        assert sd == pytest.approx(sigma, rel=0.15)
+    # the default is sigma 0.15: the same draws
+    assert np.array_equal(usages()[0], usages(heavy_noise_sigma=0.15)[0])
+
+
+def test_group_caps_are_parameters_and_may_exceed_the_manual_groups() -> None:
+    mem, cls, _ = usages()
+    light = np.isin(cls, [c for c, t in enumerate(TASKS) if t.cluster == "light"])
+    moderate = np.isin(cls, [c for c, t in enumerate(TASKS) if t.cluster == "moderate"])
+    assert mem[light].max() <= 4.8 and mem[moderate].max() <= 19.0
+    mem, _, _ = usages(light_cap_gb=None, moderate_cap_gb=None, moderate_spike_gb=[4, 40])
+    assert mem[light].max() > 5.0 and mem[moderate].max() > 20.0

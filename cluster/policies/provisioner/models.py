@@ -7,11 +7,15 @@ bins on the train and validation rows (`binning.search_binning`, time-based) -> 
 search (TPE by default, GP on request) over the classifier (gradient
 boosting or an RBF SVM, scikit-learn), its hyper-parameters and the imbalance treatment
 (none, class weights, random over-sampling, SMOTE: imbalanced-learn), minimising the
-u-score (penalty 10) on the validation set -> the winner refitted on train + validation and
-measured once on the test set (accuracy with its 95% interval, u-rate, u-score, estimated
-improvement) beside its ablations on the same rows: the majority bin of the training rows
-(a classifier that learned nothing) and the smallest bin (no classifier at all). The
-binning with the best validation estimate is kept.
+u-score (penalty 10) on the validation set -> the binning with the best validation
+estimate kept (only it is tested) -> its classifier, and every classifier x imbalance
+treatment with its best validation trial's parameters (`_combos`), refitted on train +
+validation and scored once on the test rows (`tuners.protocol.TestSet`) beside the
+ablations on the same rows: the majority bin of the training rows (a classifier that
+learned nothing) and the smallest bin (no classifier at all). The held-out figures
+(accuracy with its 95% interval, u-rate, u-score, estimated improvement), the protocol
+report (`tuners.protocol.Report`: splits, overlap of test inputs with training inputs,
+paired intervals, learned-something) and the per-model table go into `TrainedTask.held_out`.
 
 Export: `ExportedClassifier` holds what prediction needs as plain numbers (the trees'
 arrays, or the SVM's support vectors and coefficients, and the feature scaling) and
@@ -344,6 +348,107 @@ def held_out_report(
     }
 
 
+#: The classifiers and imbalance treatments the search chooses from (the thesis's table:
+#: every classifier with every treatment).
+CLASSIFIERS = ("gbt", "svm")
+IMBALANCE = ("none", "weights", "random", "smote")
+#: Hyper-parameters of a classifier x treatment the search never tried (scikit-learn's
+#: defaults for gradient boosting; a middle C and gamma of the search's range for the SVM).
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
+    "gbt": {"n_estimators": 100, "max_depth": 3, "learning_rate": 0.1},
+    "svm": {"C": 10.0, "gamma": 0.1},
+}
+#: The held-out comparison's metric and its direction.
+METRIC = "right bin (share of held-out task instances)"
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One bin count's search: its binning, labels, scaling, the winner's parameters, its
+    validation estimate and, per classifier x treatment, the parameters to refit."""
+
+    binning: Binning
+    y: IntArray
+    mean: FloatArray
+    scale: FloatArray
+    params: dict[str, Any]
+    val_estimate: float
+    combos: dict[str, tuple[dict[str, Any], str, float | None]]
+
+
+def _combo_name(params: Mapping[str, Any]) -> str:
+    return f"{params['classifier']}/{params['imbalance']}"
+
+
+def _search(
+    z: FloatArray,
+    y: IntArray,
+    train: IntArray,
+    val: IntArray,
+    trials: int,
+    seed: int,
+    sampler: str,
+) -> Any:
+    """The Optuna study minimising the validation u-score (train fits only)."""
+    import optuna
+
+    def objective(trial: optuna.Trial) -> float:
+        params: dict[str, Any] = {
+            "classifier": trial.suggest_categorical("classifier", list(CLASSIFIERS)),
+            "imbalance": trial.suggest_categorical("imbalance", list(IMBALANCE)),
+        }
+        if params["classifier"] == "gbt":
+            params["n_estimators"] = trial.suggest_int("n_estimators", 30, 200)
+            params["max_depth"] = trial.suggest_int("max_depth", 2, 4)
+            params["learning_rate"] = trial.suggest_float("learning_rate", 0.03, 0.3, log=True)
+        else:
+            params["C"] = trial.suggest_float("C", 0.1, 300.0, log=True)
+            params["gamma"] = trial.suggest_float("gamma", 0.01, 3.0, log=True)
+        model = _fit(params, z[train], y[train], seed)
+        return u_score(model.predict(z[val]), y[val], PENALTY)
+
+    study_sampler: Any = (
+        optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
+        if sampler == "gp"
+        else optuna.samplers.TPESampler(seed=seed)
+    )
+    study = optuna.create_study(direction="minimize", sampler=study_sampler)
+    study.optimize(objective, n_trials=trials)
+    return study
+
+
+def _combos(study: Any) -> dict[str, tuple[dict[str, Any], str, float | None]]:
+    """Per classifier x treatment: its best trial's parameters, where they come from, and
+    its validation u-score (None for the defaults of a combination never tried)."""
+    out: dict[str, tuple[dict[str, Any], str, float | None]] = {}
+    for clf in CLASSIFIERS:
+        for imb in IMBALANCE:
+            tried = [
+                t
+                for t in study.trials
+                if t.value is not None
+                and t.params.get("classifier") == clf
+                and t.params.get("imbalance") == imb
+            ]
+            name = f"{clf}/{imb}"
+            if tried:
+                best = min(tried, key=lambda t: t.value)
+                source = f"best of {len(tried)} validation trials"
+                out[name] = (dict(best.params), source, float(best.value))
+            else:
+                params = {"classifier": clf, "imbalance": imb, **DEFAULT_PARAMS[clf]}
+                out[name] = (params, "defaults (the search never tried it)", None)
+    return out
+
+
+def _run_keys(features: Mapping[str, FloatArray], rows: IntArray) -> list[Any]:
+    """A canonical key per row: its run's input (region, products, days left)."""
+    from tuners.protocol import canonical_key
+
+    cols = [np.asarray(features[k], dtype=np.float64) for k in ("region", "products", "days_left")]
+    return [canonical_key(tuple(c[i] for c in cols), decimals=3) for i in rows.tolist()]
+
+
 def train_bin_classifier(
     features: Mapping[str, FloatArray],
     usage_gb: FloatArray,
@@ -356,7 +461,8 @@ def train_bin_classifier(
     stride_gb: float | None = None,
 ) -> TrainedTask:
     """Train a heavy task's bin classifier (see the module doc); `trials` Optuna trials
-    per binning."""
+    per binning. Only the train and validation rows choose the binning, the classifier
+    and its parameters; the test rows are scored once, at the end."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -371,10 +477,9 @@ def train_bin_classifier(
         raise ValueError(
             f"training: {np.unique(runs).size} profiled runs leave a split with fewer than two rows"
         )
-    run_counts = {name: int(np.unique(runs[split == i]).size) for i, (name, _) in enumerate(SPLITS)}
     fit_on = np.concatenate([train, val])
     min_samples = max(10, int(0.01 * fit_on.size))
-    best: tuple[float, TrainedTask] | None = None
+    candidates: list[_Candidate] = []
     for bins in bin_counts:
         # the binning is chosen on the train and validation rows: the test rows stay unseen
         binning: Binning = search_binning(
@@ -386,65 +491,144 @@ def train_bin_classifier(
         mean = x_all[train].mean(0)
         scale = np.where(x_all[train].std(0) > 0, x_all[train].std(0), 1.0)
         z = (x_all - mean) / scale
-
-        def objective(
-            trial: optuna.Trial,
-            z: FloatArray = z,
-            y: IntArray = y,
-            train: IntArray = train,
-            val: IntArray = val,
-        ) -> float:
-            params: dict[str, Any] = {
-                "classifier": trial.suggest_categorical("classifier", ["gbt", "svm"]),
-                "imbalance": trial.suggest_categorical(
-                    "imbalance", ["none", "weights", "random", "smote"]
-                ),
-            }
-            if params["classifier"] == "gbt":
-                params["n_estimators"] = trial.suggest_int("n_estimators", 30, 200)
-                params["max_depth"] = trial.suggest_int("max_depth", 2, 4)
-                params["learning_rate"] = trial.suggest_float("learning_rate", 0.03, 0.3, log=True)
-            else:
-                params["C"] = trial.suggest_float("C", 0.1, 300.0, log=True)
-                params["gamma"] = trial.suggest_float("gamma", 0.01, 3.0, log=True)
-            model = _fit(params, z[train], y[train], seed)
-            return u_score(model.predict(z[val]), y[val], PENALTY)
-
-        study_sampler: Any = (
-            optuna.samplers.GPSampler(seed=seed, warn_independent_sampling=False)
-            if sampler == "gp"
-            else optuna.samplers.TPESampler(seed=seed)
-        )
-        study = optuna.create_study(direction="minimize", sampler=study_sampler)
-        study.optimize(objective, n_trials=trials)
+        study = _search(z, y, train, val, trials, seed, sampler)
         params = dict(study.best_params)
-        val_model = _fit(params, z[train], y[train], seed)
-        val_pred = val_model.predict(z[val])
+        val_pred = _fit(params, z[train], y[train], seed).predict(z[val])
         val_estimate = estimated_improvement(
             binning.time_improvement, float((val_pred == y[val]).mean()), u_rate(val_pred, y[val])
         )
-        model = _fit(params, z[fit_on], y[fit_on], seed)
-        exported = export(model, mean, scale, z[:1])
-        pred = exported.predict(x_all[test])
-        accuracy = float((pred == y[test]).mean())
-        under = u_rate(pred, y[test])
-        task = TrainedTask(
-            binning.edges,
-            exported,
-            binning.improvement,
-            binning.time_improvement,
-            accuracy,
-            under,
-            u_score(pred, y[test], PENALTY),
-            estimated_improvement(binning.time_improvement, accuracy, under),
-            ", ".join(
-                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                for k, v in sorted(params.items())
-            ),
-            held_out_report(pred, y[test], y[train], run_counts),
-        )
-        if best is None or val_estimate > best[0]:
-            best = (val_estimate, task)
-    if best is None:
+        candidates.append(_Candidate(binning, y, mean, scale, params, val_estimate, _combos(study)))
+    if not candidates:
         raise ValueError("training: the usages fill only one bin; nothing to predict")
-    return best[1]
+    # The binning with the best validation estimate (the first on a tie); only it is tested.
+    chosen = max(candidates, key=lambda c: c.val_estimate)
+    return _test_once(chosen, x_all, features, runs, split, seed)
+
+
+def _test_once(
+    chosen: _Candidate,
+    x_all: FloatArray,
+    features: Mapping[str, FloatArray],
+    runs: FloatArray,
+    split: IntArray,
+    seed: int,
+) -> TrainedTask:
+    """Refit the chosen classifier and every classifier x treatment on train + validation,
+    score them all with the ablations on the test rows in one `TestSet.score`, and build
+    the protocol report and the per-model table."""
+    from tuners.protocol import Report, Splits, TestSet, equivalence_report
+
+    train, val, test = (np.flatnonzero(split == i) for i in range(len(SPLITS)))
+    fit_on = np.concatenate([train, val])
+    y, binning, params = chosen.y, chosen.binning, chosen.params
+    z = (x_all - chosen.mean) / chosen.scale
+    exported = export(_fit(params, z[fit_on], y[fit_on], seed), chosen.mean, chosen.scale, z[:1])
+    models = {
+        name: _fit(p, z[fit_on], y[fit_on], seed) for name, (p, _, _) in chosen.combos.items()
+    }
+    majority = int(np.bincount(y[train]).argmax())
+    winner = _combo_name(params)
+    preds: dict[str, IntArray] = {}
+
+    def scorer(rows: tuple[int, ...]) -> dict[str, FloatArray]:
+        idx = np.asarray(rows, dtype=np.int64)
+        preds["classifier"] = exported.predict(x_all[idx])
+        for name, model in models.items():
+            preds[name] = np.asarray(model.predict(z[idx]), dtype=np.int64)
+        preds["majority-bin"] = np.full(idx.size, majority, dtype=np.int64)
+        preds["smallest-bin"] = np.zeros(idx.size, dtype=np.int64)
+        truth = y[idx]
+        return {n: (p == truth).astype(np.float64) for n, p in preds.items() if n != winner}
+
+    scores = TestSet(test.tolist()).score(scorer)
+    comparison = scores.compare(
+        "classifier",
+        better="higher",
+        metric=METRIC,
+        baselines=[n for n in models if n != winner],
+        ablations=["majority-bin", "smallest-bin"],
+        interval="bootstrap",
+    )
+    overlap = equivalence_report(
+        _run_keys(features, fit_on), _run_keys(features, test), split="test"
+    )
+    run_sets = {
+        name: np.unique(runs[split == i]).astype(np.int64) for i, (name, _) in enumerate(SPLITS)
+    }
+    report = Report(
+        "held-out bin classifier",
+        Splits(
+            seed, {"train": int(train.size), "validation": int(val.size), "test": int(test.size)}
+        ),
+        (overlap,),
+        comparison,
+        comparison.learned_something("majority-bin"),
+        notes=(
+            f"instances are task instances of {np.unique(runs).size} profiled runs; each run "
+            f"went to one split by its own keyed draw ({run_sets['train'].size} train, "
+            f"{run_sets['validation'].size} validation, {run_sets['test'].size} test runs)",
+            f"bins {', '.join(f'{e:g}' for e in binning.edges)} GB searched on the train + "
+            "validation rows; classifier, parameters and bin count chosen on validation",
+            f"method: {winner} ({_describe(params)}), refitted on train + validation; "
+            "baselines: the other classifier x treatment pairs, refitted alike",
+            "ablations: majority-bin (the training rows' most common bin: a classifier that "
+            "learned nothing), smallest-bin (no classifier: every instance starts there)",
+        ),
+    )
+    truth = y[test]
+    pred = preds["classifier"]
+    table = _model_table(chosen.combos, preds, truth, winner)
+    accuracy, under = float((pred == truth).mean()), u_rate(pred, truth)
+    held_out = held_out_report(pred, truth, y[train], {n: int(r.size) for n, r in run_sets.items()})
+    held_out.update(
+        {
+            "runs_by_split": {n: r.tolist() for n, r in run_sets.items()},
+            "protocol": report.to_dict(),
+            "protocol_table": report.to_table(),
+            "models": table,
+        }
+    )
+    return TrainedTask(
+        binning.edges,
+        exported,
+        binning.improvement,
+        binning.time_improvement,
+        accuracy,
+        under,
+        u_score(pred, truth, PENALTY),
+        estimated_improvement(binning.time_improvement, accuracy, under),
+        _describe(params),
+        held_out,
+    )
+
+
+def _describe(params: Mapping[str, Any]) -> str:
+    return ", ".join(
+        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(params.items())
+    )
+
+
+def _model_table(
+    combos: Mapping[str, tuple[dict[str, Any], str, float | None]],
+    preds: Mapping[str, IntArray],
+    truth: IntArray,
+    winner: str,
+) -> list[dict[str, Any]]:
+    """The thesis's per-model table on the held-out rows: every classifier x treatment
+    (its parameters' source and validation u-score) with accuracy, u-rate and u-score."""
+    rows = []
+    for name, (params, source, val_u) in combos.items():
+        p = preds[name]
+        rows.append(
+            {
+                "model": name,
+                "selected": name == winner,
+                "params": _describe(params),
+                "source": source,
+                "validation_u_score": val_u,
+                "accuracy": float((p == truth).mean()),
+                "u_rate": u_rate(p, truth),
+                "u_score": u_score(p, truth, PENALTY),
+            }
+        )
+    return rows

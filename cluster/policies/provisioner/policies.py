@@ -1,5 +1,5 @@
-"""The learning provisioners (after the thesis; docs/provisioner.md): `grouped`, `vpa` and
-`predictive`.
+"""The learning provisioners (after the thesis; docs/provisioner.md): `grouped`, `vpa`,
+`predictive` and its two yardsticks `smallest-bin` and `oracle`.
 
 Each learns from profiling runs (`sizing.profile`: the scenario run with static requests on
 a seed stream of its own, `profiling_runs` runs) when it is set up, or reads a sizing model
@@ -12,6 +12,13 @@ trained before (`model: PATH`, `clusteremu provision train`). Requests are (core
   histogram (half-life 24 h, buckets growing 5%) x 1.15, at least 250 MiB / 25 mCPU.
 - `predictive`: `grouped`, and for heavy tasks a classifier (gradient boosting or SVM,
   Optuna-tuned on the u-score) that picks a memory bin from the run's inputs.
+- `smallest-bin`: `predictive` without its classifier (its ablation): the same learnt
+  bins, every heavy instance starts at the smallest and is lifted on out-of-memory.
+- `oracle`: `predictive` with a perfect classifier: every heavy instance gets the smallest
+  of the same bins covering its true peak (an upper bound no provisioner can reach).
+
+`predictive`, `smallest-bin` and `oracle` learn the same sizing (profiling and training
+are shared within a process), so they differ only in the heavy tasks' first request.
 
 Out-of-memory: `lift` = `next-bin` (the next edge of the task's bins, capped at static; the
 default of grouped and predictive), `double` (x `lift_factor`, default 2), or `vpa`
@@ -28,6 +35,7 @@ import numpy.typing as npt
 
 from cluster.model import SimulationSpec
 from cluster.policies.base import LiftRule, Provisioner
+from cluster.policies.provisioner.binning import bin_index
 from cluster.policies.provisioner.models import design_matrix
 from cluster.policies.provisioner.sizing import (
     Sizing,
@@ -60,6 +68,8 @@ class LearntProvisioner(Provisioner):
     """Common part: parameters, profiling or loading, lift rules, per-task requests."""
 
     default_lift = "next-bin"
+    #: What `learn` learns: provisioners that learn the same share the sizing (`_LEARNT`).
+    learns = "grouped"
 
     def __init__(
         self,
@@ -99,7 +109,7 @@ class LearntProvisioner(Provisioner):
         if self.sizing is None:
             seed = int(rng.integers(0, 2**31 - 1))
             key = (
-                type(self).__name__,
+                self.learns,
                 seed,
                 self.profiling_runs,
                 self.trials,
@@ -153,6 +163,7 @@ class Vpa(LearntProvisioner):
     """Kubernetes VPA's recommender per task (target = p90 x 1.15 of a decaying histogram)."""
 
     default_lift = "vpa"
+    learns = "vpa"
 
     def learn(self, spec: SimulationSpec, seed: int) -> Sizing:
         prof = profile(spec, self.profiling_runs, seed)
@@ -172,6 +183,8 @@ class Vpa(LearntProvisioner):
 class Predictive(LearntProvisioner):
     """`grouped`, plus a bin classifier per heavy task (trained, or read from `model`)."""
 
+    learns = "predictive"
+
     def learn(self, spec: SimulationSpec, seed: int) -> Sizing:
         prof = profile(spec, self.profiling_runs, seed)
         return train_sizing(prof, static_of(spec), self.trials, seed, self.sampler)
@@ -188,9 +201,37 @@ class Predictive(LearntProvisioner):
                 continue
             if not {"region", "products", "days_left"} <= set(jobs.features):
                 raise ValueError(
-                    f"provisioner 'predictive': task {spec.classes[c].name!r} needs the job "
+                    f"provisioner {self.name!r}: task {spec.classes[c].name!r} needs the job "
                     "features region, products and days_left (the ml-workflow usage model)"
                 )
-            x = design_matrix({k: v[mine] for k, v in jobs.features.items()})
-            mem[mine] = np.asarray(t.heavy.edges)[t.heavy.model.predict(x)]
+            mem[mine] = np.asarray(t.heavy.edges)[self.heavy_bins(t, jobs, mine)]
         return cpu, mem, gpu
+
+    def heavy_bins(self, task: TaskSizing, jobs: Any, mine: IntArray) -> IntArray:
+        """The bin (index into `task.heavy.edges`) of each of the heavy task's jobs `mine`:
+        the classifier's prediction from the jobs' features."""
+        assert task.heavy is not None
+        x = design_matrix({k: v[mine] for k, v in jobs.features.items()})
+        return task.heavy.model.predict(x)
+
+
+@register("provisioner", "smallest-bin")
+class SmallestBin(Predictive):
+    """`predictive`'s bins without its classifier: every heavy instance starts at the
+    smallest bin and is lifted (`next-bin` by default) on out-of-memory."""
+
+    def heavy_bins(self, task: TaskSizing, jobs: Any, mine: IntArray) -> IntArray:
+        return np.zeros(mine.size, dtype=np.int64)
+
+
+@register("provisioner", "oracle")
+class Oracle(Predictive):
+    """`predictive`'s bins with a perfect classifier: the smallest bin covering each heavy
+    instance's true memory peak (the last bin when none does). Reads the usage the jobs
+    will have, which no real provisioner can: a bound, not a policy."""
+
+    def heavy_bins(self, task: TaskSizing, jobs: Any, mine: IntArray) -> IntArray:
+        assert task.heavy is not None
+        if jobs.usage is None:
+            raise ValueError("provisioner 'oracle': needs a scenario with a usage model")
+        return bin_index(jobs.usage.memory_gb[mine], task.heavy.edges)

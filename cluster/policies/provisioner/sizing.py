@@ -261,8 +261,10 @@ def train_sizing(
     seed: int = 0,
     sampler: str = "tpe",
     progress: Any = None,
+    bin_counts: tuple[int, ...] = (2, 3),
 ) -> Sizing:
-    """Groups for every task, and a bin classifier for each heavy one."""
+    """Groups for every task, and a bin classifier for each heavy one (`bin_counts`: the
+    bin counts searched; the best on validation is kept)."""
     tasks = group_tasks(prof, static)
     mem = prof.table.column("memory_usage_max").to_numpy()
     dur = prof.table.column("duration").to_numpy()
@@ -278,6 +280,7 @@ def train_sizing(
             trials=trials,
             seed=seed,
             sampler=sampler,
+            bin_counts=bin_counts,
         )
         tasks[name] = dataclasses.replace(t, heavy=heavy, memory_gb=heavy.edges[-1])
         if progress is not None:
@@ -288,6 +291,7 @@ def train_sizing(
         "trials": trials,
         "sampler": sampler,
         "seed": seed,
+        "bin_counts": list(bin_counts),
     }
     return Sizing(tasks, info)
 

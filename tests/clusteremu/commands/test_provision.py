@@ -39,6 +39,12 @@ def test_train_then_compare_with_the_model(
     assert set(printed["heavy"]) == {"parallel-1", "memory-1"}
     profile = pq.read_table(out / "profile.parquet")
     assert profile.num_rows == 300 * 27 and "memory_usage_max" in profile.column_names
+    for task in ("parallel-1", "memory-1"):  # the protocol report per heavy task
+        report = json.loads((out / f"held-out-{task}.json").read_text())
+        assert report["report"]["format"] == "clusteremu.protocol-report"
+        assert report["report"]["learned_something"]["ablation"] == "majority-bin"
+        assert len(report["models"]) == 8
+        assert "held out, scored once" in (out / f"held-out-{task}.md").read_text()
     cmp_out = tmp_path / "cmp"
     code = main(
         [
@@ -49,7 +55,7 @@ def test_train_then_compare_with_the_model(
             "--model",
             str(out / "sizing.json"),
             "--provisioners",
-            "grouped,predictive",
+            "grouped,predictive,smallest-bin,oracle",
             "--profiling-runs",
             "100",
             "--out",
@@ -59,7 +65,10 @@ def test_train_then_compare_with_the_model(
     )
     assert code == 0
     rows = {r["provisioner"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
-    assert set(rows) == {"static", "grouped", "predictive"}
+    assert set(rows) == {"static", "grouped", "predictive", "smallest-bin", "oracle"}
+    assert rows["oracle"]["oom_kills"] == 0 and rows["oracle"]["wasted_core_s"] == 0
+    assert rows["smallest-bin"]["oom_kills"] > rows["predictive"]["oom_kills"]
+    assert rows["smallest-bin"]["mean_run_makespan_s"] > rows["oracle"]["mean_run_makespan_s"]
     assert rows["static"]["memory_saving"] == 0.0
     assert rows["predictive"]["memory_saving"] > rows["grouped"]["memory_saving"] > 0
     assert rows["predictive"]["failed_jobs"] == 0
@@ -74,6 +83,12 @@ def test_train_then_compare_with_the_model(
         (["provision", "train", "mm-c", "--out", "{tmp}/x"], "no workload.usage"),
         (["provision", "train", "ml-workflow", "--runs", "3", "--out", "{tmp}/x"], "--runs"),
         (["provision", "compare", "ml-workflow", "--model", "{tmp}/bad.json"], "not valid JSON"),
+        (["provision", "train", "ml-workflow", "--bins", "2,5", "--out", "{tmp}/x"], "--bins"),
+        (["provision", "train", "ml-workflow", "--bins", "3,3", "--out", "{tmp}/x"], "--bins"),
+        (
+            ["provision", "compare", "ml-workflow", "--provisioners", "grouped", "--model", "m"],
+            "--model: only the predictive, smallest-bin, oracle",
+        ),
         (
             ["run", "ml-workflow", "--set", "scheduler.provisioner.params.retry_limit=-1"],
             "retry_limit",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cluster.policies.provisioner.models import ExportedClassifier, export
+from cluster.policies.provisioner.models import ExportedClassifier, design_matrix, export
 from cluster.policies.provisioner.sizing import Sizing
 
 sklearn = pytest.importorskip("sklearn")
@@ -98,3 +98,37 @@ def test_the_binning_never_reads_the_test_rows_and_the_test_is_scored_against_ab
     hits = round(report["majority_bin_accuracy"] * n)
     trivial = {**task.held_out, "correct": [1] * hits + [0] * (n - hits)}
     assert not _held_out(trivial)["learned_something"]
+
+
+def test_held_out_accuracy_is_scored_on_runs_disjoint_from_training_against_the_majority() -> None:
+    """The reported accuracy is the exported classifier's on the test runs' rows, which no
+    training or validation run shares, beside the majority bin of the training rows on the
+    same rows. Scoring it on the training rows (or any other rows) fails this test."""
+    from cluster.policies.provisioner.binning import bin_index
+    from cluster.policies.provisioner.models import train_bin_classifier
+    from tuners.protocol import Report
+
+    feats, usage, dur = heavy_rows(np.random.default_rng(4))
+    task = train_bin_classifier(feats, usage, dur, 100.0, trials=3, seed=2)
+    by_split = {k: set(v) for k, v in task.held_out["runs_by_split"].items()}
+    assert by_split["test"] and not by_split["test"] & (by_split["train"] | by_split["validation"])
+    test = np.isin(feats["run"], sorted(by_split["test"]))
+    train = np.isin(feats["run"], sorted(by_split["train"]))
+    truth = bin_index(usage, task.edges)
+    x = design_matrix(feats)
+    correct = (task.model.predict(x[test]) == truth[test]).astype(int)
+    assert task.held_out["correct"] == correct.tolist()
+    assert task.accuracy == pytest.approx(correct.mean())
+    majority = np.bincount(truth[train]).argmax()
+    assert task.held_out["majority_bin_accuracy"] == pytest.approx((truth[test] == majority).mean())
+    report = Report.from_dict(task.held_out["protocol"])
+    assert report.test.n == int(test.sum()) and report.test.scored_once
+    assert report.learned.ablation == "majority-bin"
+    assert report.test.row("majority-bin").mean.estimate == pytest.approx(
+        (truth[test] == majority).mean()
+    )
+    assert report.learned.holds, report.learned.explain()
+    assert report.overlaps[0].split == "test" and report.overlaps[0].total == int(test.sum())
+    assert {r["model"] for r in task.held_out["models"]} == {
+        f"{c}/{i}" for c in ("gbt", "svm") for i in ("none", "weights", "random", "smote")
+    }
