@@ -324,7 +324,7 @@ def test_provision_refuses_bad_options_before_work(
     model = tmp_path_factory.getbasetemp() / "sizing.json"
     tail, kind = data.draw(provision_options(fresh, str(model)))
     no_work()
-    expect = "only the predictive provisioner" if kind == "ignored option" else None
+    expect = "provisioners use a sizing model" if kind == "ignored option" else None
     refused(["provision", *tail], "provision", kind, expect)
 
 
