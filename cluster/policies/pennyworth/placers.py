@@ -416,6 +416,7 @@ class FfdCheapestPlacer(PlanPlacer):
         slo = problem.slo
         delay = float(problem.startup_delay_s[k]) if slo.count_startup_delay else 0.0
         order = sorted(jobs, key=lambda t: -problem.runtime_s[t, k])
+        bound_mean = problem.rtpt_mean_s()
         vms: list[list[int]] = []
         used: list[float] = []
         for t in order:
@@ -423,7 +424,7 @@ class FfdCheapestPlacer(PlanPlacer):
             if slo.kind == "max":
                 limit = slo.deadline_s
             elif slo.kind == "rtpt":
-                limit = slo.factor * float(problem.rtpt_mean_s()[t, k])
+                limit = slo.factor * float(bound_mean[t, k])
             else:
                 limit = slo.target_s
             for i in range(len(vms)):
