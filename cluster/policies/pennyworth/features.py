@@ -192,6 +192,7 @@ def lone_types(problem: Problem) -> list[int]:
     it alone on a new VM meets the SLO's bound (deadline, factor x mean, or target; with
     the problem's safety padding), else its cheapest; -1 when it runs on no type."""
     slo = problem.slo
+    bound_mean = problem.rtpt_mean_s()
     out: list[int] = []
     for t in range(len(problem.task_names)):
         ks = [k for k in range(len(problem.type_names)) if np.isfinite(problem.runtime_s[t, k])]
@@ -199,15 +200,17 @@ def lone_types(problem: Problem) -> list[int]:
         if not ks:
             out.append(-1)
             continue
-        ok = [k for k in ks if _alone_on_time(problem, slo, t, k)]
+        ok = [k for k in ks if _alone_on_time(problem, slo, t, k, float(bound_mean[t, k]))]
         out.append(ok[0] if ok else ks[0])
     return out
 
 
-def _alone_on_time(problem: Problem, slo: Slo, t: int, k: int) -> bool:
+def _alone_on_time(problem: Problem, slo: Slo, t: int, k: int, bound_mean_s: float) -> bool:
+    """Whether a job of task t alone on a new VM of type k meets the SLO; `bound_mean_s`:
+    the task mean that sets its rtpt bound there (`Problem.rtpt_mean_s`)."""
     r = _alone_response_s(problem, t, k)
     if slo.per_job:
-        return slo.job_loss(r, float(problem.rtpt_mean_s()[t, k])) == 0.0
+        return slo.job_loss(r, bound_mean_s) == 0.0
     return r <= slo.target_s
 
 
@@ -269,7 +272,9 @@ class Walker:
         #: Whether a job of task t alone on a new VM of its lone type meets a per-job SLO,
         #: and what that costs (dollars: start-up cost plus price x run time).
         self.lone_ok = [
-            slo.per_job and k >= 0 and _alone_on_time(problem, slo, t, k)
+            slo.per_job
+            and k >= 0
+            and _alone_on_time(problem, slo, t, k, self.bound_mean_list[t][k])
             for t, k in enumerate(lone_type)
         ]
         self.lone_usd = [
