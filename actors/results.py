@@ -170,4 +170,4 @@ def merge_result(
     run = merged_state(spec, replication, jobs, window, parts)
     if policies is None:
         policies = scenario_policies(spec, replication)
-    return build_result(run, policies)
+    return build_result(run, policies, runs=jobs.features.get("run"))
