@@ -37,6 +37,7 @@ import ray
 
 from actors.actor_set import ActorSet
 from actors.coordinator import RayRunOptions, run_replication
+from cluster.errors import UsageError
 from cluster.metrics import combine
 from cluster.model import SimulationSpec
 from cluster.runner import ScenarioResult
@@ -85,8 +86,6 @@ def options_from_args(args: argparse.Namespace | RayRunOptions | None) -> RayRun
             shard_cpus=0.0 if shard_cpus is None else float(shard_cpus),
         )
     except ValueError as exc:
-        from clusteremu.cli import UsageError
-
         raise UsageError(f"--shards/--window/--realtime/--shard-*: {exc}") from None
 
 
@@ -226,7 +225,6 @@ def check_dashboard_host(host: str) -> None:
     """UsageError unless this machine can listen on `host` (Ray would retry for a minute
     and then fail with `Failed to find a valid port`): a socket is bound there on a free
     port and closed at once."""
-    from clusteremu.cli import UsageError
 
     try:
         infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -253,7 +251,6 @@ def check_resources(
     whose demand no single node holds, or demands that add up to more than the cluster
     has. Ray would otherwise keep the actors pending for ever. `option` names the options
     that set the demands."""
-    from clusteremu.cli import UsageError
 
     def held(resources: dict[str, float]) -> str:
         return ", ".join(
@@ -389,7 +386,6 @@ def ensure_ray(
     """
     if ray.is_initialized():
         return False
-    from clusteremu.cli import UsageError
 
     global _local_pids
     try:

@@ -24,9 +24,10 @@ import numpy as np
 
 from cluster import layout as L
 from cluster.engine import Engine
-from cluster.experiments.mdp_learner import LearnConfig, learn, tracking_delays
+from cluster.experiments.mdp_learner import learn, tracking_delays
 from cluster.policies.mdp import estimator as est
 from cluster.policies.mdp.allocator import MdpAllocator
+from cluster.policies.mdp.learn_config import LearnConfig
 from cluster.policies.mdp.model import MdpModel
 from cluster.policies.mdp.solver import solve
 from scenarios.loader import load_scenario

@@ -30,18 +30,18 @@ placer, allocator, provisioner) when they have no compiled path.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from cluster import kernel
+from cluster.capacity import fits_a_node_type, node_types_of_run
 from cluster.faults import FaultDraws, timeline_array
+from cluster.jit import direct_entry
 from cluster.jobs import (
     Jobs,
     Purpose,
@@ -189,35 +189,6 @@ def lift_table(rule: LiftRule, n_classes: int) -> FloatArray:
         if c < len(rule.edges) and rule.edges[c]:
             table[c, 1 : 1 + len(rule.edges[c])] = rule.edges[c]
     return table
-
-
-def node_types_of_run(spec: SimulationSpec, rows_types: Sequence[int] | IntArray = ()) -> list[int]:
-    """The node types (indices) a run may hold: its static nodes', the rentable ones, those
-    its timeline's `join` events add and those of the node rows it has handed out
-    (`rows_types`)."""
-    index = {t.name: i for i, t in enumerate(spec.node_types)}
-    types = {index[name] for name in spec.nodes}
-    types |= {i for i, t in enumerate(spec.node_types) if t.rentable}
-    types |= {
-        index[e.node_type]
-        for e in spec.events
-        if e.action == "join" and e.node_type is not None and e.node_type in index
-    }
-    types |= {int(t) for t in rows_types if t >= 0}
-    return sorted(types)
-
-
-def fits_a_node_type(
-    spec: SimulationSpec, types: Sequence[int], cpu: float, mem: float, gpu: float
-) -> bool:
-    """Whether an empty node of one of `types` could hold the request (cores, GB, GPUs)."""
-    for t in types:
-        nt = spec.node_types[t]
-        if compiled.holds_request(
-            float(nt.cpu), float(nt.memory_gb), float(nt.gpu), float(nt.max_jobs), cpu, mem, gpu
-        ):
-            return True
-    return False
 
 
 def _policy(spec: SimulationSpec, kind: registry.Kind, given: Any, base: type) -> Any:
@@ -1075,42 +1046,6 @@ class Engine:
             cores = check_allocation(self.allocator.name, view, decision)
             self._s.jobs_f[JF.CORES, view.job_ids] = cores
         kernel.apply_allocation_entry(self._t, p, self.now)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM while numba compiles or loads the loop from its cache (an
-    exception raised inside LLVM can crash the process); they arrive right after."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    try:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except (AttributeError, OSError, ValueError):  # not on this platform
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
-    """The compiled function `dispatcher` runs for arguments of these types, callable with
-    no type dispatch (numba's per-signature entry point: a third of the call's cost when a
-    Python policy makes the engine re-enter the loop at every decision).
-
-    Only valid while the argument types stay the same: the engine asks again whenever it
-    swaps in new arrays. Falls back to the dispatcher itself.
-    """
-    from numba import typeof
-
-    try:
-        sig = tuple(typeof(a) for a in args)
-        if sig not in dispatcher.overloads:
-            with _signals_held():
-                dispatcher.compile(sig)
-        return dispatcher.overloads[sig].entry_point
-    except Exception:  # pragma: no cover - numba internals changed: dispatch normally
-        return dispatcher
 
 
 class LiveView(PlacementView):

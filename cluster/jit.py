@@ -1,4 +1,5 @@
-"""The decorator for functions on the engine's hot path.
+"""numba plumbing: the decorators for functions on the engine's hot path, per-signature
+entry points, and signals held while numba compiles.
 
 `kernel_function` is `numba.njit` with the on-disk cache and without the reference-counting
 runtime (NRT). Every call between compiled functions otherwise increments and decrements
@@ -10,6 +11,9 @@ allocate temporary arrays uses plain `numba.njit(cache=True)` instead.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from numba import njit
@@ -34,3 +38,39 @@ def inline_function(fn: F) -> F:
     options: dict[str, Any] = {"cache": True, "_nrt": False, "inline": "always"}
     compiled: Any = njit(**options)(fn)
     return cast(F, compiled)
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while numba compiles or loads the loop from its cache (an
+    exception raised inside LLVM can crash the process); they arrive right after."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # not on this platform
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
+    """The compiled function `dispatcher` runs for arguments of these types, callable with
+    no type dispatch (numba's per-signature entry point: a third of the call's cost when a
+    Python policy makes the engine re-enter the loop at every decision).
+
+    Only valid while the argument types stay the same: the engine asks again whenever it
+    swaps in new arrays. Falls back to the dispatcher itself.
+    """
+    from numba import typeof
+
+    try:
+        sig = tuple(typeof(a) for a in args)
+        if sig not in dispatcher.overloads:
+            with signals_blocked():
+                dispatcher.compile(sig)
+        return dispatcher.overloads[sig].entry_point
+    except Exception:  # pragma: no cover - numba internals changed: dispatch normally
+        return dispatcher

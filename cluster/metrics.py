@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from cluster.capacity import fits_a_node_type, node_types_of_run
+from cluster.jit import signals_blocked
 from cluster.layout import CI, FS, IS, JF, JI, NF, NI, PF, JobState
 from cluster.state import RunState
 
@@ -132,11 +134,10 @@ def build_result(
     jf, ji = s.jobs_f, s.jobs_i
     arrival = jf[JF.ARRIVAL]
     stop = spec.stop
-    from cluster.engine import _signals_held  # the engine imports this module
 
     # Held as for the engine's loop: SIGTERM while numba compiles or loads `_job_columns`
     # crashed the process (a segfault instead of exit 143 on a fresh numba cache).
-    with _signals_held():
+    with signals_blocked():
         start, end, node, pool, core_seconds, cost, measured, failed = _job_columns(
             jf,
             ji,
@@ -280,8 +281,7 @@ def usage_integrals(
 
 def failed_no_fit(run: RunState, failed: np.ndarray) -> int:
     """How many of the `failed` jobs request (their last request) more than an empty node
-    of any type the run may hold could give (`cluster.engine.node_types_of_run`)."""
-    from cluster.engine import fits_a_node_type, node_types_of_run
+    of any type the run may hold could give (`cluster.capacity.node_types_of_run`)."""
 
     s = run.state
     types = node_types_of_run(run.spec, s.nodes_i[NI.NODE_TYPE, : run.nodes_used])

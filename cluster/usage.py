@@ -20,15 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from importlib import import_module
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from cluster.model import SimulationSpec
-
-if TYPE_CHECKING:
-    from cluster.jobs import Jobs
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -92,13 +90,35 @@ class Usage:
         )
 
 
+class Arrivals(Protocol):
+    """What a usage model reads of the jobs (a `cluster.jobs.Jobs` is one): each job's
+    arrival time (s) and class index."""
+
+    @property
+    def arrival_s(self) -> npt.NDArray[np.float64]: ...
+
+    @property
+    def class_index(self) -> npt.NDArray[np.int64]: ...
+
+
 #: A usage model: (spec, jobs, its stream, its params) -> (usages, per-job features).
 UsageModelFn = Callable[
-    [SimulationSpec, "Jobs", np.random.Generator, Mapping[str, Any]],
+    [SimulationSpec, Arrivals, np.random.Generator, Mapping[str, Any]],
     tuple[Usage, dict[str, FloatArray]],
 ]
 
 _MODELS: dict[str, UsageModelFn] = {}
+#: Modules holding the built-in usage models besides `independent`, imported on first lookup.
+BUILTIN_MODELS = ("cluster.workflow",)
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in BUILTIN_MODELS:
+            import_module(module)
 
 
 def register_usage_model(name: str) -> Callable[[UsageModelFn], UsageModelFn]:
@@ -115,17 +135,19 @@ def register_usage_model(name: str) -> Callable[[UsageModelFn], UsageModelFn]:
 
 def usage_models() -> list[str]:
     """Names of the registered usage models."""
+    _load()
     return sorted(_MODELS)
 
 
 def usage_model(name: str) -> UsageModelFn:
+    _load()
     if name not in _MODELS:
         raise ValueError(f"unknown usage model {name!r}; registered: {', '.join(usage_models())}")
     return _MODELS[name]
 
 
 def draw_usage(
-    spec: SimulationSpec, jobs: Jobs, rng: np.random.Generator
+    spec: SimulationSpec, jobs: Arrivals, rng: np.random.Generator
 ) -> tuple[Usage, dict[str, FloatArray]]:
     """The usages and features of `jobs` under the scenario's usage model."""
     assert spec.usage is not None
@@ -145,7 +167,7 @@ def draw_usage(
 
 @register_usage_model("independent")
 def independent(
-    spec: SimulationSpec, jobs: Jobs, rng: np.random.Generator, params: Mapping[str, Any]
+    spec: SimulationSpec, jobs: Arrivals, rng: np.random.Generator, params: Mapping[str, Any]
 ) -> tuple[Usage, dict[str, FloatArray]]:
     """Each class's `usage` distributions, drawn independently per job (no features).
 

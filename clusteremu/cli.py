@@ -24,6 +24,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
+from cluster.errors import UsageError
 from cluster.io import (
     OutputError,
     check_output_folder,
@@ -104,10 +105,6 @@ POLICY_METRICS = (
 )
 
 log = logging.getLogger("clusteremu")
-
-
-class UsageError(Exception):
-    """A command-line option is malformed."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -222,7 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ray:
         require_extra("ray", "ray", "run --ray")
         if args.shards is not None:  # one actor (a process) per shard
-            from clusteremu.option_checks import workers
+            from scenarios.option_checks import workers
 
             workers(args.shards, "--shards", local=args.address is None)
     variant = _run_variant(args.policy)
@@ -366,7 +363,7 @@ def _compare_grid(args: argparse.Namespace) -> int:
     """`compare --grid PATH=v1,v2,...`: every policy at every value (the mean-field
     convergence and heuristics figures)."""
     from cluster.compare import compare_grid, grid_table_text, plot_grid
-    from clusteremu.option_checks import grid
+    from scenarios.option_checks import grid
 
     path, grid_values = grid(args.grid)
     values = list(grid_values)
@@ -665,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         with sigterm_as_interrupt():
-            from clusteremu.option_checks import out_path
+            from scenarios.option_checks import out_path
 
             out_path(getattr(args, "out", None))  # every command's --out: not empty
             load_plugins(getattr(args, "plugin", None) or [])

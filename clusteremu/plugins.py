@@ -49,7 +49,7 @@ def load_plugins(modules: Sequence[str]) -> list[ModuleType]:
     Raises `clusteremu.cli.UsageError` (exit status 2) naming the module when it cannot be
     found or fails while being imported (a syntax error, a policy name registered twice).
     """
-    from clusteremu.cli import UsageError  # the CLI's bad-input error (exit status 2)
+    from cluster.errors import UsageError
 
     loaded = []
     for name in modules:

@@ -130,8 +130,8 @@ class SweepPlan:
 
 def parse_grid(text: str) -> GridAxis:
     """`workload.classes.0.arrival.rate_per_s=6,7,8` -> GridAxis (checked as every command
-    checks a grid axis: `clusteremu.option_checks.grid`)."""
-    from clusteremu.option_checks import OptionError, grid
+    checks a grid axis: `scenarios.option_checks.grid`)."""
+    from scenarios.option_checks import OptionError, grid
 
     try:
         path, values = grid(text, "--grid")
@@ -142,9 +142,9 @@ def parse_grid(text: str) -> GridAxis:
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """`1-20`, `3`, or `1,4,9` -> seeds (a range includes both ends), checked as every
-    command checks a seed list (`clusteremu.option_checks.seeds`: no empty item, no seed
+    command checks a seed list (`scenarios.option_checks.seeds`: no empty item, no seed
     twice, non-negative, the count checked against memory before a range is expanded)."""
-    from clusteremu.option_checks import OptionError, seeds
+    from scenarios.option_checks import OptionError, seeds
 
     try:
         return seeds(text, "--seeds", limits.BYTES_PER_CELL, "seeds")
@@ -174,7 +174,7 @@ def plan_sweep(
     paths = [a.path for a in axes]
     if len(set(paths)) != len(paths):
         raise SweepError(f"--grid: a path appears twice in {paths}")
-    from clusteremu.option_checks import OptionError, grid_points
+    from scenarios.option_checks import OptionError, grid_points
 
     try:
         grid_points([len(a.values) for a in axes], "--grid")

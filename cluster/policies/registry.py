@@ -32,7 +32,6 @@ BUILTIN_MODULES = (
     "cluster.policies.scoring.placer",
     "cluster.policies.pennyworth.placers",
     "cluster.policies.provisioner",
-    "scenarios.workflow",  # the ml-workflow usage model
 )
 _loaded = False
 #: Comma-separated plug-in modules to import on first lookup (set by `--plugin`, inherited

@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from clusteremu.cli import UsageError
+    from cluster.errors import UsageError
 
     url = args.url or os.environ.get("GRAFANA_URL")
     token = args.token or os.environ.get("GRAFANA_TOKEN")
@@ -63,8 +63,8 @@ def _write_out(out: str, datasource: str) -> int:
     """`--out`: a folder (the dashboard file goes in it, with the folder's manifest) or a
     path ending in .json (that one file, written atomically; it claims no folder)."""
     from actors.grafana import load_dashboard
+    from cluster.errors import UsageError
     from cluster.io import OutputError, check_output_file, output_folder, write_json
-    from clusteremu.cli import UsageError
 
     path = Path(out)
     try:

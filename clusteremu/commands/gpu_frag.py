@@ -68,8 +68,8 @@ def cmd_gpu_frag(args: argparse.Namespace) -> int:
     from cluster.experiments.gpu_frag import medians
     from cluster.gpu_trace import TraceError, load_nodes, load_pods
     from cluster.policies.gpu_share import POLICIES, typical_pods
-    from clusteremu import option_checks
     from clusteremu.cli import UsageError, check_out
+    from scenarios import option_checks
 
     policies = option_checks.name_list(args.policy, "--policy", list(POLICIES), everything="all")
     seeds = option_checks.seeds(args.seeds, "--seeds", BYTES_PER_REPLAY * len(policies), "seeds")

@@ -28,14 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cluster.experiments.mdp_learner import (
-    ALGORITHMS,
-    LearnConfig,
-    LearnResult,
-    learn,
-    tracking_delays,
-)
+from cluster.experiments.mdp_learner import LearnResult, learn, tracking_delays
 from cluster.io import output_folder, to_json, write_json, write_parquet
+from cluster.policies.mdp.learn_config import ALGORITHMS, LearnConfig
 from cluster.policies.mdp.model import MdpModelError
 from scenarios import limits
 from scenarios.errors import ScenarioError

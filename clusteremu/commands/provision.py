@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from cluster.io import output_folder, to_json, write_json, write_parquet
-from clusteremu import option_checks
 from clusteremu.progress import Progress, progress
+from scenarios import option_checks
 from scenarios.loader import load_scenario
 
 PROVISIONERS = ("static", "grouped", "vpa", "predictive", "smallest-bin", "oracle")
@@ -129,7 +129,7 @@ def _bin_counts(text: str) -> tuple[int, ...]:
 
 
 def _usage_error(message: str) -> Exception:
-    from clusteremu.cli import UsageError
+    from cluster.errors import UsageError
 
     return UsageError(message)
 

@@ -84,7 +84,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     )
     from cluster.policies.pennyworth.problem import ScenarioFieldError, checked_problem
     from cluster.workload import BatchArrivals
-    from clusteremu import option_checks
+    from scenarios import option_checks
 
     option_checks.time_limit(args.time_limit, maximum=86_400)
     option_checks.seed(args.seed)

@@ -62,8 +62,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from clusteremu import option_checks
     from clusteremu.cli import UsageError, check_out, parse_policy, progress_bar, require_extra
+    from scenarios import option_checks
 
     if args.workers is not None:
         option_checks.workers(args.workers, local=not args.address)

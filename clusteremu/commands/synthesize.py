@@ -121,9 +121,9 @@ def add_parser(sub: Any) -> None:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
+    from cluster.errors import UsageError
     from cluster.policies.pennyworth.exact import MAX_JOBS
-    from clusteremu import option_checks
-    from clusteremu.cli import UsageError
+    from scenarios import option_checks
 
     for name in ("batches", "trials", "validation_batches"):
         value = getattr(args, name)
@@ -170,9 +170,9 @@ def _print_explanation(tree: Any, args: argparse.Namespace) -> None:
 
 def _explain_file(args: argparse.Namespace) -> int:
     """`synthesize --tree FILE [--explain | --explain-full]`: explain a tree, no training."""
+    from cluster.errors import UsageError
     from cluster.io import to_json
     from cluster.policies.pennyworth.tree import RadTree, TreeFileError
-    from clusteremu.cli import UsageError
 
     if args.scenario is not None or args.out is not None:
         raise UsageError(

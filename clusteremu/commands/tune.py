@@ -114,8 +114,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _check_tune_args(args: argparse.Namespace) -> list[str]:
-    from clusteremu import option_checks
     from clusteremu.cli import UsageError, check_out
+    from scenarios import option_checks
     from tuners.domains import DOMAINS
     from tuners.strategies import STRATEGIES
 
@@ -168,7 +168,7 @@ def _needs_random_ablation(args: argparse.Namespace, tuners: list[str]) -> bool:
 def _check_trials(args: argparse.Namespace, tuners: int) -> None:
     """Refuse, before Ray starts, more trials (experiments x budget per tuner) than the
     driver can hold; the message names the larger of --experiments and --budget."""
-    from clusteremu import option_checks
+    from scenarios import option_checks
 
     flag = "--budget" if args.budget > args.experiments else "--experiments"
     trials = float(args.experiments) * args.budget * tuners
@@ -181,7 +181,7 @@ def _check_trials(args: argparse.Namespace, tuners: int) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from actors.launch import ensure_ray, stop_ray
-    from clusteremu.cli import UsageError
+    from cluster.errors import UsageError
     from tuners.domains import placer_block, sample_configs
     from tuners.evaluate import experiment_from_config, experiment_from_file
 
@@ -494,7 +494,7 @@ def _check_training_memory(args: argparse.Namespace, net_arch: list[int]) -> Non
     """Refuse, before training, a replay buffer (--steps, --budget) or networks (--net-arch)
     that cannot fit in memory: SAC keeps every step's observation pair, and an actor and
     two critics with their target copies."""
-    from clusteremu import option_checks
+    from scenarios import option_checks
     from tuners.domains import WEIGHT_NAMES
     from tuners.rl import observation_size
 
@@ -511,8 +511,8 @@ def _check_training_memory(args: argparse.Namespace, net_arch: list[int]) -> Non
 
 
 def cmd_train_rl(args: argparse.Namespace) -> int:
-    from clusteremu import option_checks
-    from clusteremu.cli import UsageError
+    from cluster.errors import UsageError
+    from scenarios import option_checks
     from tuners.domains import DOMAINS
 
     option_checks.count(args.steps, "--steps")

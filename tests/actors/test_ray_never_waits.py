@@ -14,7 +14,7 @@ import ray
 
 from actors import launch
 from actors.launch import check_reachable, check_resources, resolve_auto
-from clusteremu.cli import UsageError
+from cluster.errors import UsageError
 from tests.clusteremu.badinput import refused
 
 pytestmark = pytest.mark.ray

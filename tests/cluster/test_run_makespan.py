@@ -8,8 +8,8 @@ import pytest
 
 from cluster.engine import Engine
 from cluster.metrics import run_makespans
+from cluster.workflow import workflow_scenario
 from scenarios.loader import spec_from_dict
-from scenarios.workflow import workflow_scenario
 
 
 def test_run_makespans_take_last_end_minus_first_arrival_of_complete_runs() -> None:

@@ -2,7 +2,7 @@
 2, one `error:` line naming the option, no traceback (`tests/clusteremu/badinput.py`).
 
 One Hypothesis family per command draws from the classes of bad options that
-`clusteremu.option_checks` refuses: sizes that multiply into memory (seed ranges, runs,
+`scenarios.option_checks` refuses: sizes that multiply into memory (seed ranges, runs,
 environments, network layers, trials, experiments x budget, grid points, batch counts),
 worker counts, negative seeds, time limits that are not finite and positive, lists with
 an empty item or a name twice, an empty `--out`. The memory budget is pinned to 16 GB so

@@ -36,6 +36,7 @@ from cluster.model import SimulationSpec
 from cluster.policies.base import Allocation, Allocator, PolicyError, PoolView
 from cluster.policies.compiled import ALLOC_MDP
 from cluster.policies.mdp.kernel import P_B, P_CLASSES, P_M, shares_offset
+from cluster.policies.mdp.learn_config import LearnConfig
 from cluster.policies.mdp.model import MdpModelError, check_theta, model_from_spec
 from cluster.policies.registry import register
 
@@ -105,8 +106,6 @@ class MdpAllocator(Allocator):
         self.actions, self.refine, self.classes = actions, refine, classes
         self.learn = dict(learn or {})
         if self.learn:
-            from cluster.experiments.mdp_learner import LearnConfig
-
             LearnConfig.from_dict(self.learn)  # validate early (scenario load)
         self._shares: FloatArray | None = None
         if table is not None:

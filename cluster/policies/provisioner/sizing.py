@@ -3,7 +3,7 @@ docs/provisioner.md).
 
 `profile(spec, runs, seed)` runs a scenario in the emulator with static requests (the
 thesis's production set-up) on a seed of its own and returns the profiling data: one row
-per task instance (`scenarios.workflow.profiling_table`, the thesis's Table 3) plus the
+per task instance (`cluster.workflow.profiling_table`, the thesis's Table 3) plus the
 jobs' input features. `train_sizing` turns profiling data into a `Sizing`: per task its
 memory cluster by peak (light <= 5 GB, moderate <= 20 GB, heavy above), its cores (1 for
 tasks that never keep more than one busy, else the static cores) and, for heavy tasks, a
@@ -62,7 +62,7 @@ def profile(
     `seed`, and return its profiling data; `progress` gets the fraction done."""
     from cluster.engine import Engine
     from cluster.policies.fifo import Static
-    from scenarios.workflow import profiling_table
+    from cluster.workflow import profiling_table
 
     if spec.usage is None:
         raise ValueError("profiling needs a scenario with a usage model (workload.usage)")

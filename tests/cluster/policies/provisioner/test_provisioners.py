@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from cluster.engine import Engine
+from cluster.workflow import TASKS, workflow_scenario
 from scenarios.errors import ScenarioError
 from scenarios.loader import spec_from_dict
-from scenarios.workflow import TASKS, workflow_scenario
 
 pytest.importorskip("sklearn")
 

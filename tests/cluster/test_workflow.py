@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from cluster.engine import Engine
+from cluster.workflow import PROFILE_COLUMNS, TASKS, profiling_table, workflow_scenario
 from scenarios.errors import ScenarioError
 from scenarios.loader import load_scenario, spec_from_dict
-from scenarios.workflow import PROFILE_COLUMNS, TASKS, profiling_table, workflow_scenario
 
 
 def test_table_4_groups_and_totals() -> None:

@@ -35,7 +35,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from clusteremu.cli import UsageError
+from cluster.errors import UsageError
 from scenarios import limits
 from scenarios.errors import shorten
 

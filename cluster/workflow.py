@@ -37,17 +37,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from cluster.model import SimulationSpec
-from cluster.usage import Usage, register_usage_model
-
-if TYPE_CHECKING:
-    from cluster.jobs import Jobs
+from cluster.usage import Arrivals, Usage, register_usage_model
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -203,7 +200,7 @@ def usage_params(
 
 @register_usage_model("ml-workflow")
 def ml_workflow_usage(
-    spec: SimulationSpec, jobs: Jobs, rng: np.random.Generator, params: Mapping[str, Any]
+    spec: SimulationSpec, jobs: Arrivals, rng: np.random.Generator, params: Mapping[str, Any]
 ) -> tuple[Usage, dict[str, FloatArray]]:
     """Usages and input features of the workflow's task instances (see the module doc).
 

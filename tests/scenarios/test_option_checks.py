@@ -1,4 +1,4 @@
-"""`clusteremu.option_checks`: one check per kind of option, each refusing with a message
+"""`scenarios.option_checks`: one check per kind of option, each refusing with a message
 that starts with the option and says what was expected."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusteremu import option_checks as oc
-from clusteremu.cli import UsageError
+from cluster.errors import UsageError
 from scenarios import limits
+from scenarios import option_checks as oc
 
 BUDGET = 16e9
 
