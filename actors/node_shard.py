@@ -24,8 +24,8 @@ from actors.arrivals import ArrivalIds, JobBatch, StreamCopy, measurement_window
 from actors.reusable import Reusable
 from cluster.engine import Engine, FloatArray, IntArray, Jobs
 from cluster.layout import FS, IS, JF, JI, NF, NI, PF, JobState, NodeStatus
-from cluster.metrics import node_money
 from cluster.model import SimulationSpec
+from cluster.money import money_by_node
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def engine_state(
         decisions=int(s.istate[IS.DECISIONS]),
         done=engine.jobs_done,
         failed=int(s.istate[IS.FAILED_COUNT]),
-        node_usd=float(sum(node_money(engine.snapshot()))),
+        node_usd=float(sum(m.sum() for m in money_by_node(nf, s.nodes_i[:, :used], engine.now))),
     )
 
 

@@ -448,11 +448,10 @@ class Engine:
     def finished(self) -> bool:
         return self.status == Status.FINISHED
 
-    def snapshot(self, copy: bool = False) -> RunState:
-        """A frozen view of the state now (read-only arrays; `copy` for an independent one)."""
-        state = EngineState(*(a.copy() for a in self._s)) if copy else self.state  # type: ignore[arg-type]
-        if copy:
-            state = read_only(state)
+    def snapshot(self) -> RunState:
+        """The state now, frozen: a read-only copy that never changes as the engine moves on
+        (`state` gives read-only views of the live arrays instead)."""
+        state = read_only(EngineState(*(a.copy() for a in self._s)))  # type: ignore[arg-type]
         return RunState(self.spec, self.replication, state, self.now)
 
     # -- driving ----------------------------------------------------------------------

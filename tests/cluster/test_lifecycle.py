@@ -13,7 +13,7 @@ import pytest
 
 from cluster.distributions import Deterministic, Exponential
 from cluster.engine import Engine
-from cluster.layout import JF, JI, JobState, NodeStatus
+from cluster.layout import IS, JF, JI, JobState, NodeStatus
 from cluster.model import JobClass, NodeType, Request, SimulationSpec, StopRule
 from cluster.policies.base import (
     Placement,
@@ -265,6 +265,17 @@ def test_engine_arrays_are_read_only_outside_the_engine() -> None:
     run = engine.snapshot()
     with pytest.raises(ValueError, match="read-only"):
         run.state.istate[0] = 1
+
+
+def test_a_snapshot_never_changes_as_the_engine_moves_on() -> None:
+    engine = Engine(mm1_spec(200))
+    engine.step(max_events=100)
+    run = engine.snapshot()
+    events, now, done = int(run.state.istate[IS.EVENTS]), run.now_s, run.state.jobs_f.copy()
+    engine.run()
+    assert int(run.state.istate[IS.EVENTS]) == events and run.now_s == now
+    assert np.array_equal(run.state.jobs_f, done, equal_nan=True)
+    assert int(engine.state.istate[IS.EVENTS]) > events
 
 
 #: Attribute writes into engine state arrays (`x.jobs_f[...] = ...`, `+=`, ...); names a
