@@ -13,8 +13,10 @@ Policies (scores; the best node wins):
 - `best-fit`: floor(100 (1 - [0.5 (C - c) / 128000 + 0.5 (R - k d) / 8000])), C and R
   the node's free milli-CPU and milli-GPU before the pod (the least leftover); the
   tightest GPU for a sharing pod.
-- `dot-product`: the smallest (C / 128000)(c / 128000) + (R / 8000)(k d / 8000); the
-  tightest GPU.
+- `dot-product`: trunc(100 (1 - dot / 2)), dot = (C / 128000)(c / 128000) +
+  (R / 8000)(k d / 8000) (the published simulator's `DotProductScorePlugin` with its
+  `merge` dimensions and `max` normalisation: the mean of the two products; C in whole
+  milli-CPU); equal integer scores tie; the tightest GPU.
 - `gpu-packing`: a partly used GPU first (100 - its free % / 10, at least 50), then idle
   GPUs on a used node (50 - how many, at least 33), then an idle node with fewer GPUs
   (max(33 - GPUs, GPUs)); the GPUs with the least free milli that fit; CPU-only pods 0
@@ -239,10 +241,10 @@ def choose(  # noqa: PLR0912, PLR0915
         if code == 1:  # best-fit
             left = 0.5 * (cpu_free[n] - c) / CPU_NORM + 0.5 * (total - k * d) / GPU_NORM
             score = math.floor(100.0 * (1.0 - left))
-        elif code == 2:  # dot-product: smallest wins
-            score = -(
-                (cpu_free[n] / CPU_NORM) * (c / CPU_NORM) + (total / GPU_NORM) * (k * d / GPU_NORM)
-            )
+        elif code == 2:  # dot-product: the simulator's integer score (truncated)
+            cpu_left = math.floor(cpu_free[n] + 0.5)  # whole milli-CPU, as the simulator's
+            dot = (cpu_left / CPU_NORM) * (c / CPU_NORM) + (total / GPU_NORM) * (k * d / GPU_NORM)
+            score = float(math.trunc(100.0 * (1.0 - dot / 2.0)))
         elif code == 3:  # gpu-packing (the published simulator's three cases)
             if k == 0:
                 score = 0.0
