@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cluster.policies.gpu_share import CODES, choose, fragment, typical_pods
+from cluster.policies.gpu_share import CODES, CPU_NORM, GPU_NORM, choose, fragment, typical_pods
 
 I = np.int64
 
@@ -61,6 +61,8 @@ def run(
         aff,
         0.0,
         0.0,
+        CPU_NORM,
+        GPU_NORM,
     )
 
 
