@@ -16,7 +16,7 @@ from cluster.layout import JI, JobState
 from cluster.policies import registry
 from cluster.policies.base import Placer
 from cluster.policies.gpu_share_placers import Fgd, GpuSharingPlacer, expected_jobs, pod_of
-from cluster.testing import PlacerConformance, run_capacity_violations
+from cluster.testing import PlacerConformance, equal_tables, run_capacity_violations
 from clusteremu.cli import main
 from scenarios.errors import ScenarioError
 from scenarios.loader import SHIPPED_DIR, load_scenario, spec_from_dict
@@ -142,3 +142,20 @@ def test_clusteremu_run_names_fgd(capsys: pytest.CaptureFixture[str]) -> None:
     assert fgd["jobs_completed"] == other["jobs_completed"] == 540
     assert fgd["jobs_failed"] == other["jobs_failed"] == 0
     assert fgd["mean_response_time_s"] != other["mean_response_time_s"]
+
+
+class _FgdNoCache(Fgd):
+    """FGD recomputing every node's F_n at every call (no cache)."""
+
+    def _refresh(self, view: Any, cpu_milli: Any) -> None:
+        super()._refresh(view, cpu_milli)
+        self.f_cache[:] = -1.0
+
+
+def test_fgd_cache_of_f_n_follows_ended_jobs() -> None:
+    """F_n is cached between calls and recomputed where a node's free GPU or CPU changed
+    (jobs ended): the run is the one that recomputes every F_n at every call."""
+    spec = small(800)
+    cached = Engine(spec, placer=Fgd()).run()
+    fresh = Engine(spec, placer=_FgdNoCache()).run()
+    assert equal_tables(cached, fresh)
