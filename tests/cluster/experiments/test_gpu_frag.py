@@ -141,7 +141,7 @@ SIMULATOR_AT_100 = {
     "best-fit": 7.09,
     "fgd": 4.77,
 }
-#: Opt in to the check of all six policies (60 replays, about 65 s on one core).
+#: Opt in to the check of all six policies (60 replays, about 70 s on one core).
 ALL_SIX = "CLUSTEREMU_GPU_FRAG_ALL"
 
 
@@ -161,7 +161,7 @@ def median_at_100(policy: str, seeds: range) -> float:
             p,
             marks=pytest.mark.skipif(
                 p != "dot-product" and not os.environ.get(ALL_SIX),
-                reason=f"set {ALL_SIX}=1 to check all six policies (about 65 s)",
+                reason=f"set {ALL_SIX}=1 to check all six policies (about 70 s)",
             ),
         )
         for p in SIMULATOR_AT_100
