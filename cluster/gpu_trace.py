@@ -1,13 +1,17 @@
 """Loaders for the Alibaba GPU-cluster trace (2023) that the ATC'23 FGD paper evaluated on.
 
 Node list (`openb_node_list_gpu_node.csv`): `sn, cpu_milli, memory_mib, gpu, model`.
-Pod list (`openb_pod_list_*.csv`): `name, cpu_milli, memory_mib, num_gpu, gpu_milli,
-gpu_spec, qos, pod_phase, creation_time, deletion_time, scheduled_time`. The files stay in
+Pod list (`openb_pod_list_*.csv`): `name, cpu_milli, memory_mib, num_gpu, gpu_milli`, and
+optionally `gpu_spec` (absent: any GPU model), `qos, pod_phase, creation_time,
+deletion_time, scheduled_time` (not used). The files stay in
 `../shared/traces/alibaba-gpu-v2023/` (research-use terms): clusteremu reads them from a
 path and never copies them.
 
 Every malformed row is an error naming the file, the row (1-based, the header is row 1)
-and the column; an unknown GPU model in a pod's `gpu_spec` (not on any node) too.
+and the column; an unknown GPU model in a pod's `gpu_spec` (not on any node) too, and a
+pod request the model cannot hold as written (nothing is coerced): `gpu_milli` above
+1,000, a GPU pod with `gpu_milli` 0, a CPU-only pod with `gpu_milli` above 0, a multi-GPU
+pod with `gpu_milli` other than 1,000.
 """
 
 from __future__ import annotations
@@ -25,12 +29,11 @@ from cluster import readback
 IntArray = npt.NDArray[np.int64]
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-POD_COLUMNS = (
-    "name",
-    "cpu_milli",
-    "memory_mib",
-    "num_gpu",
-    "gpu_milli",
+#: The pod list's columns that must be there (the `..._multigpu50.csv` list has only these).
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+#: Columns a pod list may add: `gpu_spec` (absent or empty: any GPU model) is read; the
+#: others (the original trace's QoS, phase and times) are not used by the replay.
+POD_OPTIONAL_COLUMNS = (
     "gpu_spec",
     "qos",
     "pod_phase",
@@ -110,7 +113,11 @@ class Pods:
         )
 
 
-def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
+def _rows(
+    path: Path, columns: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> list[dict[str, str]]:
+    """The rows of a CSV file whose header has every one of `columns` (`optional` ones may
+    be there too; other columns are ignored)."""
     try:
         raw = readback.read_capped(path, MAX_TRACE_BYTES, "a CSV file with a header row")
     except readback.ReadBackError as exc:
@@ -121,10 +128,12 @@ def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
             header = reader.fieldnames or []
             missing = [c for c in columns if c not in header]
             if missing:
+                also = f" (optional: {', '.join(optional)})" if optional else ""
                 raise TraceError(
                     path,
-                    f"missing column(s) {', '.join(missing)}; expected {', '.join(columns)}",
+                    f"missing column(s) {', '.join(missing)}; expected {', '.join(columns)}" + also,
                     1,
+                    missing[0],
                 )
             rows = list(reader)
     except UnicodeDecodeError:
@@ -195,11 +204,12 @@ def load_nodes(path: str | Path) -> Nodes:
 def load_pods(path: str | Path, models: list[str]) -> Pods:
     """Read a pod list against the GPU models of the nodes (`Nodes.models`).
 
-    `gpu_milli` (per GPU) is 0 to 1000 (a whole GPU); a pod with no GPU or `gpu_milli` <= 0 is
-    CPU-only (k = d = 0); a pod with several GPUs takes them whole (d = 1000).
+    `gpu_milli` (per GPU) is 0 to 1000 (a whole GPU): 0 on a CPU-only pod (`num_gpu` 0),
+    1 to 1000 on a pod of one GPU (below 1000 it may share it), 1000 on a pod of several
+    GPUs (they are taken whole). Any other combination is refused, not coerced.
     """
     p = Path(path)
-    rows = _rows(p, POD_COLUMNS)
+    rows = _rows(p, POD_COLUMNS, POD_OPTIONAL_COLUMNS)
     if not rows:
         raise TraceError(p, "no pods: the pod list is empty")
     all_models = (1 << len(models)) - 1
@@ -209,14 +219,29 @@ def load_pods(path: str | Path, models: list[str]) -> Pods:
         cpu.append(_int(p, i, "cpu_milli", r["cpu_milli"], 0, MAX_CPU_MILLI))
         mem.append(_int(p, i, "memory_mib", r["memory_mib"], 0, MAX_MEMORY_MIB))
         n = _int(p, i, "num_gpu", r["num_gpu"], 0, MAX_GPUS)
-        milli = _int(p, i, "gpu_milli", r["gpu_milli"], 0, GPU_MILLI) if n > 0 else 0
-        if n == 0 or milli <= 0:
-            n, milli = 0, 0
-        elif n > 1:
-            milli = 1000
+        milli = _int(p, i, "gpu_milli", r["gpu_milli"], 0, GPU_MILLI)
+        if n == 0 and milli > 0:
+            raise TraceError(
+                p,
+                f"{milli} milli-GPU on a pod with num_gpu 0; expected 0 (CPU-only)",
+                i,
+                "gpu_milli",
+            )
+        if n == 1 and milli == 0:
+            raise TraceError(
+                p, "0 milli-GPU on a pod with num_gpu 1; expected 1 to 1000", i, "gpu_milli"
+            )
+        if n > 1 and milli != GPU_MILLI:
+            raise TraceError(
+                p,
+                f"{milli} milli-GPU per GPU on a pod with num_gpu {n}; expected 1000 "
+                "(a pod of several GPUs takes them whole)",
+                i,
+                "gpu_milli",
+            )
         k.append(n)
         d.append(milli)
-        text = (r["gpu_spec"] or "").strip()
+        text = (r.get("gpu_spec") or "").strip()
         spec.append(text)
         if not text or text.lower() == "nan":
             mask.append(all_models)

@@ -29,7 +29,15 @@ from cluster.jobs import Jobs
 from cluster.layout import JI, JobState
 from cluster.model import JobClass, NodeType, SimulationSpec, StopRule
 from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.gpu_share import CODES, TypicalPods, choose, fragment, typical_pods
+from cluster.policies.gpu_share import (
+    CODES,
+    CPU_NORM,
+    GPU_NORM,
+    TypicalPods,
+    choose,
+    fragment,
+    typical_pods,
+)
 from cluster.speedup import LinearSpeedup
 from cluster.workload import BatchArrivals
 
@@ -152,6 +160,8 @@ class GpuSharePlacer(Placer):
             self.affinity,
             u1,
             u2,
+            CPU_NORM,
+            GPU_NORM,
         )
         if node < 0:
             return []

@@ -13,8 +13,10 @@ Policies (scores; the best node wins):
 - `best-fit`: floor(100 (1 - [0.5 (C - c) / 128000 + 0.5 (R - k d) / 8000])), C and R
   the node's free milli-CPU and milli-GPU before the pod (the least leftover); the
   tightest GPU for a sharing pod.
-- `dot-product`: the smallest (C / 128000)(c / 128000) + (R / 8000)(k d / 8000); the
-  tightest GPU.
+- `dot-product`: trunc(100 (1 - dot / 2)), dot = (C / 128000)(c / 128000) +
+  (R / 8000)(k d / 8000) (the published simulator's `DotProductScorePlugin` with its
+  `merge` dimensions and `max` normalisation: the mean of the two products; C in whole
+  milli-CPU); equal integer scores tie; the tightest GPU.
 - `gpu-packing`: a partly used GPU first (100 - its free % / 10, at least 50), then idle
   GPUs on a used node (50 - how many, at least 33), then an idle node with fewer GPUs
   (max(33 - GPUs, GPUs)); the GPUs with the least free milli that fit; CPU-only pods 0
@@ -49,7 +51,9 @@ IntArray = npt.NDArray[np.int64]
 POLICIES = ("random-fit", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd")
 CODES = {name: i for i, name in enumerate(POLICIES)}
 GPU = 1000.0
-#: Best-fit and dot-product normalisers: the largest node's milli-CPU and milli-GPU.
+#: Best-fit, dot-product and clustering normalisers on the trace: the largest node's
+#: milli-CPU and milli-GPU (the published simulator's `MaxSpecCpu`, `MaxSpecGpu`); `choose`
+#: takes them as arguments (a scenario's placers use its largest node type).
 CPU_NORM = 128000.0
 GPU_NORM = 8000.0
 
@@ -72,9 +76,11 @@ def typical_pods(
     gpu_milli: IntArray,
     model_mask: IntArray,
     coverage: float = 0.95,
+    weight: FloatArray | None = None,
 ) -> TypicalPods:
     """Request types (cpu, d, k, gpu_spec) by descending frequency (ties: first seen),
-    kept until they cover `coverage` of the pods; frequencies renormalised."""
+    kept until they cover `coverage` of the pods; frequencies renormalised. `weight` (one
+    per entry, default 1) counts an entry as that many pods (a scenario's job classes)."""
     keys = list(
         zip(
             cpu_milli.tolist(),
@@ -84,13 +90,14 @@ def typical_pods(
             strict=True,
         )
     )
-    counts: dict[tuple[int, int, int, int], int] = {}
-    for key in keys:
-        counts[key] = counts.get(key, 0) + 1
+    weights = [1.0] * len(keys) if weight is None else [float(w) for w in weight]
+    counts: dict[tuple[int, int, int, int], float] = {}
+    for key, w in zip(keys, weights, strict=True):
+        counts[key] = counts.get(key, 0.0) + w
     order = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: first seen wins ties
-    total = len(keys)
-    kept: list[tuple[tuple[int, int, int, int], int]] = []
-    covered = 0
+    total = sum(weights)
+    kept: list[tuple[tuple[int, int, int, int], float]] = []
+    covered = 0.0
     for key, n in order:
         kept.append((key, n))
         covered += n
@@ -196,12 +203,16 @@ def choose(  # noqa: PLR0912, PLR0915
     affinity: IntArray,
     u1: float,
     u2: float,
+    cpu_norm: float,
+    gpu_norm: float,
 ) -> tuple[int, int]:
     """The node and GPU mask (bit g: GPU g) for one pod, or (-1, 0) if it fits nowhere.
 
-    `cpu_free` in milli-CPU, `mem_free` and `mem` in GB; `f_cache[n]` holds F_n or -1
-    (stale: recomputed); `affinity[n, 0]` counts the sharing pods on node n,
-    `affinity[n, k]` its pods of k whole GPUs.
+    `cpu_free` in milli-CPU, `mem_free` and `mem` in GB; only the nodes of `order` are
+    considered, in that order (ties: the first); `f_cache[n]` holds F_n or -1 (stale:
+    recomputed); `affinity[n, 0]` counts the sharing pods on node n, `affinity[n, k]` its
+    pods of k whole GPUs; `cpu_norm` and `gpu_norm` normalise best-fit, dot-product and
+    gpu-clustering (milli-CPU and milli-GPU, `CPU_NORM` and `GPU_NORM` on the trace).
     """
     n_nodes = order.size
     best_node, best_mask = -1, 0
@@ -237,12 +248,12 @@ def choose(  # noqa: PLR0912, PLR0915
         else:
             node_mask = _whole_mask(free, gpus, k)
         if code == 1:  # best-fit
-            left = 0.5 * (cpu_free[n] - c) / CPU_NORM + 0.5 * (total - k * d) / GPU_NORM
+            left = 0.5 * (cpu_free[n] - c) / cpu_norm + 0.5 * (total - k * d) / gpu_norm
             score = math.floor(100.0 * (1.0 - left))
-        elif code == 2:  # dot-product: smallest wins
-            score = -(
-                (cpu_free[n] / CPU_NORM) * (c / CPU_NORM) + (total / GPU_NORM) * (k * d / GPU_NORM)
-            )
+        elif code == 2:  # dot-product: the simulator's integer score (truncated)
+            cpu_left = math.floor(cpu_free[n] + 0.5)  # whole milli-CPU, as the simulator's
+            dot = (cpu_left / cpu_norm) * (c / cpu_norm) + (total / gpu_norm) * (k * d / gpu_norm)
+            score = float(math.trunc(100.0 * (1.0 - dot / 2.0)))
         elif code == 3:  # gpu-packing (the published simulator's three cases)
             if k == 0:
                 score = 0.0
@@ -285,7 +296,7 @@ def choose(  # noqa: PLR0912, PLR0915
                 for a in range(affinity.shape[1]):
                     if affinity[n, a] > 0:
                         tags += 1
-                used_part = (25 * int(GPU_NORM - total)) // int(GPU_NORM)
+                used_part = (25 * int(gpu_norm - total)) // int(gpu_norm)
                 if affinity[n, tag] > 0:
                     score = float(used_part + (75 if tags == 1 else 50))
                 else:

@@ -31,6 +31,7 @@ BUILTIN_MODULES = (
     "cluster.policies.mdp.allocator",
     "cluster.policies.scoring.placer",
     "cluster.policies.pennyworth.placers",
+    "cluster.policies.gpu_share_placers",  # fgd, best-fit, dot-product, ... (docs/gpu-frag.md)
     "cluster.policies.provisioner",
 )
 _loaded = False

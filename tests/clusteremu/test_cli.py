@@ -93,8 +93,8 @@ def test_compare_writes_chart_and_uses_common_seeds(
 
 
 def test_compare_rejects_unknown_policy(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", "mm-c", "--policy", "placer=best-fit"]) == 2
-    assert "unknown placer 'best-fit'" in capsys.readouterr().err
+    assert main(["compare", "mm-c", "--policy", "placer=worst-fit"]) == 2
+    assert "unknown placer 'worst-fit'" in capsys.readouterr().err
 
 
 def test_list_names_scenarios_and_policies(capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,7 +172,10 @@ def test_run_policy_sets_the_scheduler_policy_as_compare_does(
 @pytest.mark.parametrize(
     ("policies", "message"),
     [
-        (["placer=randomfit"], "unknown placer 'randomfit' (did you mean random-fit?)"),
+        (
+            ["placer=randomfit"],
+            "unknown placer 'randomfit' (did you mean random-fit or gpu-random-fit?)",
+        ),
         (["placer=random-fit", "placer=first-fit"], "placer is given twice"),
         (["random-fit"], "expected kind=name"),
         (["placer=random-fit:seed"], "expected parameters as name:key=value"),

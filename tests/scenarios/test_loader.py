@@ -72,7 +72,7 @@ BAD_INPUTS = {
         "workload.classes.0.size: expected `kind` to be one of",
     ),
     "unknown policy": (
-        _mutated(scheduler={"placer": {"name": "best-fit"}}),
+        _mutated(scheduler={"placer": {"name": "worst-fit"}}),
         "scheduler.placer.name: expected a registered placer",
     ),
     "not concave": (

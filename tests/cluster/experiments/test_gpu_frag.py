@@ -4,6 +4,7 @@ determinism, the CLI, and the paper's ordering on the real trace (when ../shared
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from cluster.experiments.gpu_frag import medians, replay, workload
 from cluster.gpu_trace import load_nodes, load_pods
+from cluster.policies.gpu_share import typical_pods
 from clusteremu.cli import main
 
 FIX = Path(__file__).parent.parent.parent / "fixtures" / "gpu"
@@ -125,3 +127,70 @@ def test_on_the_real_trace_fgd_leaves_fewer_gpus_unallocated_than_packing_and_ra
     }
     assert at_100["fgd"] < at_100["best-fit"] - 1.0 and at_100["fgd"] < at_100["gpu-packing"] - 1.0
     assert at_100["random-fit"] > max(at_100["best-fit"], at_100["gpu-packing"])
+
+
+#: The published simulator's expected medians at 100 % arrived (unallocated GPU %): 100 -
+#: the median over seeds 42-51 of the allocated GPU % at arrived 100 in the rows
+#: `openb_pod_list_default` of hkust-adsl/kubernetes-scheduler-simulator's
+#: experiments/analysis/expected_results/analysis_allo_discrete.csv.
+SIMULATOR_AT_100 = {
+    "random-fit": 13.75,
+    "dot-product": 9.445,
+    "gpu-clustering": 8.42,
+    "gpu-packing": 8.195,
+    "best-fit": 7.09,
+    "fgd": 4.77,
+}
+#: Opt in to the check of all six policies (60 replays, about 70 s on one core).
+ALL_SIX = "CLUSTEREMU_GPU_FRAG_ALL"
+
+
+def median_at_100(policy: str, seeds: range) -> float:
+    nodes = load_nodes(TRACE / "openb_node_list_gpu_node.csv")
+    pods = load_pods(TRACE / "openb_pod_list_default.csv", nodes.models)
+    typical = typical_pods(pods.cpu_milli, pods.num_gpu, pods.gpu_milli, pods.model_mask)
+    runs = [replay(nodes, pods, policy, seed, typical) for seed in seeds]
+    return float(medians(runs)["unallocated_gpu_pct"]["100"])  # type: ignore[index]
+
+
+@pytest.mark.skipif(not TRACE.is_dir(), reason="the Alibaba trace (../shared/traces) is absent")
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param(
+            p,
+            marks=pytest.mark.skipif(
+                p != "dot-product" and not os.environ.get(ALL_SIX),
+                reason=f"set {ALL_SIX}=1 to check all six policies (about 70 s)",
+            ),
+        )
+        for p in SIMULATOR_AT_100
+    ],
+)
+def test_median_at_100_arrived_is_the_simulators(policy: str) -> None:
+    """The paper's protocol over its ten seeds (42-51) lands within 0.5 points of the
+    simulator's expected median at 100 % arrived (docs/gpu-frag.md, Results).
+
+    0.5 points: the seeds' own spread. One seed's value at 100 % arrived ranges over about
+    1.3 points for dot-product, packing and clustering (e.g. dot-product 8.9 to 10.2), so
+    the median of ten seeds moves by a few tenths with the seeds and the tie-break (ours:
+    a per-seed node order; the simulator's: its own random tie-break), but not by 0.5.
+    By default only dot-product runs (10 replays, about 6 s): its float score (the smallest
+    product wins, no ties) gave 10.19, 0.74 off; the simulator's truncated integer score
+    gives 9.39, 0.06 off. The other five run with CLUSTEREMU_GPU_FRAG_ALL=1 (FGD alone is 33 s), as
+    fewer seeds would not do: three seeds put gpu-clustering 0.59 off.
+    """
+    got = median_at_100(policy, range(42, 52))
+    assert abs(got - SIMULATOR_AT_100[policy]) <= 0.5, (policy, got)
+
+
+@pytest.mark.skipif(not TRACE.is_dir(), reason="the Alibaba trace (../shared/traces) is absent")
+def test_the_multigpu50_pod_list_replays() -> None:
+    """`openb_pod_list_multigpu50.csv` has only the five required columns (no gpu_spec)."""
+    nodes = load_nodes(TRACE / "openb_node_list_gpu_node.csv")
+    pods = load_pods(TRACE / "openb_pod_list_multigpu50.csv", nodes.models)
+    assert len(pods) == 9061 and (pods.num_gpu > 1).any()
+    r = replay(nodes, pods, "best-fit", seed=42)
+    assert r.allocated_milli[-1] <= nodes.gpu_capacity_milli
+    assert r.failed.any() and not r.failed.all()
+    assert 0.0 < r.curve()[100] < 100.0

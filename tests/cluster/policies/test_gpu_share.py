@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cluster.policies.gpu_share import CODES, choose, fragment, typical_pods
+from cluster.policies.gpu_share import CODES, CPU_NORM, GPU_NORM, choose, fragment, typical_pods
 
 I = np.int64
 
@@ -61,6 +61,8 @@ def run(
         aff,
         0.0,
         0.0,
+        CPU_NORM,
+        GPU_NORM,
     )
 
 
@@ -94,6 +96,18 @@ def test_dot_product_takes_the_smallest_product() -> None:
         )[0]
         == 1
     )
+
+
+def test_dot_product_scores_are_the_simulators_truncated_integers() -> None:
+    # Pod (4000, 1 x 500). Node 0 (64000, 2000): dot/2 = 0.015625, score trunc(98.44) = 98;
+    # node 1 (60000, 2000): dot/2 = 0.01514, score trunc(98.49) = 98. A float score would
+    # always take node 1 (the smaller product); the integer scores tie, and the node order
+    # decides.
+    pod, free, cpu = (4000, 1.0, 1, 500), [[1000, 1000], [1000, 1000]], [64000.0, 60000.0]
+    assert run("dot-product", free, pod, cpu=cpu, order=[0, 1])[0] == 0
+    assert run("dot-product", free, pod, cpu=cpu, order=[1, 0])[0] == 1
+    # One point apart: node 1 (8000 free CPU, score 99) beats node 0 in either order.
+    assert run("dot-product", free, pod, cpu=[64000.0, 8000.0], order=[0, 1])[0] == 1
 
 
 def test_gpu_packing_prefers_a_partly_used_gpu_then_a_used_node_then_small_idle_nodes() -> None:

@@ -1,0 +1,161 @@
+"""The GPU-sharing placers registered for scenarios (`fgd`, `best-fit`, `dot-product`,
+`gpu-packing`, `gpu-random-fit`): the conformance suite, the shipped `gpu-share` scenario
+end to end, FGD's typical pods from the classes, and parameter errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from cluster.engine import Engine
+from cluster.layout import JI, JobState
+from cluster.policies import registry
+from cluster.policies.base import Placer
+from cluster.policies.gpu_share_placers import Fgd, GpuSharingPlacer, expected_jobs, pod_of
+from cluster.testing import PlacerConformance, equal_tables, run_capacity_violations
+from clusteremu.cli import main
+from scenarios.errors import ScenarioError
+from scenarios.loader import SHIPPED_DIR, load_scenario, spec_from_dict
+
+GPU_SHARE = SHIPPED_DIR / "gpu-share.yaml"
+NAMES = ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-random-fit")
+
+
+class TestFgd(PlacerConformance):
+    def make_placer(self) -> Placer:
+        return registry.create("placer", "fgd")  # type: ignore[return-value]
+
+
+class TestDotProduct(PlacerConformance):
+    def make_placer(self) -> Placer:
+        return registry.create("placer", "dot-product")  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_registered_under_the_replays_names(name: str) -> None:
+    placer = registry.create("placer", name)
+    assert isinstance(placer, GpuSharingPlacer) and placer.name == name
+    assert placer.policy == ("random-fit" if name == "gpu-random-fit" else name)
+
+
+def test_requests_map_to_the_traces_pods() -> None:
+    assert pod_of(2.0, 0.25) == (2000, 1, 250)
+    assert pod_of(4.0, 0.5) == (4000, 1, 500)
+    assert pod_of(6.0, 1.0) == (6000, 1, 1000)
+    assert pod_of(12.0, 2.0) == (12000, 2, 1000)
+    assert pod_of(8.0, 0.0) == (8000, 0, 0)
+
+
+def small(jobs: int = 1500) -> Any:
+    return load_scenario(str(GPU_SHARE), [f"stop.jobs={jobs}", f"stop.warmup_jobs={jobs // 10}"])
+
+
+@pytest.mark.parametrize("name", ["fgd", "dot-product"])
+def test_the_gpu_share_scenario_runs_legally(name: str) -> None:
+    """Shared GPUs, whole GPUs and CPU-only jobs, within capacity; T4-only jobs on T4s."""
+    spec = small()
+    placer = registry.create("placer", name)
+    engine = Engine(spec, placer=placer)  # type: ignore[arg-type]
+    result = engine.run()
+    assert result.summary["jobs_completed"] > 0
+    assert run_capacity_violations(engine) == []
+    s = engine.state
+    done = s.jobs_i[JI.STATE] == JobState.DONE
+    assert done.sum() >= 1000
+    node_type = np.array([spec.node_types.index(spec.node_type(t)) for t in spec.nodes])
+    names = [c.name for c in spec.classes]
+    t4 = [i for i, t in enumerate(spec.node_types) if t.labels.get("gpu_model") == "T4"]
+    cls, node = s.jobs_i[JI.CLS, done], s.jobs_i[JI.NODE, done]
+    on = node_type[node[cls == names.index("half-t4")]]
+    assert on.size > 0 and np.isin(on, t4).all()
+    assert set(np.unique(cls).tolist()) == set(range(len(names)))  # every class ran
+
+
+def test_fgd_typical_pods_are_the_classes_weighted_by_expected_jobs() -> None:
+    spec = small()
+    rates = [jc.arrival.rate_per_s for jc in spec.classes]
+    jobs = expected_jobs(spec)
+    assert np.allclose(np.array(jobs) / sum(jobs), np.array(rates) / sum(rates))
+    placer = Fgd()
+    placer.setup(spec, np.random.default_rng(0))
+    t = placer.typical
+    assert t is not None
+    # 95 % coverage of the weight: the two rarest classes (quad 0.7 %, pair 3.6 %) are left.
+    kept = sorted(zip(t.cpu_milli.tolist(), t.num_gpu.tolist(), t.gpu_milli.tolist(), strict=True))
+    assert kept == sorted(
+        [(2000, 1, 250), (4000, 1, 500), (4000, 1, 500), (6000, 1, 1000), (8000, 0, 0)]
+    )
+    assert t.p.sum() == pytest.approx(1.0)
+    # half-t4 carries its GPU model: only the T4 bit of the models (T4, V100).
+    assert sorted(t.model_mask.tolist()) == [1, 3, 3, 3, 3]
+    # Given weights replace the derived ones; the classes not named are not typical.
+    given = Fgd(weights={"quad": 3, "half": 1.0}, coverage=1.0)
+    given.setup(spec, np.random.default_rng(0))
+    t = given.typical
+    assert t is not None
+    assert (t.num_gpu.tolist(), t.gpu_milli.tolist(), t.p.tolist()) == (
+        [4, 1],
+        [1000, 500],
+        [0.75, 0.25],
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "message"),
+    [
+        ({"weights": {"nope": 1}}, "scheduler.placer.params.weights.nope", "a placed job class"),
+        ({"weights": {"half": -1}}, "scheduler.placer.params", "weights.half: expected a finite"),
+        ({"weights": {"half": 0}}, "scheduler.placer.params.weights", "a weight above 0"),
+        ({"weights": [1, 2]}, "scheduler.placer.params", "weights: expected a mapping"),
+        ({"coverage": 0}, "scheduler.placer.params", "coverage: expected a number in (0, 1]"),
+        ({"coverage": "x"}, "scheduler.placer.params", "coverage: expected a number in (0, 1]"),
+        ({"spread": 2}, "scheduler.placer.params", "does not accept parameters"),
+    ],
+)
+def test_fgd_parameters_are_checked(params: dict[str, Any], field: str, message: str) -> None:
+    data = yaml.safe_load(GPU_SHARE.read_text())
+    data["scheduler"]["placer"]["params"] = params
+    with pytest.raises(ScenarioError) as info:
+        spec_from_dict(data, "gpu-share.yaml")
+    text = str(info.value)
+    assert field in text and message in text, text
+
+
+def test_other_gpu_placers_take_no_parameters() -> None:
+    data = yaml.safe_load(GPU_SHARE.read_text())
+    data["scheduler"]["placer"] = {"name": "best-fit", "params": {"coverage": 0.9}}
+    with pytest.raises(ScenarioError, match="does not accept parameters"):
+        spec_from_dict(data, "gpu-share.yaml")
+
+
+def test_clusteremu_run_names_fgd(capsys: pytest.CaptureFixture[str]) -> None:
+    """`clusteremu run` of the shipped scenario (placer fgd), and with another GPU placer."""
+    argv = ["run", str(GPU_SHARE), "--set", "stop.jobs=600", "--set", "stop.warmup_jobs=60"]
+    assert main([*argv, "--json"]) == 0
+    fgd = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--policy", "placer=gpu-random-fit", "--json"]) == 0
+    other = json.loads(capsys.readouterr().out)
+    assert fgd["jobs_completed"] == other["jobs_completed"] == 540
+    assert fgd["jobs_failed"] == other["jobs_failed"] == 0
+    assert fgd["mean_response_time_s"] != other["mean_response_time_s"]
+
+
+class _FgdNoCache(Fgd):
+    """FGD recomputing every node's F_n at every call (no cache)."""
+
+    def _refresh(self, view: Any, cpu_milli: Any) -> None:
+        super()._refresh(view, cpu_milli)
+        self.f_cache[:] = -1.0
+
+
+def test_fgd_cache_of_f_n_follows_ended_jobs() -> None:
+    """F_n is cached between calls and recomputed where a node's free GPU or CPU changed
+    (jobs ended): the run is the one that recomputes every F_n at every call."""
+    spec = small(800)
+    cached = Engine(spec, placer=Fgd()).run()
+    fresh = Engine(spec, placer=_FgdNoCache()).run()
+    assert equal_tables(cached, fresh)
