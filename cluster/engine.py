@@ -100,6 +100,7 @@ from cluster.state import (
     max_gpus,
     pool_arrays,
     read_only,
+    state_from,
 )
 from cluster.usage import CPU_RULES, Usage
 from cluster.world import build_world, initial_cache
@@ -312,7 +313,7 @@ class Engine:
         heap = 2 * n + 2 * m + 1
         # Out-of-memory kills queue jobs again: head-room, so the loop need not return.
         queue = max(n, 1) + (max(16, n // 16) if istate[IS.HAS_USAGE] else 0)
-        return EngineState(
+        return state_from(
             jobs_f=jobs_f,
             jobs_i=jobs_i,
             nodes_f=nodes_f,

@@ -300,3 +300,14 @@ def test_no_code_outside_the_engine_writes_its_arrays() -> None:
                 if STATE_WRITE.search(line):
                     offenders.append(f"{rel}:{n}: {line.strip()}")
     assert not offenders, "engine state written outside the engine:\n" + "\n".join(offenders)
+
+
+def test_a_state_is_built_from_named_arrays_the_rest_empty() -> None:
+    from cluster.state import state_from
+
+    s = state_from(jobs_f=np.zeros((3, 2)), istate=np.zeros(4, dtype=np.int64))
+    assert s.jobs_f.shape == (3, 2) and s.decisions.shape == (3, 0) and s.rng.dtype == np.uint64
+    with pytest.raises(ValueError, match="unknown state arrays"):
+        state_from(job_f=np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="jobs_i is float64"):
+        state_from(jobs_i=np.zeros((3, 2)))
