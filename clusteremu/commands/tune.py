@@ -5,7 +5,7 @@ Learning to Score paper; see docs/tuning.md).
                     [--experiments N] | --scenario FILE [--set PATH=VALUE ...])
                     [--budget 5] [--seed S] [--workers W] [--repeats R] [--model MODEL]
                     [--test-seeds 5] [--address ADDR] [--out DIR] [--json]
-    clusteremu train-rl --out MODEL [--steps 12000] [--algorithm sac|recurrent-ppo]
+    clusteremu train-rl --out MODEL [--steps 12000] [--algorithm recurrent-ppo|sac]
                         [--envs 2] [--domain train] [--budget 5] [--seed S]
                         [--net-arch 256,256] [--json]
 
@@ -27,7 +27,7 @@ side), ``out-of-sample.md`` (the protocol's report of each tuner), ``trials/`` (
 trial folders, each with the run's per-function ``detail.parquet``) and, with `--scenario`,
 ``placer.yaml``: the best weights as a ``scheduler.placer`` block to paste into the file.
 
-`train-rl` trains the RL tuner (SAC with a frame stack, or RecurrentPPO, on parallel
+`train-rl` trains the RL tuner (RecurrentPPO, or SAC with a frame stack, on parallel
 environments, `tuners.rl`) and saves it as an SB3 zip for ``--tuner rl --model MODEL``.
 """
 
@@ -106,8 +106,9 @@ def add_parser(sub: Any) -> None:
     )
     t.add_argument(
         "--algorithm",
-        default="sac",
-        help="sac (frame stack, the paper's main agent) or recurrent-ppo (LSTM; default sac)",
+        default="recurrent-ppo",
+        help="recurrent-ppo (an LSTM, the paper's recurrent variant; default) or sac (a frame "
+        "stack, the paper's main agent)",
     )
     t.add_argument("--out", required=True, help="model file to write (an SB3 .zip)")
     t.add_argument("--envs", type=int, default=2, help="parallel environments (default 2)")
@@ -493,7 +494,8 @@ def _plot(results: dict[str, Any], path: Path) -> None:
 
 # --- train-rl ----------------------------------------------------------------------------------
 
-#: `train-rl`'s default steps: 3,000 experiments at budget 5, about 15 min on 2 cores.
+#: `train-rl`'s default steps: 3,000 experiments at budget 5 (docs/tuning.md: the time it
+#: takes on 2 cores).
 DEFAULT_RL_STEPS = 12_000
 
 

@@ -57,7 +57,14 @@ def test_the_environment_passes_gymnasiums_checker() -> None:
 def agent_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("rl") / "agent.zip"
     report = train_agent(
-        240, out, envs=2, seed=0, domain_name="tiny", net_arch=(32, 32), learning_starts=40
+        240,
+        out,
+        envs=2,
+        seed=0,
+        domain_name="tiny",
+        net_arch=(32, 32),
+        learning_starts=40,
+        algorithm="sac",
     )
     assert report.steps == 240 and report.episodes >= 50
     return out
