@@ -1121,6 +1121,19 @@ class LiveView(PlacementView):
         status.flags.writeable = False
         return status
 
+    @property
+    def running_by_class(self) -> IntArray:
+        """(node rows, classes): jobs of each class running (or setting up) on each node,
+        counted from the jobs' states at this read (nothing is kept between calls)."""
+        s = self.__dict__["_s"]
+        n_nodes, n_classes = s.nodes_f.shape[1], s.classes_i.shape[1]
+        running = np.flatnonzero(s.jobs_i[JI.STATE] == JobState.RUNNING)
+        cell = s.jobs_i[JI.NODE, running] * n_classes + s.jobs_i[JI.CLS, running]
+        counts = np.bincount(cell, minlength=n_nodes * n_classes)
+        out = counts[: n_nodes * n_classes].reshape(n_nodes, n_classes).astype(np.int64)
+        out.flags.writeable = False
+        return out
+
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:
     """Node arrays that change only when nodes are rented, as read-only copies."""

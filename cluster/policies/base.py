@@ -108,6 +108,11 @@ class PlacementView:
     #: Each node row's `cluster.layout.NodeStatus` (BOOTING, UP, DOWN after a failure,
     #: DRAINING, RELEASED); only UP nodes (`active`) take placements. Empty: not given.
     node_status: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: (node rows, classes): how many jobs of each class hold resources on each node now
+    #: (running or setting up), for placers that score a node by what it hosts (GPU
+    #: clustering). The engine computes it only when a placer reads it (one pass over
+    #: the jobs). (0, 0): not given.
+    running_by_class: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
 
 
 class Placement(NamedTuple):

@@ -1,14 +1,16 @@
 """The GPU-sharing placers of docs/gpu-frag.md for scenarios (`scheduler.placer.name`).
 
-Registered as `fgd`, `best-fit`, `dot-product`, `gpu-packing` and `gpu-random-fit`: the
+Registered as `fgd`, `best-fit`, `dot-product`, `gpu-packing`, `gpu-clustering` and
+`gpu-random-fit`: the
 scores of `cluster.policies.gpu_share` (the same compiled `choose` the trace replay
 uses) on a scenario's nodes. `gpu-random-fit` is the replay's `random-fit` (a random
 feasible node, a random GPU with room); the name `random-fit` is taken by the generic
-placer, which picks a random node too but takes the first GPU with room. The replay's
-`gpu-clustering` is not registered: it scores a node by the kinds of GPU pods it hosts,
-and a placer sees free resources, not which jobs run where nor when one ends (pods never
-leave in the replay, so counting its own placements suffices there; in a scenario jobs
-end and the count would go stale).
+placer, which picks a random node too but takes the first GPU with room.
+`gpu-clustering` scores a node by the kinds of GPU pods it hosts (sharing pods, pods of k
+whole GPUs): it reads them from the view's `running_by_class` (the jobs of each class
+running on each node, counted by the engine at the call) and maps each class to its kind
+by its request, then adds the placements of the call itself (in the replay, where pods
+never leave, it counts its own placements).
 
 A job's request maps to the trace's pod: c = round(1000 x cpu) milli-CPU, memory in GB,
 and a `gpu` request g < 1 shares one GPU (k = 1, d = round(1000 g) milli-GPU), g >= 1 takes
@@ -190,6 +192,13 @@ class GpuSharingPlacer(Placer):
         self.cpu_norm = max(max((t.cpu for t in spec.node_types), default=0.0) * 1000.0, 1.0)
         self.gpu_norm = max(max((t.gpu for t in spec.node_types), default=0.0), 1.0) * GPU_MILLI
         self.typical = self.typical_pods(spec)
+        #: Each class's kind of GPU pod (gpu-clustering's affinity column): 0 sharing one
+        #: GPU, k for k whole GPUs (capped at the widest node), -1 CPU-only.
+        self.affinity_width = int(max((t.gpu for t in spec.node_types), default=0.0)) + 2
+        self.class_kind = np.array(
+            [self._kind(*pod_of(jc.request.cpu, jc.request.gpu)[1:]) for jc in spec.classes],
+            dtype=np.int64,
+        )
         self.keys = np.zeros(0)  # a random key per node row: the tie-break order
         self.f_cache = np.zeros(0)
         self.seen_gpu = np.zeros((0, 0))
@@ -222,6 +231,24 @@ class GpuSharingPlacer(Placer):
 
     # -- deciding -------------------------------------------------------------------------
 
+    def _kind(self, k: int, d: int) -> int:
+        """The affinity column of a pod of k GPUs with d milli-GPU each (-1: CPU-only)."""
+        if k == 0:
+            return -1
+        return 0 if (k == 1 and d < GPU_MILLI) else min(k, self.affinity_width - 1)
+
+    def _affinity(self, view: PlacementView, n: int) -> IntArray:
+        """(nodes, kinds): gpu-clustering's count of the GPU pods of each kind per node,
+        from the jobs running now; a (n, 1) zero table for the other policies."""
+        if self.code != CODES["gpu-clustering"]:
+            return np.zeros((n, 1), dtype=np.int64)
+        running = np.asarray(view.running_by_class)
+        affinity = np.zeros((n, self.affinity_width), dtype=np.int64)
+        for c, kind in enumerate(self.class_kind.tolist()):
+            if kind >= 0 and c < running.shape[1]:
+                affinity[:, kind] += running[:n, c]
+        return affinity
+
     def _refresh(self, view: PlacementView, cpu_milli: FloatArray) -> None:
         """Grow the per-node tables to the view's rows; mark F_n stale where a node's free
         GPU or CPU changed since the last call (jobs ended, nodes joined)."""
@@ -252,7 +279,7 @@ class GpuSharingPlacer(Placer):
         node_model = np.where(n_gpus > 0, node_model, -1).astype(np.int64)
         t = self.typical
         assert t is not None, "setup() first"
-        affinity = np.zeros((n, 1), dtype=np.int64)
+        affinity = self._affinity(view, n)
         out: list[Placement] = []
         for i in range(queue.size):
             cls = int(view.class_index[i])
@@ -295,6 +322,8 @@ class GpuSharingPlacer(Placer):
             slots[node] -= 1.0
             for b in gpus or ():
                 gpu_free[node, b] -= d
+            if affinity.shape[1] > 1 and k > 0:  # gpu-clustering: the node now hosts it
+                affinity[node, self._kind(k, d)] += 1
             self.f_cache[node] = -1.0
         self.seen_gpu = gpu_free
         self.seen_cpu = cpu_free
@@ -323,6 +352,14 @@ class GpuPacking(GpuSharingPlacer):
     """Partly used GPUs, then used nodes, then small idle nodes (docs/gpu-frag.md)."""
 
     policy = "gpu-packing"
+
+
+@register("placer", "gpu-clustering")
+class GpuClustering(GpuSharingPlacer):
+    """Nodes hosting only pods of the job's kind first (docs/gpu-frag.md), the tightest GPU;
+    what a node hosts is read from the view's `running_by_class`."""
+
+    policy = "gpu-clustering"
 
 
 @register("placer", "gpu-random-fit")

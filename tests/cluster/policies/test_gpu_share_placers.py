@@ -1,6 +1,7 @@
 """The GPU-sharing placers registered for scenarios (`fgd`, `best-fit`, `dot-product`,
-`gpu-packing`, `gpu-random-fit`): the conformance suite, the shipped `gpu-share` scenario
-end to end, FGD's typical pods from the classes, and parameter errors."""
+`gpu-packing`, `gpu-clustering`, `gpu-random-fit`): the conformance suite, the shipped
+`gpu-share` scenario end to end, FGD's typical pods from the classes, gpu-clustering's
+view of what each node hosts, and parameter errors."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import yaml
 from cluster.engine import Engine
 from cluster.layout import JI, JobState
 from cluster.policies import registry
-from cluster.policies.base import Placer
+from cluster.policies.base import PlacementView, Placer
 from cluster.policies.gpu_share_placers import Fgd, GpuSharingPlacer, expected_jobs, pod_of
 from cluster.testing import PlacerConformance, equal_tables, run_capacity_violations
 from clusteremu.cli import main
@@ -22,7 +23,7 @@ from scenarios.errors import ScenarioError
 from scenarios.loader import SHIPPED_DIR, load_scenario, spec_from_dict
 
 GPU_SHARE = SHIPPED_DIR / "gpu-share.yaml"
-NAMES = ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-random-fit")
+NAMES = ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "gpu-random-fit")
 
 
 class TestFgd(PlacerConformance):
@@ -33,6 +34,11 @@ class TestFgd(PlacerConformance):
 class TestDotProduct(PlacerConformance):
     def make_placer(self) -> Placer:
         return registry.create("placer", "dot-product")  # type: ignore[return-value]
+
+
+class TestGpuClustering(PlacerConformance):
+    def make_placer(self) -> Placer:
+        return registry.create("placer", "gpu-clustering")  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -54,7 +60,7 @@ def small(jobs: int = 1500) -> Any:
     return load_scenario(str(GPU_SHARE), [f"stop.jobs={jobs}", f"stop.warmup_jobs={jobs // 10}"])
 
 
-@pytest.mark.parametrize("name", ["fgd", "dot-product"])
+@pytest.mark.parametrize("name", ["fgd", "dot-product", "gpu-clustering"])
 def test_the_gpu_share_scenario_runs_legally(name: str) -> None:
     """Shared GPUs, whole GPUs and CPU-only jobs, within capacity; T4-only jobs on T4s."""
     spec = small()
@@ -159,3 +165,85 @@ def test_fgd_cache_of_f_n_follows_ended_jobs() -> None:
     cached = Engine(spec, placer=Fgd()).run()
     fresh = Engine(spec, placer=_FgdNoCache()).run()
     assert equal_tables(cached, fresh)
+
+
+class _Recorder(GpuSharingPlacer):
+    """gpu-clustering that keeps, at every call, the view's `running_by_class` and the
+    jobs running then (from the engine's state, read independently)."""
+
+    policy = "gpu-clustering"
+
+    def __init__(self, engine_ref: list[Engine]) -> None:
+        super().__init__()
+        self.engine_ref = engine_ref
+        self.seen: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def place(self, view: Any) -> list[Any]:
+        s = self.engine_ref[0].state
+        running = np.flatnonzero(s.jobs_i[JI.STATE] == JobState.RUNNING)
+        expected = np.zeros((s.nodes_f.shape[1], len(self.class_kind)), dtype=np.int64)
+        np.add.at(expected, (s.jobs_i[JI.NODE, running], s.jobs_i[JI.CLS, running]), 1)
+        self.seen.append((np.array(view.running_by_class), expected))
+        return super().place(view)
+
+
+def test_running_by_class_counts_the_jobs_each_node_holds_now() -> None:
+    """At every decision the view's counts equal the running jobs per (node, class), and
+    they go down as jobs end (a count that only grew would be the replay's rule)."""
+    spec = small(600)
+    ref: list[Engine] = []
+    placer = _Recorder(ref)
+    engine = Engine(spec, placer=placer)
+    ref.append(engine)
+    engine.run()
+    assert len(placer.seen) > 100
+    for got, expected in placer.seen:
+        assert np.array_equal(got, expected)
+    totals = [int(got.sum()) for got, _ in placer.seen]
+    assert any(b < a for a, b in zip(totals, totals[1:], strict=False))  # jobs ended
+
+
+def _two_node_view(spec: Any, t: int, job_class: int, hosts: list[int]) -> PlacementView:
+    """Two empty nodes of type `t`, node i hosting one running job of class hosts[i] (its
+    GPU use left out, so only what the nodes host differs), one waiting job."""
+    nt = spec.node_types[t]
+    gpus = int(nt.gpu)
+    running = np.zeros((2, len(spec.classes)), dtype=np.int64)
+    running[0, hosts[0]] = running[1, hosts[1]] = 1
+    jc = spec.classes[job_class]
+    return PlacementView(
+        time_s=0.0,
+        queue=np.array([0]),
+        class_index=np.array([job_class]),
+        request_cpu=np.array([jc.request.cpu]),
+        request_memory_gb=np.array([jc.request.memory_gb]),
+        request_gpu=np.array([jc.request.gpu]),
+        free_cpu=np.full(2, float(nt.cpu)),
+        free_memory_gb=np.full(2, float(nt.memory_gb)),
+        free_gpu=np.full(2, float(gpus)),
+        capacity_cpu=np.full(2, float(nt.cpu)),
+        capacity_memory_gb=np.full(2, float(nt.memory_gb)),
+        capacity_gpu=np.full(2, float(gpus)),
+        speed=np.ones(2),
+        node_type=np.full(2, t, dtype=np.int64),
+        active=np.ones(2, dtype=np.bool_),
+        free_slots=np.full(2, 100.0),
+        gpu_free_milli=np.full((2, gpus), 1000.0),
+        running_by_class=running,
+    )
+
+
+def test_gpu_clustering_sends_a_job_to_the_node_hosting_its_kind() -> None:
+    """A sharing job goes to the node that hosts a sharing job, not to the one hosting a
+    whole-GPU job, whichever of the two comes first in the tie-break order."""
+    spec = small(10)
+    placer = registry.create("placer", "gpu-clustering")
+    assert isinstance(placer, GpuSharingPlacer)
+    placer.setup(spec, np.random.default_rng(0))
+    kind = placer.class_kind.tolist()
+    t = next(i for i, nt in enumerate(spec.node_types) if nt.gpu >= 2)
+    sharing = next(c for c, k in enumerate(kind) if k == 0 and placer.type_ok[c][t])
+    whole = next(c for c, k in enumerate(kind) if k >= 1 and placer.type_ok[c][t])
+    for hosts, expected in (([whole, sharing], 1), ([sharing, whole], 0)):
+        out = placer.place(_two_node_view(spec, t, sharing, hosts))
+        assert [p.node for p in out] == [expected], (hosts, out)
