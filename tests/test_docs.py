@@ -26,6 +26,8 @@ before this test and are not repeated; the README's test command is this suite i
 
 An HTML comment just before a block steers it: `<!-- docs-test: skip REASON -->` (reported
 as a skip with the reason, e.g. a recipe that needs several machines),
+`<!-- docs-test: checkout REASON -->` (a developer's command "from the repository root":
+run with the checkout on the path as well, and marked `slow`),
 `<!-- docs-test: needs PATH REASON -->` (run when PATH, relative to the checkout, exists;
 else a skip naming PATH and REASON: data that lives outside the repository, such as the
 Alibaba trace in `../shared`) or `<!-- docs-test: slow -->` (marked `slow`, still run by
@@ -54,7 +56,7 @@ SETUP_DONE = (  # the README's install steps, done by .ci/run before the tests
 TEST_SUITE = ".venv/bin/python -m pytest -q"  # the README's test command: this suite
 COMMAND_TIMEOUT_S = 600
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w+-]*)\s*$")
-STEER = re.compile(r"<!--\s*docs-test:\s*(?P<what>skip|slow|needs)\b\s*(?P<why>.*?)\s*-->")
+STEER = re.compile(r"<!--\s*docs-test:\s*(?P<what>skip|slow|needs|checkout)\b\s*(?P<why>.*?)\s*-->")
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     lang: str
     text: str
-    steer: str = ""  # "skip", "slow" or "needs"
+    steer: str = ""  # "skip", "slow", "needs" or "checkout"
     reason: str = ""
 
     @property
@@ -171,13 +173,13 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
     return folders
 
 
-def environment(folder: Path) -> dict[str, str]:
+def environment(folder: Path, checkout: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([str(folder / ".venv" / "bin"), venv_bin, env["PATH"]])
     # The document's own folder only: its examples import clusteremu as installed (the
     # package, not this checkout's `tests/` or `benchmarks/`), as a user's would.
-    env["PYTHONPATH"] = str(folder)
+    env["PYTHONPATH"] = os.pathsep.join([str(folder), str(ROOT)]) if checkout else str(folder)
     env["CLUSTEREMU_DOCS_SMALL"] = "1"
     env["MPLBACKEND"] = "Agg"
     env.pop("RAY_ADDRESS", None)
@@ -198,7 +200,7 @@ def install_entry_points(block: Block, folder: Path) -> None:
 
 
 def run_block(block: Block, folder: Path) -> None:
-    env = environment(folder)
+    env = environment(folder, checkout=block.steer == "checkout")
     if block.lang == "toml":
         install_entry_points(block, folder)
         return
@@ -242,7 +244,7 @@ def _param(block: Block) -> object:
     marks = []
     if block.steer == "skip":
         marks.append(pytest.mark.skip(reason=f"{block.id}: {block.reason or 'marked skip'}"))
-    if block.steer == "slow":
+    if block.steer in ("slow", "checkout"):
         marks.append(pytest.mark.slow)
     if block.steer == "needs":
         path, _, why = block.reason.partition(" ")
