@@ -54,6 +54,7 @@ from cluster.jobs import (
 )
 from cluster.layout import (
     CF,
+    CI,
     FS,
     IS,
     JF,
@@ -479,7 +480,9 @@ class Engine:
             job = -1
             if status < 0:  # a Python placer decides for -status waiting jobs
                 view = self._view_cache.get("view") or self._new_view()
-                view.__dict__["_n"] = -status
+                fill = view.__dict__
+                fill["_n"] = -status
+                fill["_running"] = None  # counted again on the call's first read
                 decisions = self.placer.place(view)
                 self._pending = decisions
                 if (
@@ -922,7 +925,9 @@ class Engine:
         their classes and requests are what the loop gathered.
         """
         view = self._view_cache.get("view") or self._new_view()
-        view.__dict__["_n"] = kernel.gather_entry(self._t)
+        d = view.__dict__
+        d["_n"] = kernel.gather_entry(self._t)
+        d["_running"] = None
         return view
 
     def _new_view(self) -> LiveView:
@@ -1051,7 +1056,8 @@ class LiveView(PlacementView):
     """The engine's reusable `PlacementView`: re-filled at each call, valid during it.
 
     Free resources are read-only views of the engine's arrays (no copies); the queued
-    jobs' classes and requests and the `active` mask are gathered on first read.
+    jobs' classes and requests and the `active` mask are gathered on first read, and
+    `running_by_class` is counted on its first read in a call (then kept for the call).
     """
 
     def __init__(self, s: EngineState, static: dict[str, npt.NDArray[Any]]) -> None:
@@ -1072,6 +1078,8 @@ class LiveView(PlacementView):
         put(self, "_s", s)
         put(self, "_slices", {})
         put(self, "_n", 0)
+        put(self, "_running", None)  # running_by_class of this call, once read
+        put(self, "_ended", 0)  # every job row below this one has ended
 
     def _slice(self, key: int, array: npt.NDArray[Any]) -> Any:
         """The first `_n` entries of `array`, read-only (one slice object per length)."""
@@ -1119,6 +1127,43 @@ class LiveView(PlacementView):
         status = self.__dict__["_s"].nodes_i[NI.STATUS].view()
         status.flags.writeable = False
         return status
+
+    @property
+    def running_by_class(self) -> IntArray:
+        """(node rows, classes): jobs of each class holding resources on each node now,
+        counted at the first read in a call (read-only)."""
+        d = self.__dict__
+        got = d["_running"]
+        if got is None:
+            got, d["_ended"] = running_by_class(d["_s"], d["_ended"])
+            d["_running"] = got
+        return got
+
+
+def running_by_class(s: EngineState, ended: int = 0) -> tuple[IntArray, int]:
+    """(node rows, classes): how many placed jobs of each class run or set up (state
+    RUNNING, i.e. hold their request) on each node row; read-only.
+
+    Jobs arrive in row order, so only the rows from `ended` (every row below it has ended:
+    done or failed) up to the next arrival are read. Returns the counts and the new such
+    row, for the next count to start from.
+    """
+    hi = int(s.istate[IS.NEXT_ARRIVAL])
+    state = s.jobs_i[JI.STATE, ended:hi]
+    live = (state != JobState.DONE) & (state != JobState.FAILED)
+    first = int(np.argmax(live)) if live.size and live.any() else live.size
+    ended += first
+    running = state[first:] == JobState.RUNNING
+    node = s.jobs_i[JI.NODE, ended:hi][running]
+    cls = s.jobs_i[JI.CLS, ended:hi][running]
+    n_nodes, n_classes = s.nodes_f.shape[1], s.classes_i.shape[1]
+    counts = np.bincount(node * n_classes + cls, minlength=n_nodes * n_classes).astype(
+        np.int64, copy=False
+    )
+    counts = counts.reshape(n_nodes, n_classes)
+    counts[:, s.classes_i[CI.POOL] >= 0] = 0  # a pool's jobs are on no node
+    counts.flags.writeable = False
+    return counts, ended
 
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:

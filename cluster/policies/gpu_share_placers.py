@@ -59,6 +59,8 @@ IntArray = npt.NDArray[np.int64]
 MODEL_LABEL = "gpu_model"
 #: The most GPU models the compiled scores tell apart (bits of a mask).
 MAX_MODELS = 62
+#: The compiled score code of gpu-clustering (the one that reads the nodes' pods).
+CLUSTERING = CODES["gpu-clustering"]
 
 
 def pod_of(cpu: float, gpu: float) -> tuple[int, int, int]:
@@ -69,6 +71,14 @@ def pod_of(cpu: float, gpu: float) -> tuple[int, int, int]:
     if gpu < 1.0:
         return c, 1, int(math.floor(gpu * GPU_MILLI + 0.5))
     return c, int(math.floor(gpu + 0.5)), int(GPU_MILLI)
+
+
+def kind_of(k: int, d: int, kinds: int) -> int:
+    """A GPU pod's kind for gpu-clustering, as the replay's affinity column: 0 for a share
+    of one GPU (k = 1, d < 1000), k for k whole GPUs (at most `kinds` - 1), -1 CPU-only."""
+    if k <= 0:
+        return -1
+    return 0 if (k == 1 and d < GPU_MILLI) else min(k, kinds - 1)
 
 
 def gpu_models(spec: SimulationSpec) -> list[str]:
@@ -190,6 +200,15 @@ class GpuSharingPlacer(Placer):
         self.cpu_norm = max(max((t.cpu for t in spec.node_types), default=0.0) * 1000.0, 1.0)
         self.gpu_norm = max(max((t.gpu for t in spec.node_types), default=0.0), 1.0) * GPU_MILLI
         self.typical = self.typical_pods(spec)
+        #: (classes, kinds): 1 where a class's jobs are of that GPU pod kind (the replay's
+        #: affinity columns: 0 share-gpu, k >= 1 pods of k whole GPUs); no 1: CPU-only or
+        #: a pool's class. Only gpu-clustering reads it.
+        kinds = int(max((t.gpu for t in spec.node_types), default=0)) + 2
+        self.class_kind = np.zeros((len(spec.classes), kinds), dtype=np.int64)
+        for i, jc in enumerate(spec.classes):
+            tag = kind_of(*pod_of(jc.request.cpu, jc.request.gpu)[1:], kinds)
+            if jc.pool is None and tag >= 0:
+                self.class_kind[i, tag] = 1
         self.keys = np.zeros(0)  # a random key per node row: the tie-break order
         self.f_cache = np.zeros(0)
         self.seen_gpu = np.zeros((0, 0))
@@ -252,7 +271,7 @@ class GpuSharingPlacer(Placer):
         node_model = np.where(n_gpus > 0, node_model, -1).astype(np.int64)
         t = self.typical
         assert t is not None, "setup() first"
-        affinity = np.zeros((n, 1), dtype=np.int64)
+        affinity = self.affinity(view, n)
         out: list[Placement] = []
         for i in range(queue.size):
             cls = int(view.class_index[i])
@@ -296,9 +315,27 @@ class GpuSharingPlacer(Placer):
             for b in gpus or ():
                 gpu_free[node, b] -= d
             self.f_cache[node] = -1.0
+            if k and self.code == CLUSTERING:  # the node hosts one more pod of the kind
+                affinity[node, kind_of(k, d, affinity.shape[1])] += 1
         self.seen_gpu = gpu_free
         self.seen_cpu = cpu_free
         return out
+
+    def affinity(self, view: PlacementView, n: int) -> IntArray:
+        """(nodes, kinds): the GPU pods of each kind on each node (gpu-clustering's input,
+        the replay's `affinity`): the view's `running_by_class` summed over the classes of
+        each kind; a single unused column for the other policies."""
+        if self.code != CLUSTERING:
+            return np.zeros((n, 1), dtype=np.int64)
+        running = np.asarray(view.running_by_class)
+        if running.size == 0:  # not given (a hand-made view), or no node or class
+            return np.zeros((n, self.class_kind.shape[1]), dtype=np.int64)
+        if running.shape != (n, self.class_kind.shape[0]):
+            raise ValueError(
+                f"running_by_class: expected shape ({n}, {self.class_kind.shape[0]}) "
+                f"(nodes, classes), got {running.shape}"
+            )
+        return running.astype(np.int64, copy=False) @ self.class_kind
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "policy": self.policy}
@@ -323,6 +360,14 @@ class GpuPacking(GpuSharingPlacer):
     """Partly used GPUs, then used nodes, then small idle nodes (docs/gpu-frag.md)."""
 
     policy = "gpu-packing"
+
+
+@register("placer", "gpu-clustering")
+class GpuClustering(GpuSharingPlacer):
+    """Nodes hosting only jobs of the job's GPU kind first (docs/gpu-frag.md), counted
+    from the view's `running_by_class`; the tightest GPU."""
+
+    policy = "gpu-clustering"
 
 
 @register("placer", "gpu-random-fit")
