@@ -1,14 +1,20 @@
 """The GPU-sharing placers of docs/gpu-frag.md for scenarios (`scheduler.placer.name`).
 
-Registered as `fgd`, `best-fit`, `dot-product`, `gpu-packing` and `gpu-random-fit`: the
-scores of `cluster.policies.gpu_share` (the same compiled `choose` the trace replay
-uses) on a scenario's nodes. `gpu-random-fit` is the replay's `random-fit` (a random
-feasible node, a random GPU with room); the name `random-fit` is taken by the generic
-placer, which picks a random node too but takes the first GPU with room. The replay's
-`gpu-clustering` is not registered: it scores a node by the kinds of GPU pods it hosts,
-and a placer sees free resources, not which jobs run where nor when one ends (pods never
-leave in the replay, so counting its own placements suffices there; in a scenario jobs
-end and the count would go stale).
+Registered as `fgd`, `best-fit`, `dot-product`, `gpu-packing`, `gpu-clustering` and
+`gpu-random-fit`: the scores of `cluster.policies.gpu_share` (the same compiled `choose`
+the trace replay uses) on a scenario's nodes. `gpu-random-fit` is the replay's
+`random-fit` (a random feasible node, a random GPU with room); the name `random-fit` is
+taken by the generic placer, which picks a random node too but takes the first GPU with
+room.
+
+`gpu-clustering` scores a node by the kinds of GPU pods it hosts (`affinity`: column 0 the
+pods sharing one GPU, column k those of k whole GPUs). The replay counts its own
+placements (pods never leave there); here jobs end, so the counts come from the view's
+`running_by_class` (the jobs of each class that run or set up on each node now): a class
+is of its request's kind (0 < gpu < 1: share-gpu; gpu >= 1: round(gpu) whole GPUs; none:
+CPU-only, or a malleable pool's class), and a node's count of a kind sums its classes of
+that kind; the call's own placements are added as it goes, as in the replay. A view
+without the counts (a hand-made one: `running_by_class` empty) counts no job anywhere.
 
 A job's request maps to the trace's pod: c = round(1000 x cpu) milli-CPU, memory in GB,
 and a `gpu` request g < 1 shares one GPU (k = 1, d = round(1000 g) milli-GPU), g >= 1 takes
@@ -20,8 +26,8 @@ scored; ties go to the first node of a per-run random node order (drawn from the
 seeded generator, as the replay's per-seed order). Strict FCFS: the queue's heads are
 placed in arrival order, each seeing the previous ones, until one fits nowhere.
 
-Normalisers (best-fit, dot-product): the scenario's largest node type's milli-CPU and
-milli-GPU (on the trace: 128 cores and 8 GPUs, the simulator's `MaxSpecCpu` and
+Normalisers (best-fit, dot-product, gpu-clustering): the scenario's largest node type's
+milli-CPU and milli-GPU (on the trace: 128 cores and 8 GPUs, the simulator's `MaxSpecCpu` and
 `MaxSpecGpu`).
 
 FGD's typical pods (the workload it expects) come from the scenario's placed job classes,
