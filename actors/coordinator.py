@@ -40,6 +40,7 @@ from actors.options import RayRunOptions
 from actors.results import merge_result
 from cluster.metrics import RunResult
 from cluster.model import SimulationSpec
+from cluster.policies.base import Scaler
 from cluster.policies.codes import ScalerCode
 from cluster.policies.registry import policy_class
 
@@ -291,6 +292,13 @@ def check_windowed(spec: SimulationSpec) -> None:
         raise ValueError(
             f"scaler {ref.name!r} rents and releases nodes, which windowed mode (a fixed "
             "set of nodes split into shards) does not model; run exact mode (no --window)"
+        )
+    placer = spec.scheduler.placer
+    if issubclass(policy_class("placer", placer.name), Scaler):  # a planner that rents
+        raise ValueError(
+            f"placer {placer.name!r} rents and releases the nodes it places on (it is the "
+            "run's scaler too), which windowed mode (a fixed set of nodes split into shards) "
+            "does not model; run exact mode (no --window)"
         )
     if spec.usage is not None:
         raise ValueError(

@@ -22,7 +22,6 @@ from cluster.model import SimulationSpec
 from cluster.policies import registry
 from cluster.policies.base import Policy
 from cluster.state import (
-    EngineState,
     RunState,
     class_arrays,
     empty_nodes,
@@ -30,6 +29,7 @@ from cluster.state import (
     max_gpus,
     pool_arrays,
     read_only,
+    state_from,
 )
 
 #: The policies whose `extra_summary` a result carries, with their streams (as the engine).
@@ -115,8 +115,7 @@ def merged_state(
     fstate[FS.WIN_START], fstate[FS.WIN_END] = window
     fstate[FS.MEASURED_TIME] = measured
     fstate[FS.BUSY_AREA] = busy_area
-    none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)
-    merged = EngineState(
+    merged = state_from(
         jobs_f=jobs_f,
         jobs_i=jobs_i,
         nodes_f=nodes_f,
@@ -128,29 +127,12 @@ def merged_state(
         classes_i=classes_i,
         class_tx=tx,
         class_ty=ty,
-        heap_t=none_f,
-        heap_j=none_i,
-        heap_k=none_i,
-        run_by_type=np.zeros((0, 0)),
-        queue=none_i,
-        members=none_i,
         n_class=np.bincount(
             jobs_i[JI.CLS, ~gone & (state != JobState.FUTURE)], minlength=n_classes
         ).astype(np.int64),
         area_class=area_class,
         istate=istate,
         fstate=fstate,
-        rng=np.zeros(1, dtype=np.uint64),
-        placer_params=none_f,
-        alloc_params=none_f,
-        decisions=np.zeros((3, 0), dtype=np.int64),
-        decision_setup_s=none_f,
-        wait_i=none_i,
-        wait_f=np.zeros((3, 0)),
-        world_f=np.zeros((0, 0)),
-        world_i=np.zeros((0, 0), dtype=np.int64),
-        cached=np.zeros((0, 0)),
-        lift_edges=np.zeros((0, 1)),
     )
     return RunState(spec, replication, read_only(merged), now)
 

@@ -69,6 +69,69 @@ class EngineState(NamedTuple):
     timeline: FloatArray = np.zeros((8, 0))
 
 
+#: The empty form of every `EngineState` array (its dtype and the shape with no rows):
+#: what a state built from some arrays (`state_from`) holds where it was given none.
+_EMPTY: dict[str, tuple[Any, tuple[int, ...]]] = {
+    "jobs_f": (np.float64, (0, 0)),
+    "jobs_i": (np.int64, (0, 0)),
+    "nodes_f": (np.float64, (0, 0)),
+    "nodes_i": (np.int64, (0, 0)),
+    "gpu_free": (np.float64, (0, 0)),
+    "pools_f": (np.float64, (0, 0)),
+    "pools_i": (np.int64, (0, 0)),
+    "classes_f": (np.float64, (0, 0)),
+    "classes_i": (np.int64, (0, 0)),
+    "class_tx": (np.float64, (0, 0)),
+    "class_ty": (np.float64, (0, 0)),
+    "heap_t": (np.float64, (0,)),
+    "heap_j": (np.int64, (0,)),
+    "heap_k": (np.int64, (0,)),
+    "run_by_type": (np.float64, (0, 0)),
+    "queue": (np.int64, (0,)),
+    "members": (np.int64, (0,)),
+    "n_class": (np.int64, (0,)),
+    "area_class": (np.float64, (0,)),
+    "istate": (np.int64, (0,)),
+    "fstate": (np.float64, (0,)),
+    "rng": (np.uint64, (1,)),
+    "placer_params": (np.float64, (0,)),
+    "alloc_params": (np.float64, (0,)),
+    "decisions": (np.int64, (3, 0)),
+    "decision_setup_s": (np.float64, (0,)),
+    "wait_i": (np.int64, (0,)),
+    "wait_f": (np.float64, (3, 0)),
+    "world_f": (np.float64, (0, 0)),
+    "world_i": (np.int64, (0, 0)),
+    "cached": (np.float64, (0, 0)),
+    "lift_edges": (np.float64, (0, 1)),
+    "fault_draws": (np.float64, (0, 0)),
+    "timeline": (np.float64, (8, 0)),
+}
+
+
+def state_from(**arrays: npt.NDArray[Any]) -> EngineState:
+    """An `EngineState` from the arrays given by name, every other one empty (`_EMPTY`):
+    how anything but the engine (a merged Ray run, a read-back) builds a state. An unknown
+    name, or an array of another dtype or number of dimensions, is a ValueError."""
+    unknown = sorted(set(arrays) - set(EngineState._fields))
+    if unknown:
+        raise ValueError(f"state_from: unknown state arrays {unknown}")
+    out = {}
+    for name in EngineState._fields:
+        dtype, shape = _EMPTY[name]
+        array = arrays.get(name)
+        if array is None:
+            out[name] = np.zeros(shape, dtype=dtype)
+            continue
+        if array.dtype != dtype or array.ndim != len(shape):
+            raise ValueError(
+                f"state_from: {name} is {array.dtype}[{array.ndim}-d], expected "
+                f"{np.dtype(dtype)}[{len(shape)}-d]"
+            )
+        out[name] = array
+    return EngineState(**out)
+
+
 def gpu_count(t: NodeType) -> int:
     """Whole GPUs of a node type; refuses fractions and more than a node row can hold."""
     n = float(t.gpu)

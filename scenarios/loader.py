@@ -890,6 +890,9 @@ def _check_policy_params(spec: SimulationSpec, source: str) -> None:
         ref: PolicyRef = getattr(spec.scheduler, kind)
         try:
             policy = registry.create(kind, ref.name, **ref.params)
+        except registry.ParamError as exc:
+            where = f"scheduler.{kind}.params.{exc.field}"
+            raise ScenarioError(source, [(where, clip(exc.problem))]) from None
         except ValueError as exc:
             raise ScenarioError(source, [(f"scheduler.{kind}.params", clip(str(exc)))]) from None
         problems = policy.check_spec(spec)
@@ -920,6 +923,10 @@ def check_policies(spec: SimulationSpec, source: str) -> None:
             raise ScenarioError(source, [(where, clip(problem))]) from None
         except MdpModelError as exc:
             raise ScenarioError(source, [(f"{where}.params.{exc.field}", exc.expected)]) from None
+        except registry.ParamError as exc:
+            raise ScenarioError(
+                source, [(f"{where}.params.{exc.field}", clip(exc.problem))]
+            ) from None
         except (ValueError, TypeError) as exc:
             raise ScenarioError(source, [(f"{where}.params", clip(str(exc)))]) from None
 

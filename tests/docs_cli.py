@@ -144,6 +144,7 @@ def _shrink_tuning(argv: list[str], command: str) -> tuple[list[str], list[str]]
             ("--steps", str(MAX_RL_STEPS)),
             ("--net-arch", "32,32"),
             ("--domain", "tiny"),
+            ("--envs", "1"),  # no worker processes to start
         ):
             out = _replace_option(out, option, value) if option in out else out + [option, value]
             notes.append(f"{option} {value}")

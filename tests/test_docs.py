@@ -7,7 +7,9 @@ environment would (`source .venv/bin/activate`: `clusteremu`, `python`, `ray` ar
 venv's):
 
 * `bash`, `sh` and unlabelled blocks: each command (continuation lines joined, comments
-  dropped) through `bash -e`; exit status 0 expected;
+  dropped) through `bash -e`; exit status 0 expected; commands and `python` blocks see
+  the installed package and their own folder on the path, not the checkout (an example
+  that imports `tests....` fails, as it would for a user);
 * `python` blocks: run with the venv's interpreter, except a block whose first line is a
   comment naming a file (`# my_policies.py`), which is written to that file for the
   commands after it;
@@ -173,7 +175,9 @@ def environment(folder: Path) -> dict[str, str]:
     env = dict(os.environ)
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([str(folder / ".venv" / "bin"), venv_bin, env["PATH"]])
-    env["PYTHONPATH"] = os.pathsep.join([str(folder), str(ROOT)])
+    # The document's own folder only: its examples import clusteremu as installed (the
+    # package, not this checkout's `tests/` or `benchmarks/`), as a user's would.
+    env["PYTHONPATH"] = str(folder)
     env["CLUSTEREMU_DOCS_SMALL"] = "1"
     env["MPLBACKEND"] = "Agg"
     env.pop("RAY_ADDRESS", None)

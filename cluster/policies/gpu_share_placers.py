@@ -206,15 +206,22 @@ class GpuSharingPlacer(Placer):
         self.cpu_norm = max(max((t.cpu for t in spec.node_types), default=0.0) * 1000.0, 1.0)
         self.gpu_norm = max(max((t.gpu for t in spec.node_types), default=0.0), 1.0) * GPU_MILLI
         self.typical = self.typical_pods(spec)
-        #: (classes, kinds): 1 where a class's jobs are of that GPU pod kind (the replay's
-        #: affinity columns: 0 share-gpu, k >= 1 pods of k whole GPUs); no 1: CPU-only or
-        #: a pool's class. Only gpu-clustering reads it.
-        kinds = int(max((t.gpu for t in spec.node_types), default=0)) + 2
-        self.class_kind = np.zeros((len(spec.classes), kinds), dtype=np.int64)
-        for i, jc in enumerate(spec.classes):
-            tag = kind_of(*pod_of(jc.request.cpu, jc.request.gpu)[1:], kinds)
-            if jc.pool is None and tag >= 0:
-                self.class_kind[i, tag] = 1
+        #: Each class's kind of GPU pod, gpu-clustering's affinity column (the replay's): 0
+        #: sharing one GPU, k for k whole GPUs (capped at the widest node), -1 CPU-only or
+        #: a malleable pool's class; and as a (classes, kinds) 0/1 matrix.
+        self.affinity_width = int(max((t.gpu for t in spec.node_types), default=0)) + 2
+        self.class_kind = np.array(
+            [
+                -1
+                if jc.pool is not None
+                else kind_of(*pod_of(jc.request.cpu, jc.request.gpu)[1:], self.affinity_width)
+                for jc in spec.classes
+            ],
+            dtype=np.int64,
+        )
+        self.kind_matrix = np.zeros((len(spec.classes), self.affinity_width), dtype=np.int64)
+        has = self.class_kind >= 0
+        self.kind_matrix[np.flatnonzero(has), self.class_kind[has]] = 1
         self.keys = np.zeros(0)  # a random key per node row: the tie-break order
         self.f_cache = np.zeros(0)
         self.seen_gpu = np.zeros((0, 0))
@@ -335,13 +342,13 @@ class GpuSharingPlacer(Placer):
             return np.zeros((n, 1), dtype=np.int64)
         running = np.asarray(view.running_by_class)
         if running.size == 0:  # not given (a hand-made view), or no node or class
-            return np.zeros((n, self.class_kind.shape[1]), dtype=np.int64)
-        if running.shape != (n, self.class_kind.shape[0]):
+            return np.zeros((n, self.affinity_width), dtype=np.int64)
+        if running.shape != (n, self.class_kind.size):
             raise ValueError(
-                f"running_by_class: expected shape ({n}, {self.class_kind.shape[0]}) "
+                f"running_by_class: expected shape ({n}, {self.class_kind.size}) "
                 f"(nodes, classes), got {running.shape}"
             )
-        return running.astype(np.int64, copy=False) @ self.class_kind
+        return running.astype(np.int64, copy=False) @ self.kind_matrix
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "policy": self.policy}

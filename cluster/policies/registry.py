@@ -115,9 +115,82 @@ def policy_class(kind: Kind, name: str) -> type[Policy]:
         raise UnknownPolicyError(kind, name, names(kind)) from None
 
 
+class ParamError(ValueError):
+    """A policy parameter is unknown, missing or of the wrong type; `field` names it."""
+
+    def __init__(self, kind: str, name: str, field: str, problem: str) -> None:
+        self.kind, self.name, self.field, self.problem = kind, name, field, problem
+        super().__init__(f"{kind} {name!r}: params.{field}: {problem}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.kind, self.name, self.field, self.problem))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_params(kind: Kind, name: str, cls: type[Policy], params: dict[str, Any]) -> None:
+    """Check `params` against the signature of `cls.__init__` and its type hints (each
+    policy's parameters are its constructor's keyword arguments): an unknown or missing
+    parameter, or a value of the wrong type, is a `ParamError` naming the parameter. A
+    constructor taking ``**kwargs`` checks the rest itself."""
+    import inspect
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
+    signature = inspect.signature(cls.__init__)
+    named = {
+        p.name: p
+        for p in list(signature.parameters.values())[1:]
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    for field in params:
+        if field not in named and not open_ended:
+            import difflib
+
+            close = difflib.get_close_matches(field, list(named), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            known = ", ".join(named) or "none"
+            raise ParamError(
+                kind, name, field, f"unknown parameter; {hint}expected one of: {known}"
+            )
+    for field, p in named.items():
+        if field not in params and p.default is p.empty:
+            raise ParamError(kind, name, field, "required")
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # noqa: BLE001 - hints that cannot be resolved: the class checks itself
+        return
+    for field, value in params.items():
+        hint = hints.get(field)
+        if hint is None:
+            continue
+        try:
+            adapter: Any = TypeAdapter(hint)
+        except Exception:  # noqa: BLE001 - a type pydantic cannot check (an array-like)
+            continue
+        try:
+            adapter.validate_python(value, strict=True)
+        except ValidationError as exc:
+            shown = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+            shown = shown.replace("collections.abc.", "")
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            detail = f" ({where}: {first.get('msg', '')})" if where else ""
+            raise ParamError(
+                kind, name, field, f"expected {shown}, got {_shown(value)}{detail}"
+            ) from None
+
+
 def create(kind: Kind, name: str, **params: Any) -> Policy:
-    """Build the policy `name` of the given kind with keyword parameters."""
+    """Build the policy `name` of the given kind with keyword parameters, checked against
+    its constructor's signature and type hints first (`check_params`)."""
     cls = policy_class(kind, name)
+    check_params(kind, name, cls, params)
     try:
         return cls(**params)
     except TypeError as exc:

@@ -112,3 +112,16 @@ def test_actors_use_the_engine_api_only() -> None:
             else:
                 continue
             assert not any(n == "cluster.kernel" for n in names), f"{path.name} imports it"
+
+
+@pytest.mark.parametrize(
+    ("scenario", "refused"),
+    [("pennyworth-avg", "placer 'pennyworth' rents"), ("ml-workflow", "workload.usage")],
+)
+def test_windowed_mode_refuses_what_it_does_not_model(scenario: str, refused: str) -> None:
+    """Every extension point is checked: a placer that rents its own nodes (Pennyworth's
+    planners are the run's scaler too) is refused like a renting scaler."""
+    from actors.coordinator import check_windowed
+
+    with pytest.raises(ValueError, match=refused):
+        check_windowed(load_scenario(scenario))

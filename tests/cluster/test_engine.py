@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-import cluster.engine
+import cluster.live_view
 from cluster.engine import Engine
 from cluster.io import write_parquet
 from cluster.policies.base import (
@@ -250,13 +250,13 @@ def test_running_by_class_is_counted_only_when_read(monkeypatch: pytest.MonkeyPa
     engine's counting function is never called, the view's cache stays empty); one that
     reads it gets one count per call, kept through the call."""
     counted: list[int] = []
-    count = cluster.engine.running_by_class
+    count = cluster.live_view.running_by_class
 
     def counting(*args: object) -> object:
         counted.append(1)
         return count(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cluster.engine, "running_by_class", counting)
+    monkeypatch.setattr(cluster.live_view, "running_by_class", counting)
     spec = spec_from_dict(node_scenario(nodes=4).jobs(300).build())
     engine = Engine(spec, placer=FirstFit(), force_python_policies=True)
     engine.run()

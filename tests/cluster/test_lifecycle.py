@@ -285,8 +285,16 @@ STATE_WRITE = re.compile(
     r"istate|fstate|heap_t|heap_j|heap_k|n_class|area_class|run_by_type|fault_draws|timeline)"
     r"\[[^\]]*\]\s*(=|\+=|-=|\*=|/=)(?!=)"
 )
-#: The engine and its compiled transitions: the only writers of state.
-OWNERS = {"cluster/engine.py", "cluster/kernel.py", "cluster/state.py"}
+#: The engine (its modules: `Engine` and its mixins) and its compiled transitions: the
+#: only writers of state.
+OWNERS = {
+    "cluster/engine.py",
+    "cluster/engine_feeding.py",
+    "cluster/engine_operations.py",
+    "cluster/engine_policies.py",
+    "cluster/kernel.py",
+    "cluster/state.py",
+}
 
 
 def test_no_code_outside_the_engine_writes_its_arrays() -> None:
@@ -300,3 +308,14 @@ def test_no_code_outside_the_engine_writes_its_arrays() -> None:
                 if STATE_WRITE.search(line):
                     offenders.append(f"{rel}:{n}: {line.strip()}")
     assert not offenders, "engine state written outside the engine:\n" + "\n".join(offenders)
+
+
+def test_a_state_is_built_from_named_arrays_the_rest_empty() -> None:
+    from cluster.state import state_from
+
+    s = state_from(jobs_f=np.zeros((3, 2)), istate=np.zeros(4, dtype=np.int64))
+    assert s.jobs_f.shape == (3, 2) and s.decisions.shape == (3, 0) and s.rng.dtype == np.uint64
+    with pytest.raises(ValueError, match="unknown state arrays"):
+        state_from(job_f=np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="jobs_i is float64"):
+        state_from(jobs_i=np.zeros((3, 2)))

@@ -1,12 +1,15 @@
 """The RL tuner: the environment passes Gymnasium's checker, rewards follow eq. 1, a short
-SAC training on tiny configurations gives an agent with valid proposals, and model files
-load safely (no unpickling) or fail with a clear error."""
+SAC or RecurrentPPO training on tiny configurations gives an agent with valid proposals, an
+agent learns to propose different weights for configurations that need different ones, and
+model files load safely (no unpickling) or fail with a clear error."""
 
 from __future__ import annotations
 
 import json
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from tuners.domains import FIXED, STATIC_SPACE, WEIGHT_NAMES  # noqa: E402
 from tuners.rl import (  # noqa: E402
+    Agent,
     ModelError,
     TuningEnv,
     improvement,
@@ -53,7 +57,14 @@ def test_the_environment_passes_gymnasiums_checker() -> None:
 def agent_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("rl") / "agent.zip"
     report = train_agent(
-        240, out, envs=2, seed=0, domain_name="tiny", net_arch=(32, 32), learning_starts=40
+        240,
+        out,
+        envs=2,
+        seed=0,
+        domain_name="tiny",
+        net_arch=(32, 32),
+        learning_starts=40,
+        algorithm="sac",
     )
     assert report.steps == 240 and report.episodes >= 50
     return out
@@ -105,3 +116,87 @@ def test_bad_model_files_fail_clearly(agent_file: Path, tmp_path: Path) -> None:
     _rewrite(agent_file, junk, "policy.pth", b"not torch")
     with pytest.raises(ModelError, match="policy.pth"):
         load_agent(junk)
+
+
+@pytest.fixture(scope="module")
+def recurrent_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rl") / "recurrent.zip"
+    report = train_agent(
+        256, out, envs=1, seed=0, domain_name="tiny", net_arch=(32, 32), algorithm="recurrent-ppo"
+    )
+    assert report.steps == 256 and report.episodes >= 50
+    return out
+
+
+def test_a_recurrent_agent_replays_the_history_through_its_lstm(recurrent_file: Path) -> None:
+    agent = load_agent(recurrent_file)
+    assert agent.algorithm == "recurrent-ppo" and agent.meta["frames"] == 1
+    env = TuningEnv("tiny", budget=5, frames=1)
+    _, info = env.reset(seed=4)
+    proposals = []
+    for _ in range(4):
+        w = agent.propose(env.experiment.static, env.tried, env.scores)
+        assert len(w) == 8 and all(0.0 <= x <= 1.0 for x in w)
+        proposals.append(w)
+        env.step(np.array(w, dtype=np.float32))
+    # the same history gives the same proposal (the LSTM state is rebuilt, not carried over)
+    assert agent.propose(env.experiment.static, env.tried[:1], env.scores[:1]) == proposals[0]
+    assert agent.propose(env.experiment.static, env.tried[:3], env.scores[:3]) == proposals[2]
+
+
+class TwoKindsEnv(TuningEnv):
+    """A synthetic objective with a known optimum that depends on the configuration: half
+    the configurations (first static feature 0.1) are best with every weight at 0.1, the
+    other half (0.9) with every weight at 0.9; score = 1 - mean squared distance."""
+
+    def draw_experiment(self) -> Any:
+        u = float(self.np_random.choice([0.1, 0.9]))
+        static = np.zeros(len(STATIC_SPACE), dtype=np.float32)
+        static[0] = u
+        return SimpleNamespace(static=static, name=f"u={u}", u=u)
+
+    def score(self, weights: Any) -> float:
+        return 1.0 - float(np.mean((np.asarray(weights) - self.experiment.u) ** 2))
+
+
+def _first_proposal(agent: Agent, u: float) -> float:
+    static = np.zeros(len(STATIC_SPACE), dtype=np.float32)
+    static[0] = u
+    r0 = 1.0 - float(np.mean((np.asarray(FIXED) - u) ** 2))
+    return float(np.mean(agent.propose(static, [FIXED], [r0])))
+
+
+def test_a_trained_agent_proposes_different_weights_where_different_ones_are_needed(
+    tmp_path: Path,
+) -> None:
+    """A constant-output agent (the same weights for every configuration) fails this: the
+    mean proposed weight must follow the configuration's optimum (0.1 or 0.9) to within
+    0.25, i.e. the two kinds' proposals differ by more than 0.3."""
+    out = tmp_path / "two-kinds.zip"
+    train_agent(
+        3000,
+        out,
+        envs=1,
+        seed=0,
+        domain_name="tiny",
+        budget=2,
+        net_arch=(32, 32),
+        algorithm="recurrent-ppo",
+        env_class=TwoKindsEnv,
+    )
+    agent = load_agent(out)
+    low, high = _first_proposal(agent, 0.1), _first_proposal(agent, 0.9)
+    assert high - low > 0.3, (low, high)
+    assert abs(low - 0.1) < 0.25 and abs(high - 0.9) < 0.25, (low, high)
+
+
+def test_an_unknown_algorithm_is_refused(agent_file: Path, tmp_path: Path) -> None:
+    meta = json.loads(zipfile.ZipFile(agent_file).read("clusteremu.json"))
+    other = tmp_path / "a3c.zip"
+    _rewrite(
+        agent_file, other, "clusteremu.json", json.dumps({**meta, "algorithm": "a3c"}).encode()
+    )
+    with pytest.raises(ModelError, match="algorithm 'a3c'"):
+        load_agent(other)
+    with pytest.raises(ValueError, match="algorithm: expected one of sac, recurrent-ppo"):
+        train_agent(10, tmp_path / "x.zip", envs=1, domain_name="tiny", algorithm="a3c")

@@ -95,8 +95,8 @@ def resource_units(
             cap = capacity[r, k]
             req = cap - free[r, k] + rq
             if integer:
-                cap = math.floor(cap * sc + 0.5)
-                req = math.floor(req * sc + 0.5)
+                cap = np.floor(cap * sc + 0.5)
+                req = np.floor(req * sc + 0.5)
             cap_u[r, j] = cap
             req_u[r, j] = req
 
@@ -129,7 +129,7 @@ def resource_block(
             f1 = min(req_u[r1, j] / c1, 1.0)
             std = abs((f0 - f1) / 2.0) if (c0 > 0 and c1 > 0) else 0.0
             raw = (1.0 - std) * MAX_NODE_SCORE
-            out[j] = math.trunc(raw) if integer else raw
+            out[j] = np.trunc(raw) if integer else raw
         return
     for j in range(out.size if kind == BALANCED else 0):
         if kind == BALANCED:
@@ -154,7 +154,7 @@ def resource_block(
                 mean = (a + b + c) / 3.0
                 std = math.sqrt(((a - mean) ** 2 + (b - mean) ** 2 + (c - mean) ** 2) / 3.0)
             raw = (1.0 - std) * MAX_NODE_SCORE
-            out[j] = math.trunc(raw) if integer else raw
+            out[j] = np.trunc(raw) if integer else raw
     if kind == BALANCED:
         return
     # Least / Most / RTC: resources outer, nodes inner (branch-free, so it vectorises).
@@ -171,7 +171,7 @@ def resource_block(
                 cap, req = cap_u[r, j], req_u[r, j]
                 s = 0.0 if req > cap else (cap - req) * MAX_NODE_SCORE / cap
                 if integer:
-                    s = math.floor(s)
+                    s = np.floor(s)
                 num[j] += s * w if cap > 0 else 0.0
                 den[j] += w if cap > 0 else 0.0
         elif kind == MOST:
@@ -179,14 +179,14 @@ def resource_block(
                 cap, req = cap_u[r, j], req_u[r, j]
                 s = min(req, cap) * MAX_NODE_SCORE / cap
                 if integer:
-                    s = math.floor(s)
+                    s = np.floor(s)
                 num[j] += s * w if cap > 0 else 0.0
                 den[j] += w if cap > 0 else 0.0
         elif integer:  # RTC; `shape_score` tabulates the shape at utilisation 0..100
             for j in range(out.size):
                 cap, req = cap_u[r, j], req_u[r, j]
                 util = 100.0 if req > cap else req * 100.0 / cap
-                s = shape_score[min(max(int(math.floor(util)), 0), 100)] if cap > 0 else 0.0
+                s = shape_score[min(max(int(util), 0), 100)] if cap > 0 else 0.0
                 # Kubernetes counts a resource only with capacity and a positive score.
                 num[j] += s * w if s > 0 else 0.0
                 den[j] += w if s > 0 else 0.0
@@ -203,9 +203,9 @@ def resource_block(
         elif not integer:
             out[j] = num[j] / den[j]
         elif kind == RTC:  # math.Round(float64(num) / float64(den)), values >= 0
-            out[j] = math.floor(num[j] / den[j] + 0.5)
+            out[j] = np.floor(num[j] / den[j] + 0.5)
         else:
-            out[j] = math.floor(num[j] / den[j])
+            out[j] = np.floor(num[j] / den[j])
 
 
 @njit(**_KERNEL)
@@ -301,6 +301,29 @@ def _has(has_image: np.ndarray, img: int, k: int) -> bool:
     return img >= 0 and has_image.shape[0] > 0 and has_image[img, k]
 
 
+@njit(**_INLINE)
+def _image_bytes(
+    k: int,
+    integer: bool,
+    pod_image: np.ndarray,
+    pod_image_size: np.ndarray,
+    has_image: np.ndarray,
+    image_nodes: np.ndarray,
+    n_total: int,
+) -> float:
+    """ImageLocality's scaled size of the pod's image on node `k` (0 when it is not there),
+    clamped to [IMAGE_MIN, IMAGE_MAX]; `integer`: int64(float64(size in bytes) * spread)."""
+    img = pod_image[k]
+    t = 0.0
+    if _has(has_image, img, k):
+        spread = image_nodes[img] / max(n_total, 1)
+        if integer:
+            t = np.trunc(np.floor(pod_image_size[k] * BYTES_PER_MB + 0.5) * spread)
+        else:
+            t = pod_image_size[k] * BYTES_PER_MB * spread
+    return min(max(t, IMAGE_MIN), IMAGE_MAX)
+
+
 @njit(**_KERNEL)
 def fused_total(
     nodes: np.ndarray,
@@ -389,38 +412,42 @@ def fused_total(
         elif c == K_BALANCED_RES:
             f0, f1 = request[0], request[1]
             if integ:  # millicores and bytes, as Skippy's Capacity holds them
-                f0 = math.floor(f0 * scale[0] + 0.5)
-                f1 = math.floor(f1 * scale[1] + 0.5)
-            for j in range(m):
-                k = nodes[j]
-                a, b = free[0, k], free[1, k]
-                if integ:
-                    a = math.floor(a * scale[0] + 0.5)
-                    b = math.floor(b * scale[1] + 0.5)
-                fc = f0 / (1.0 if a == 0 else a)
-                fm = f1 / (1.0 if b == 0 else b)
-                s = (1.0 - abs(fc - fm)) * 10.0
-                if integ:
-                    s = math.trunc(s)
-                raw[j] = 0.0 if (fc >= 1 or fm >= 1) else s * 10.0
+                s0, s1 = scale[0], scale[1]
+                f0 = math.floor(f0 * s0 + 0.5)
+                f1 = math.floor(f1 * s1 + 0.5)
+                for j in range(m):
+                    k = nodes[j]
+                    # np.floor stays in float64 (no round trip through int64): the same
+                    # whole numbers, all below 2^53.
+                    a = np.floor(free[0, k] * s0 + 0.5)
+                    b = np.floor(free[1, k] * s1 + 0.5)
+                    fc = f0 / (1.0 if a == 0 else a)
+                    fm = f1 / (1.0 if b == 0 else b)
+                    s = np.trunc((1.0 - abs(fc - fm)) * 10.0)
+                    raw[j] = 0.0 if (fc >= 1 or fm >= 1) else s * 10.0
+            else:
+                for j in range(m):
+                    k = nodes[j]
+                    a, b = free[0, k], free[1, k]
+                    fc = f0 / (1.0 if a == 0 else a)
+                    fm = f1 / (1.0 if b == 0 else b)
+                    s = (1.0 - abs(fc - fm)) * 10.0
+                    raw[j] = 0.0 if (fc >= 1 or fm >= 1) else s * 10.0
         elif c == K_IMAGE:
-            for j in range(m):
-                k = nodes[j]
-                img = pod_image[k]
-                t = 0.0
-                if _has(has_image, img, k):
-                    spread = image_nodes[img] / max(n_total, 1)
-                    if integ:  # int64(float64(size in bytes) * spread)
-                        t = math.trunc(math.floor(pod_image_size[k] * BYTES_PER_MB + 0.5) * spread)
-                    else:
-                        t = pod_image_size[k] * BYTES_PER_MB * spread
-                t = min(max(t, IMAGE_MIN), IMAGE_MAX)
-                if compat:
+            if compat:
+                for j in range(m):
+                    t = _image_bytes(
+                        nodes[j], True, pod_image, pod_image_size, has_image, image_nodes, n_total
+                    )
                     s = math.floor(COMPAT_MAX_SCORE * (t - IMAGE_MIN) / (IMAGE_MAX - IMAGE_MIN))
                     raw[j] = s * COMPAT_SCALE
-                else:
+            else:
+                for j in range(m):
+                    t = _image_bytes(
+                        nodes[j], integ, pod_image, pod_image_size, has_image, image_nodes, n_total
+                    )
                     s = MAX_NODE_SCORE * (t - IMAGE_MIN) / (IMAGE_MAX - IMAGE_MIN)
-                    raw[j] = math.floor(s) if integ else s
+                    raw[j] = np.floor(s) if integ else s
         elif c == K_LOCALITY:
             for j in range(m):
                 raw[j] = MAX_NODE_SCORE if is_edge[nodes[j]] else 0.0
@@ -428,53 +455,84 @@ def fused_total(
             for j in range(m):
                 raw[j] = 0.0
         else:  # normalised over the nodes: LatencyAwareImageLocality, DataLocality, Capability
+            # One loop per scorer and mode, the tests hoisted out of the loops.
             lo, hi = np.inf, -np.inf
-            in_bytes = math.floor(data_in_mb * BYTES_PER_MB + 0.5)
-            out_bytes = math.floor(data_out_mb * BYTES_PER_MB + 0.5)
-            for j in range(m):
-                k = nodes[j]
-                if c == K_LATENCY_IMAGE:
+            if c == K_LATENCY_IMAGE and compat:  # whole seconds per pull
+                for j in range(m):
+                    k = nodes[j]
                     mb = 0.0 if _has(has_image, pod_image[k], k) else pod_image_size[k]
-                    if compat:  # whole seconds per pull
-                        bw = registry_mbps[k] * BYTES_PER_S_PER_MBPS
-                        x = math.floor(math.floor(mb * BYTES_PER_MB + 0.5) / bw)
-                    else:
-                        x = mb * 8.0 / registry_mbps[k]
-                elif c == K_DATA:
-                    if compat:  # whole seconds per direction
-                        bw = storage_mbps[k] * BYTES_PER_S_PER_MBPS
-                        x = math.floor(in_bytes / bw) + math.floor(out_bytes / bw)
-                    else:
-                        x = data_mb * 8.0 / storage_mbps[k]
-                else:
-                    x = capability_count[k]
-                raw[j] = x
-                lo = min(lo, x)
-                hi = max(hi, x)
-            for j in range(m):
-                if compat and c == K_LATENCY_IMAGE:  # Skippy: (max - x + min) / max
+                    bw = registry_mbps[k] * BYTES_PER_S_PER_MBPS
+                    x = math.floor(math.floor(mb * BYTES_PER_MB + 0.5) / bw)
+                    raw[j] = x
+                    lo = min(lo, x)
+                    hi = max(hi, x)
+            elif c == K_LATENCY_IMAGE:
+                for j in range(m):
+                    k = nodes[j]
+                    mb = 0.0 if _has(has_image, pod_image[k], k) else pod_image_size[k]
+                    x = mb * 8.0 / registry_mbps[k]
+                    raw[j] = x
+                    lo = min(lo, x)
+                    hi = max(hi, x)
+            elif c == K_DATA and compat:  # whole seconds per direction
+                in_bytes = math.floor(data_in_mb * BYTES_PER_MB + 0.5)
+                out_bytes = math.floor(data_out_mb * BYTES_PER_MB + 0.5)
+                for j in range(m):
+                    bw = storage_mbps[nodes[j]] * BYTES_PER_S_PER_MBPS
+                    x = math.floor(in_bytes / bw) + math.floor(out_bytes / bw)
+                    raw[j] = x
+                    lo = min(lo, x)
+                    hi = max(hi, x)
+            elif c == K_DATA:
+                for j in range(m):
+                    x = data_mb * 8.0 / storage_mbps[nodes[j]]
+                    raw[j] = x
+                    lo = min(lo, x)
+                    hi = max(hi, x)
+            else:
+                for j in range(m):
+                    x = float(capability_count[nodes[j]])
+                    raw[j] = x
+                    lo = min(lo, x)
+                    hi = max(hi, x)
+            if compat and c == K_LATENCY_IMAGE:  # Skippy: (max - x + min) / max
+                for j in range(m):
                     if hi == 0:
                         raw[j] = 0.0
                     else:
                         s = math.floor(COMPAT_MAX_SCORE * (hi - raw[j] + lo) / hi)
                         raw[j] = s * COMPAT_SCALE
-                elif not hi > lo:
+            elif not hi > lo:
+                for j in range(m):
                     raw[j] = 0.0
-                elif compat and c == K_DATA:  # Skippy's _scale_scores_inverse
+            elif compat and c == K_DATA:  # Skippy's _scale_scores_inverse
+                for j in range(m):
                     s = math.trunc(((raw[j] - hi) / (lo - hi)) * COMPAT_MAX_SCORE)
                     raw[j] = s * COMPAT_SCALE
-                elif compat:  # Skippy's _scale_scores
+            elif compat:  # Skippy's _scale_scores
+                for j in range(m):
                     s = math.trunc(((raw[j] - lo) / (hi - lo)) * COMPAT_MAX_SCORE)
                     raw[j] = s * COMPAT_SCALE
-                elif c != K_CAPABILITY:
+            elif c != K_CAPABILITY:
+                for j in range(m):
                     raw[j] = MAX_NODE_SCORE * ((hi - raw[j]) / (hi - lo))
-                else:
+            else:
+                for j in range(m):
                     raw[j] = MAX_NODE_SCORE * ((raw[j] - lo) / (hi - lo))
-        for j in range(m):
-            s = raw[j]
-            if not (s >= 0.0 and s <= MAX_NODE_SCORE):
-                bad = c
-            total[j] += w * (s / COMPAT_SCALE) if compat else w * s
+        # One loop per mode (the mode test hoisted out of the loop): the default mode pays
+        # nothing for compat.
+        if compat:  # Skippy's sum: weight x score on 0..10
+            for j in range(m):
+                s = raw[j]
+                if not (s >= 0.0 and s <= MAX_NODE_SCORE):
+                    bad = c
+                total[j] += w * (s / COMPAT_SCALE)
+        else:
+            for j in range(m):
+                s = raw[j]
+                if not (s >= 0.0 and s <= MAX_NODE_SCORE):
+                    bad = c
+                total[j] += w * s
     return bad
 
 

@@ -128,10 +128,10 @@ def test_fgd_typical_pods_are_the_classes_weighted_by_expected_jobs() -> None:
         ({"weights": {"nope": 1}}, "scheduler.placer.params.weights.nope", "a placed job class"),
         ({"weights": {"half": -1}}, "scheduler.placer.params", "weights.half: expected a finite"),
         ({"weights": {"half": 0}}, "scheduler.placer.params.weights", "a weight above 0"),
-        ({"weights": [1, 2]}, "scheduler.placer.params", "weights: expected a mapping"),
+        ({"weights": [1, 2]}, "scheduler.placer.params.weights", "expected Mapping"),
         ({"coverage": 0}, "scheduler.placer.params", "coverage: expected a number in (0, 1]"),
-        ({"coverage": "x"}, "scheduler.placer.params", "coverage: expected a number in (0, 1]"),
-        ({"spread": 2}, "scheduler.placer.params", "does not accept parameters"),
+        ({"coverage": "x"}, "scheduler.placer.params.coverage", "expected float, got 'x'"),
+        ({"spread": 2}, "scheduler.placer.params.spread", "unknown parameter"),
     ],
 )
 def test_fgd_parameters_are_checked(params: dict[str, Any], field: str, message: str) -> None:
@@ -146,7 +146,7 @@ def test_fgd_parameters_are_checked(params: dict[str, Any], field: str, message:
 def test_other_gpu_placers_take_no_parameters() -> None:
     data = yaml.safe_load(GPU_SHARE.read_text())
     data["scheduler"]["placer"] = {"name": "best-fit", "params": {"coverage": 0.9}}
-    with pytest.raises(ScenarioError, match="does not accept parameters"):
+    with pytest.raises(ScenarioError, match="params.coverage: unknown parameter"):
         spec_from_dict(data, "gpu-share.yaml")
 
 
@@ -231,9 +231,8 @@ def test_running_by_class_matches_the_job_table() -> None:
     assert any(b < a for a, b in zip(totals, totals[1:], strict=False)), "never went down"
     # The clustering score read its kinds from these counts: share-gpu (quarter, half,
     # half-t4) in column 0, 1, 2 and 4 whole GPUs in columns 1, 2 and 4, CPU-only none.
-    kinds = placer.class_kind
-    assert kinds.shape == (len(classes), 8 + 2)
-    assert [int(np.flatnonzero(r)[0]) if r.any() else -1 for r in kinds] == [0, 0, 0, 1, 2, 4, -1]
+    assert placer.class_kind.tolist() == [0, 0, 0, 1, 2, 4, -1]
+    assert placer.kind_matrix.shape == (len(classes), 8 + 2)
 
 
 class _OnNodeZero(Placer):
@@ -336,3 +335,85 @@ def test_gpu_clustering_groups_jobs_of_a_kind() -> None:
     # Without counts (a hand-made view), every node is without GPU jobs.
     empty = np.zeros((0, 0), dtype=np.int64)
     assert one("half", empty) != v100[1] and one("whole", empty) != v100[2]
+
+
+class _Recorder(GpuSharingPlacer):
+    """gpu-clustering that keeps, at every call, the view's `running_by_class` and the
+    jobs running then (from the engine's state, read independently)."""
+
+    policy = "gpu-clustering"
+
+    def __init__(self, engine_ref: list[Engine]) -> None:
+        super().__init__()
+        self.engine_ref = engine_ref
+        self.seen: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def place(self, view: Any) -> list[Any]:
+        s = self.engine_ref[0].state
+        running = np.flatnonzero(s.jobs_i[JI.STATE] == JobState.RUNNING)
+        expected = np.zeros((s.nodes_f.shape[1], len(self.class_kind)), dtype=np.int64)
+        np.add.at(expected, (s.jobs_i[JI.NODE, running], s.jobs_i[JI.CLS, running]), 1)
+        self.seen.append((np.array(view.running_by_class), expected))
+        return super().place(view)
+
+
+def test_running_by_class_counts_the_jobs_each_node_holds_now() -> None:
+    """At every decision the view's counts equal the running jobs per (node, class), and
+    they go down as jobs end (a count that only grew would be the replay's rule)."""
+    spec = small(600)
+    ref: list[Engine] = []
+    placer = _Recorder(ref)
+    engine = Engine(spec, placer=placer)
+    ref.append(engine)
+    engine.run()
+    assert len(placer.seen) > 100
+    for got, expected in placer.seen:
+        assert np.array_equal(got, expected)
+    totals = [int(got.sum()) for got, _ in placer.seen]
+    assert any(b < a for a, b in zip(totals, totals[1:], strict=False))  # jobs ended
+
+
+def _two_node_view(spec: Any, t: int, job_class: int, hosts: list[int]) -> PlacementView:
+    """Two empty nodes of type `t`, node i hosting one running job of class hosts[i] (its
+    GPU use left out, so only what the nodes host differs), one waiting job."""
+    nt = spec.node_types[t]
+    gpus = int(nt.gpu)
+    running = np.zeros((2, len(spec.classes)), dtype=np.int64)
+    running[0, hosts[0]] = running[1, hosts[1]] = 1
+    jc = spec.classes[job_class]
+    return PlacementView(
+        time_s=0.0,
+        queue=np.array([0]),
+        class_index=np.array([job_class]),
+        request_cpu=np.array([jc.request.cpu]),
+        request_memory_gb=np.array([jc.request.memory_gb]),
+        request_gpu=np.array([jc.request.gpu]),
+        free_cpu=np.full(2, float(nt.cpu)),
+        free_memory_gb=np.full(2, float(nt.memory_gb)),
+        free_gpu=np.full(2, float(gpus)),
+        capacity_cpu=np.full(2, float(nt.cpu)),
+        capacity_memory_gb=np.full(2, float(nt.memory_gb)),
+        capacity_gpu=np.full(2, float(gpus)),
+        speed=np.ones(2),
+        node_type=np.full(2, t, dtype=np.int64),
+        active=np.ones(2, dtype=np.bool_),
+        free_slots=np.full(2, 100.0),
+        gpu_free_milli=np.full((2, gpus), 1000.0),
+        running_by_class=running,
+    )
+
+
+def test_gpu_clustering_sends_a_job_to_the_node_hosting_its_kind() -> None:
+    """A sharing job goes to the node that hosts a sharing job, not to the one hosting a
+    whole-GPU job, whichever of the two comes first in the tie-break order."""
+    spec = small(10)
+    placer = registry.create("placer", "gpu-clustering")
+    assert isinstance(placer, GpuSharingPlacer)
+    placer.setup(spec, np.random.default_rng(0))
+    kind = placer.class_kind.tolist()
+    t = next(i for i, nt in enumerate(spec.node_types) if nt.gpu >= 2)
+    sharing = next(c for c, k in enumerate(kind) if k == 0 and placer.type_ok[c][t])
+    whole = next(c for c, k in enumerate(kind) if k >= 1 and placer.type_ok[c][t])
+    for hosts, expected in (([whole, sharing], 1), ([sharing, whole], 0)):
+        out = placer.place(_two_node_view(spec, t, sharing, hosts))
+        assert [p.node for p in out] == [expected], (hosts, out)

@@ -31,6 +31,7 @@ from tuners.domains import sample_config
         (["train-rl", "--steps", "10", "--out", "model.bin"], "name it MODEL.zip"),
         (["train-rl", "--steps", "0", "--out", "m.zip"], "--steps"),
         (["train-rl", "--steps", "10", "--out", "m.zip", "--domain", "x"], "unknown domain"),
+        (["train-rl", "--out", "m.zip", "--algorithm", "a2c"], "--algorithm: unknown algorithm"),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(

@@ -1,0 +1,190 @@
+"""How the engine calls Python policies, as a mixin of `cluster.engine.Engine`: their
+views (placement, pool, scale), the decisions they return (checked, then applied through
+the compiled transitions), and refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cluster import kernel
+from cluster.decision_checks import check_allocation, check_placement
+from cluster.layout import (
+    CF,
+    FS,
+    IS,
+    JF,
+    JI,
+    NF,
+    NI,
+    PF,
+    Refusal,
+)
+from cluster.live_view import LiveView, static_node_arrays
+from cluster.model import SimulationSpec
+from cluster.policies.base import (
+    Placement,
+    PlacementView,
+    PolicyError,
+    PoolView,
+    Release,
+    Rent,
+    ScaleView,
+)
+from cluster.state import (
+    EngineState,
+)
+
+# Plain ints for the Python hot path (reading an IntEnum member costs a dictionary lookup).
+_NEED_PLACE, _NOW, _DEC_N = int(IS.NEED_PLACE), int(FS.NOW), int(IS.DEC_N)
+
+
+class PolicyCalls:
+    """Python policy calls of `Engine` (state `_s`, `_t`, `spec`: see `cluster.engine`)."""
+
+    _s: EngineState
+    spec: SimulationSpec
+
+    # -- Python policies --------------------------------------------------------------
+
+    def _static_nodes(self) -> dict[str, npt.NDArray[Any]]:
+        cache = self._view_cache
+        if "static" not in cache:
+            cache["static"] = static_node_arrays(self._s.nodes_f, self._s.nodes_i)
+        return cache["static"]
+
+    def placement_view(self) -> PlacementView:
+        """The queue and the nodes now, as a Python placer sees them.
+
+        One view object per run is re-filled at every call (valid during the call only):
+        free resources are read-only views of the engine's arrays, and the waiting jobs,
+        their classes and requests are what the loop gathered.
+        """
+        view = self._view_cache.get("view") or self._new_view()
+        fill = view.__dict__
+        fill["_n"] = kernel.gather_entry(self._t)
+        fill["_running"] = None
+        return view
+
+    def _new_view(self) -> LiveView:
+        view = self._view_cache["view"] = LiveView(self._s, self._static_nodes())
+        return view
+
+    def _queue_decisions(self, decisions: object) -> None:
+        """Hand a Python placer's placements to the loop, which applies them first."""
+        name = self.placer.name
+        if not isinstance(decisions, list | tuple):
+            raise PolicyError(name, self.now, "place() must return a list of Placement", decisions)
+        s = self._s
+        if len(decisions) > s.decisions.shape[1]:
+            self._replace(**self._room(s.heap_t.size, len(decisions)))
+            s = self._s
+        out, setup = s.decisions, s.decision_setup_s
+        for i, d in enumerate(decisions):
+            if not isinstance(d, Placement):
+                raise PolicyError(name, self.now, "not a Placement", d)
+            mask = -1
+            if d.gpus is not None or d.setup_s != 0.0:
+                mask = check_placement(name, self.now, d, s)
+            out[0, i] = d.job
+            out[1, i] = d.node
+            out[2, i] = mask
+            setup[i] = d.setup_s
+        s.istate[_DEC_N] = len(decisions)
+        s.istate[_NEED_PLACE] = 0
+
+    def _refused(self) -> None:
+        """The loop refused a placement of the last Python call: raise, naming it."""
+        s = self._s
+        i = int(s.istate[IS.DEC_BAD])
+        d = self._pending[i]
+        why = int(s.istate[IS.DEC_WHY])
+        if why == Refusal.NOT_WAITING:
+            raise PolicyError(
+                self.placer.name, self.now, f"job {d.job} is not waiting in the queue", d
+            )
+        check_placement(self.placer.name, self.now, d, s)  # raises with the details
+        raise PolicyError(self.placer.name, self.now, "the placement cannot be applied", d)
+
+    def _apply(self, policy: str, d: Placement) -> None:
+        """Check and apply one placement now (the compiled `try_start` checks the fit)."""
+        now = float(self._s.fstate[_NOW])
+        mask = -1
+        if d.gpus is not None or d.setup_s != 0.0:
+            mask = check_placement(policy, now, d, self._s)
+        why = kernel.try_start(self._t, int(d.job), int(d.node), now, float(d.setup_s), mask)
+        if why == Refusal.NOT_WAITING:
+            raise PolicyError(policy, now, f"job {d.job} is not waiting in the queue", d)
+        if why != Refusal.NONE:
+            check_placement(policy, now, d, self._s)  # raises with the details
+            raise PolicyError(policy, now, "the placement cannot be applied", d)
+
+    def scale_view(self) -> ScaleView:
+        s = self._s
+        used = self.nodes_used
+        q = s.members[: kernel.gather_entry(self._t)].copy()
+        return ScaleView(
+            time_s=self.now,
+            queue=q,
+            class_index=s.jobs_i[JI.CLS, q],
+            request_cpu=s.jobs_f[JF.REQ_CPU, q],
+            node_type=s.nodes_i[NI.NODE_TYPE, :used].copy(),
+            node_status=s.nodes_i[NI.STATUS, :used].copy(),
+            running_jobs=s.nodes_f[NF.RUNNING_JOBS, :used].astype(np.int64),
+            free_cpu=s.nodes_f[NF.FREE_CPU, :used].copy(),
+            node_type_names=tuple(t.name for t in self.spec.node_types),
+            batch_pending=self._batch_pending(),
+        )
+
+    def _batch_pending(self) -> bool:
+        """Whether more jobs arrive at this very instant (a batch still being submitted)."""
+        s = self._s
+        a = int(s.istate[IS.NEXT_ARRIVAL])
+        return a < s.jobs_f.shape[1] and float(s.jobs_f[JF.ARRIVAL, a]) <= self.now
+
+    def _python_scale(self) -> None:
+        s = self._s
+        s.istate[IS.NEED_SCALE] = 0
+        decisions = self.scaler.scale(self.scale_view())
+        name, now = self.scaler.name, self.now
+        if not isinstance(decisions, list | tuple):
+            raise PolicyError(name, now, "scale() must return a list of Rent / Release", decisions)
+        for d in decisions:
+            try:
+                if isinstance(d, Rent):
+                    for _ in range(int(d.count)):
+                        self.rent(d.node_type)
+                elif isinstance(d, Release):
+                    self.release(d.node)
+                else:
+                    raise PolicyError(name, now, "not a Rent or Release", d)
+            except ValueError as exc:
+                raise PolicyError(name, now, str(exc), d) from None
+
+    def pool_view(self, p: int) -> PoolView:
+        s = self._s
+        n = kernel.pool_members_entry(self._t, p)
+        ids = s.members[:n].copy()
+        cls = s.jobs_i[JI.CLS, ids]
+        return PoolView(
+            time_s=self.now,
+            pool=self.spec.pools[p].name,
+            cores=float(s.pools_f[PF.CORES, p]),
+            job_ids=ids,
+            class_index=cls.copy(),
+            arrival_s=s.jobs_f[JF.ARRIVAL, ids].copy(),
+            size=s.jobs_f[JF.SIZE, ids].copy(),
+            remaining=s.jobs_f[JF.REM, ids].copy(),
+            holding_cost=s.classes_f[CF.HOLDING_COST, cls].copy(),
+            current_cores=s.jobs_f[JF.CORES, ids].copy(),
+        )
+
+    def _python_allocate(self, p: int) -> None:
+        view = self.pool_view(p)
+        if view.job_ids.size:
+            decision = self.allocator.allocate(view)
+            cores = check_allocation(self.allocator.name, view, decision)
+            self._s.jobs_f[JF.CORES, view.job_ids] = cores
+        kernel.apply_allocation_entry(self._t, p, self.now)
