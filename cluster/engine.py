@@ -422,7 +422,9 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             job = -1
             if status < 0:  # a Python placer decides for -status waiting jobs
                 view = self._view_cache.get("view") or self._new_view()
-                view.__dict__["_n"] = -status
+                fill = view.__dict__
+                fill["_n"] = -status
+                fill["_running"] = None  # counted again on the call's first read
                 decisions = self.placer.place(view)
                 self._pending = decisions
                 if (

@@ -63,7 +63,9 @@ class PolicyCalls:
         their classes and requests are what the loop gathered.
         """
         view = self._view_cache.get("view") or self._new_view()
-        view.__dict__["_n"] = kernel.gather_entry(self._t)
+        fill = view.__dict__
+        fill["_n"] = kernel.gather_entry(self._t)
+        fill["_running"] = None
         return view
 
     def _new_view(self) -> LiveView:

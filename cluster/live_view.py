@@ -9,7 +9,9 @@ import numpy as np
 import numpy.typing as npt
 
 from cluster.layout import (
+    CI,
     FS,
+    IS,
     JI,
     NF,
     NI,
@@ -31,7 +33,8 @@ class LiveView(PlacementView):
     """The engine's reusable `PlacementView`: re-filled at each call, valid during it.
 
     Free resources are read-only views of the engine's arrays (no copies); the queued
-    jobs' classes and requests and the `active` mask are gathered on first read.
+    jobs' classes and requests and the `active` mask are gathered on first read, and
+    `running_by_class` is counted on its first read in a call (then kept for the call).
     """
 
     def __init__(self, s: EngineState, static: dict[str, npt.NDArray[Any]]) -> None:
@@ -52,6 +55,8 @@ class LiveView(PlacementView):
         put(self, "_s", s)
         put(self, "_slices", {})
         put(self, "_n", 0)
+        put(self, "_running", None)  # running_by_class of this call, once read
+        put(self, "_ended", 0)  # every job row below this one has ended
 
     def _slice(self, key: int, array: npt.NDArray[Any]) -> Any:
         """The first `_n` entries of `array`, read-only (one slice object per length)."""
@@ -102,16 +107,41 @@ class LiveView(PlacementView):
 
     @property
     def running_by_class(self) -> IntArray:
-        """(node rows, classes): jobs of each class running (or setting up) on each node,
-        counted from the jobs' states at this read (nothing is kept between calls)."""
-        s = self.__dict__["_s"]
-        n_nodes, n_classes = s.nodes_f.shape[1], s.classes_i.shape[1]
-        running = np.flatnonzero(s.jobs_i[JI.STATE] == JobState.RUNNING)
-        cell = s.jobs_i[JI.NODE, running] * n_classes + s.jobs_i[JI.CLS, running]
-        counts = np.bincount(cell, minlength=n_nodes * n_classes)
-        out = counts[: n_nodes * n_classes].reshape(n_nodes, n_classes).astype(np.int64)
-        out.flags.writeable = False
-        return out
+        """(node rows, classes): jobs of each class holding resources on each node now,
+        counted at the first read in a call (read-only)."""
+        d = self.__dict__
+        got = d["_running"]
+        if got is None:
+            got, d["_ended"] = running_by_class(d["_s"], d["_ended"])
+            d["_running"] = got
+        return got
+
+
+def running_by_class(s: EngineState, ended: int = 0) -> tuple[IntArray, int]:
+    """(node rows, classes): how many placed jobs of each class run or set up (state
+    RUNNING, i.e. hold their request) on each node row; read-only.
+
+    Jobs arrive in row order, so only the rows from `ended` (every row below it has ended:
+    done or failed) up to the next arrival are read. Returns the counts and the new such
+    row, for the next count to start from. A malleable pool's jobs (RUNNING too, but on no
+    node: their node row is never set) count nowhere.
+    """
+    hi = int(s.istate[IS.NEXT_ARRIVAL])
+    state = s.jobs_i[JI.STATE, ended:hi]
+    live = (state != JobState.DONE) & (state != JobState.FAILED)
+    first = int(np.argmax(live)) if live.size and live.any() else live.size
+    ended += first
+    running = state[first:] == JobState.RUNNING
+    node = s.jobs_i[JI.NODE, ended:hi][running]
+    cls = s.jobs_i[JI.CLS, ended:hi][running]
+    n_nodes, n_classes = s.nodes_f.shape[1], s.classes_i.shape[1]
+    counts = np.bincount(node * n_classes + cls, minlength=n_nodes * n_classes).astype(
+        np.int64, copy=False
+    )
+    counts = counts.reshape(n_nodes, n_classes)
+    counts[:, s.classes_i[CI.POOL] >= 0] = 0  # a pool's jobs are on no node
+    counts.flags.writeable = False
+    return counts, ended
 
 
 def static_node_arrays(nodes_f: FloatArray, nodes_i: IntArray) -> dict[str, npt.NDArray[Any]]:

@@ -108,10 +108,13 @@ class PlacementView:
     #: Each node row's `cluster.layout.NodeStatus` (BOOTING, UP, DOWN after a failure,
     #: DRAINING, RELEASED); only UP nodes (`active`) take placements. Empty: not given.
     node_status: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    #: (node rows, classes): how many jobs of each class hold resources on each node now
-    #: (running or setting up), for placers that score a node by what it hosts (GPU
-    #: clustering). The engine computes it only when a placer reads it (one pass over
-    #: the jobs). (0, 0): not given.
+    #: (node rows, classes): how many jobs of each class (`class_index`'s numbering: the
+    #: scenario's `workload.classes` order) hold resources on each node row now, i.e. run
+    #: there or set up there (image pull, data transfer) before running; a job counts on the
+    #: node of its current attempt until it ends or is killed. For placers that score a node
+    #: by what it hosts (GPU clustering). Malleable-pool jobs are on no node and count
+    #: nowhere. (0, 0): not given (a hand-made view). The engine's view counts on the first
+    #: read in a call (a placer that never reads it pays nothing), read-only.
     running_by_class: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
 
 

@@ -1,16 +1,20 @@
 """The GPU-sharing placers of docs/gpu-frag.md for scenarios (`scheduler.placer.name`).
 
 Registered as `fgd`, `best-fit`, `dot-product`, `gpu-packing`, `gpu-clustering` and
-`gpu-random-fit`: the
-scores of `cluster.policies.gpu_share` (the same compiled `choose` the trace replay
-uses) on a scenario's nodes. `gpu-random-fit` is the replay's `random-fit` (a random
-feasible node, a random GPU with room); the name `random-fit` is taken by the generic
-placer, which picks a random node too but takes the first GPU with room.
-`gpu-clustering` scores a node by the kinds of GPU pods it hosts (sharing pods, pods of k
-whole GPUs): it reads them from the view's `running_by_class` (the jobs of each class
-running on each node, counted by the engine at the call) and maps each class to its kind
-by its request, then adds the placements of the call itself (in the replay, where pods
-never leave, it counts its own placements).
+`gpu-random-fit`: the scores of `cluster.policies.gpu_share` (the same compiled `choose`
+the trace replay uses) on a scenario's nodes. `gpu-random-fit` is the replay's
+`random-fit` (a random feasible node, a random GPU with room); the name `random-fit` is
+taken by the generic placer, which picks a random node too but takes the first GPU with
+room.
+
+`gpu-clustering` scores a node by the kinds of GPU pods it hosts (`affinity`: column 0 the
+pods sharing one GPU, column k those of k whole GPUs). The replay counts its own
+placements (pods never leave there); here jobs end, so the counts come from the view's
+`running_by_class` (the jobs of each class that run or set up on each node now): a class
+is of its request's kind (0 < gpu < 1: share-gpu; gpu >= 1: round(gpu) whole GPUs; none:
+CPU-only, or a malleable pool's class), and a node's count of a kind sums its classes of
+that kind; the call's own placements are added as it goes, as in the replay. A view
+without the counts (a hand-made one: `running_by_class` empty) counts no job anywhere.
 
 A job's request maps to the trace's pod: c = round(1000 x cpu) milli-CPU, memory in GB,
 and a `gpu` request g < 1 shares one GPU (k = 1, d = round(1000 g) milli-GPU), g >= 1 takes
@@ -22,8 +26,8 @@ scored; ties go to the first node of a per-run random node order (drawn from the
 seeded generator, as the replay's per-seed order). Strict FCFS: the queue's heads are
 placed in arrival order, each seeing the previous ones, until one fits nowhere.
 
-Normalisers (best-fit, dot-product): the scenario's largest node type's milli-CPU and
-milli-GPU (on the trace: 128 cores and 8 GPUs, the simulator's `MaxSpecCpu` and
+Normalisers (best-fit, dot-product, gpu-clustering): the scenario's largest node type's
+milli-CPU and milli-GPU (on the trace: 128 cores and 8 GPUs, the simulator's `MaxSpecCpu` and
 `MaxSpecGpu`).
 
 FGD's typical pods (the workload it expects) come from the scenario's placed job classes,
@@ -61,6 +65,8 @@ IntArray = npt.NDArray[np.int64]
 MODEL_LABEL = "gpu_model"
 #: The most GPU models the compiled scores tell apart (bits of a mask).
 MAX_MODELS = 62
+#: The compiled score code of gpu-clustering (the one that reads the nodes' pods).
+CLUSTERING = CODES["gpu-clustering"]
 
 
 def pod_of(cpu: float, gpu: float) -> tuple[int, int, int]:
@@ -71,6 +77,14 @@ def pod_of(cpu: float, gpu: float) -> tuple[int, int, int]:
     if gpu < 1.0:
         return c, 1, int(math.floor(gpu * GPU_MILLI + 0.5))
     return c, int(math.floor(gpu + 0.5)), int(GPU_MILLI)
+
+
+def kind_of(k: int, d: int, kinds: int) -> int:
+    """A GPU pod's kind for gpu-clustering, as the replay's affinity column: 0 for a share
+    of one GPU (k = 1, d < 1000), k for k whole GPUs (at most `kinds` - 1), -1 CPU-only."""
+    if k <= 0:
+        return -1
+    return 0 if (k == 1 and d < GPU_MILLI) else min(k, kinds - 1)
 
 
 def gpu_models(spec: SimulationSpec) -> list[str]:
@@ -192,13 +206,22 @@ class GpuSharingPlacer(Placer):
         self.cpu_norm = max(max((t.cpu for t in spec.node_types), default=0.0) * 1000.0, 1.0)
         self.gpu_norm = max(max((t.gpu for t in spec.node_types), default=0.0), 1.0) * GPU_MILLI
         self.typical = self.typical_pods(spec)
-        #: Each class's kind of GPU pod (gpu-clustering's affinity column): 0 sharing one
-        #: GPU, k for k whole GPUs (capped at the widest node), -1 CPU-only.
-        self.affinity_width = int(max((t.gpu for t in spec.node_types), default=0.0)) + 2
+        #: Each class's kind of GPU pod, gpu-clustering's affinity column (the replay's): 0
+        #: sharing one GPU, k for k whole GPUs (capped at the widest node), -1 CPU-only or
+        #: a malleable pool's class; and as a (classes, kinds) 0/1 matrix.
+        self.affinity_width = int(max((t.gpu for t in spec.node_types), default=0)) + 2
         self.class_kind = np.array(
-            [self._kind(*pod_of(jc.request.cpu, jc.request.gpu)[1:]) for jc in spec.classes],
+            [
+                -1
+                if jc.pool is not None
+                else kind_of(*pod_of(jc.request.cpu, jc.request.gpu)[1:], self.affinity_width)
+                for jc in spec.classes
+            ],
             dtype=np.int64,
         )
+        self.kind_matrix = np.zeros((len(spec.classes), self.affinity_width), dtype=np.int64)
+        has = self.class_kind >= 0
+        self.kind_matrix[np.flatnonzero(has), self.class_kind[has]] = 1
         self.keys = np.zeros(0)  # a random key per node row: the tie-break order
         self.f_cache = np.zeros(0)
         self.seen_gpu = np.zeros((0, 0))
@@ -231,24 +254,6 @@ class GpuSharingPlacer(Placer):
 
     # -- deciding -------------------------------------------------------------------------
 
-    def _kind(self, k: int, d: int) -> int:
-        """The affinity column of a pod of k GPUs with d milli-GPU each (-1: CPU-only)."""
-        if k == 0:
-            return -1
-        return 0 if (k == 1 and d < GPU_MILLI) else min(k, self.affinity_width - 1)
-
-    def _affinity(self, view: PlacementView, n: int) -> IntArray:
-        """(nodes, kinds): gpu-clustering's count of the GPU pods of each kind per node,
-        from the jobs running now; a (n, 1) zero table for the other policies."""
-        if self.code != CODES["gpu-clustering"]:
-            return np.zeros((n, 1), dtype=np.int64)
-        running = np.asarray(view.running_by_class)
-        affinity = np.zeros((n, self.affinity_width), dtype=np.int64)
-        for c, kind in enumerate(self.class_kind.tolist()):
-            if kind >= 0 and c < running.shape[1]:
-                affinity[:, kind] += running[:n, c]
-        return affinity
-
     def _refresh(self, view: PlacementView, cpu_milli: FloatArray) -> None:
         """Grow the per-node tables to the view's rows; mark F_n stale where a node's free
         GPU or CPU changed since the last call (jobs ended, nodes joined)."""
@@ -279,7 +284,7 @@ class GpuSharingPlacer(Placer):
         node_model = np.where(n_gpus > 0, node_model, -1).astype(np.int64)
         t = self.typical
         assert t is not None, "setup() first"
-        affinity = self._affinity(view, n)
+        affinity = self.affinity(view, n)
         out: list[Placement] = []
         for i in range(queue.size):
             cls = int(view.class_index[i])
@@ -322,12 +327,28 @@ class GpuSharingPlacer(Placer):
             slots[node] -= 1.0
             for b in gpus or ():
                 gpu_free[node, b] -= d
-            if affinity.shape[1] > 1 and k > 0:  # gpu-clustering: the node now hosts it
-                affinity[node, self._kind(k, d)] += 1
             self.f_cache[node] = -1.0
+            if k and self.code == CLUSTERING:  # the node hosts one more pod of the kind
+                affinity[node, kind_of(k, d, affinity.shape[1])] += 1
         self.seen_gpu = gpu_free
         self.seen_cpu = cpu_free
         return out
+
+    def affinity(self, view: PlacementView, n: int) -> IntArray:
+        """(nodes, kinds): the GPU pods of each kind on each node (gpu-clustering's input,
+        the replay's `affinity`): the view's `running_by_class` summed over the classes of
+        each kind; a single unused column for the other policies."""
+        if self.code != CLUSTERING:
+            return np.zeros((n, 1), dtype=np.int64)
+        running = np.asarray(view.running_by_class)
+        if running.size == 0:  # not given (a hand-made view), or no node or class
+            return np.zeros((n, self.affinity_width), dtype=np.int64)
+        if running.shape != (n, self.class_kind.size):
+            raise ValueError(
+                f"running_by_class: expected shape ({n}, {self.class_kind.size}) "
+                f"(nodes, classes), got {running.shape}"
+            )
+        return running.astype(np.int64, copy=False) @ self.kind_matrix
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "policy": self.policy}
@@ -356,8 +377,8 @@ class GpuPacking(GpuSharingPlacer):
 
 @register("placer", "gpu-clustering")
 class GpuClustering(GpuSharingPlacer):
-    """Nodes hosting only pods of the job's kind first (docs/gpu-frag.md), the tightest GPU;
-    what a node hosts is read from the view's `running_by_class`."""
+    """Nodes hosting only jobs of the job's GPU kind first (docs/gpu-frag.md), counted
+    from the view's `running_by_class`; the tightest GPU."""
 
     policy = "gpu-clustering"
 

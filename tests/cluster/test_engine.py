@@ -1,5 +1,6 @@
 """Engine behaviour: determinism, common random numbers, resumption, stop rules, policy
-errors, worker slots, patience, per-node-type run times, batch and trace arrivals."""
+errors, worker slots, patience, per-node-type run times, batch and trace arrivals, and
+the Python placers' view (`running_by_class` counted only when read)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,18 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
+import cluster.live_view
 from cluster.engine import Engine
 from cluster.io import write_parquet
-from cluster.policies.base import Allocation, Allocator, Placement, Placer, PolicyError
+from cluster.policies.base import (
+    Allocation,
+    Allocator,
+    Placement,
+    PlacementView,
+    Placer,
+    PolicyError,
+)
+from cluster.policies.fifo import FirstFit
 from cluster.runner import run_spec, with_policies
 from cluster.testing import equal_tables
 from scenarios.loader import load_scenario, spec_from_dict
@@ -220,3 +230,38 @@ def test_costs_accrue_per_node_hour() -> None:
     assert result.summary["cost_usd"] == pytest.approx(2.0)
     assert 0 < result.jobs["cost_usd"].to_numpy().sum() < 2.0
     assert math.isfinite(result.summary["mean_response_time_s"])
+
+
+class _Reads(FirstFit):
+    """First-fit that reads the view's `running_by_class` twice per call."""
+
+    name = "reads-running"
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        a, b = view.running_by_class, view.running_by_class
+        assert a is b and not a.flags.writeable
+        assert a.sum() == view.capacity_cpu.sum() - view.free_cpu.sum()  # 1-core jobs
+        self.calls = getattr(self, "calls", 0) + 1
+        return super().place(view)
+
+
+def test_running_by_class_is_counted_only_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python placer that never reads `running_by_class` never has it counted (the
+    engine's counting function is never called, the view's cache stays empty); one that
+    reads it gets one count per call, kept through the call."""
+    counted: list[int] = []
+    count = cluster.live_view.running_by_class
+
+    def counting(*args: object) -> object:
+        counted.append(1)
+        return count(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cluster.live_view, "running_by_class", counting)
+    spec = spec_from_dict(node_scenario(nodes=4).jobs(300).build())
+    engine = Engine(spec, placer=FirstFit(), force_python_policies=True)
+    engine.run()
+    view = engine._view_cache["view"]  # the view the placer was called with
+    assert counted == [] and view.__dict__["_running"] is None
+    placer = _Reads()
+    Engine(spec, placer=placer, force_python_policies=True).run()
+    assert placer.calls > 100 and len(counted) == placer.calls

@@ -1,23 +1,35 @@
 """The GPU-sharing placers registered for scenarios (`fgd`, `best-fit`, `dot-product`,
 `gpu-packing`, `gpu-clustering`, `gpu-random-fit`): the conformance suite, the shipped
 `gpu-share` scenario end to end, FGD's typical pods from the classes, gpu-clustering's
-view of what each node hosts, and parameter errors."""
+counts of the nodes' jobs (the view's `running_by_class`), and parameter errors."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace as dataclasses_replace
 from typing import Any
 
 import numpy as np
 import pytest
 import yaml
 
+from cluster.distributions import Deterministic
 from cluster.engine import Engine
 from cluster.layout import JI, JobState
+from cluster.model import JobClass, NodeType, Pool, Request, SimulationSpec, StopRule
 from cluster.policies import registry
-from cluster.policies.base import PlacementView, Placer
-from cluster.policies.gpu_share_placers import Fgd, GpuSharingPlacer, expected_jobs, pod_of
+from cluster.policies.base import Placement, PlacementView, Placer
+from cluster.policies.gpu_share_placers import (
+    Fgd,
+    GpuClustering,
+    GpuSharingPlacer,
+    expected_jobs,
+    kind_of,
+    pod_of,
+)
+from cluster.speedup import LinearSpeedup
 from cluster.testing import PlacerConformance, equal_tables, run_capacity_violations
+from cluster.workload import TraceArrivals
 from clusteremu.cli import main
 from scenarios.errors import ScenarioError
 from scenarios.loader import SHIPPED_DIR, load_scenario, spec_from_dict
@@ -165,6 +177,164 @@ def test_fgd_cache_of_f_n_follows_ended_jobs() -> None:
     cached = Engine(spec, placer=Fgd()).run()
     fresh = Engine(spec, placer=_FgdNoCache()).run()
     assert equal_tables(cached, fresh)
+
+
+# --- gpu-clustering: the nodes' jobs per class (`PlacementView.running_by_class`) ---------
+
+
+def test_clusteremu_run_names_gpu_clustering(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", str(GPU_SHARE), "--set", "stop.jobs=600", "--set", "stop.warmup_jobs=60"]
+    argv += ["--set", "scheduler.placer.name=gpu-clustering", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["jobs_completed"] == 540 and out["jobs_failed"] == 0
+
+
+class _Recording(GpuClustering):
+    """gpu-clustering that keeps, per call, the time, the view's counts and its choices."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[float, np.ndarray, set[int]]] = []
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        counts = np.array(view.running_by_class, copy=True)
+        out = super().place(view)
+        self.calls.append((view.time_s, counts, {p.job for p in out}))
+        return out
+
+
+def test_running_by_class_matches_the_job_table() -> None:
+    """At every decision of a gpu-share run, the view's counts are the jobs of each class
+    whose [start, end) holds the decision's time on each node, from the per-job table
+    (the call's own placements aside); and they go down as jobs end."""
+    spec = small(800)
+    placer = _Recording()
+    engine = Engine(spec, placer=placer)
+    table = engine.run().jobs.to_pydict()
+    classes = [c.name for c in spec.classes]
+    rows = engine.nodes_used
+    start = np.array([np.nan if v is None else v for v in table["start_s"]])
+    end = np.array([np.inf if v is None or np.isnan(v) else v for v in table["end_s"]])
+    node = np.array([-1 if v is None else int(v.rsplit("-", 1)[1]) for v in table["node"]])
+    cls = np.array([classes.index(c) for c in table["class"]])
+    job = np.array(table["job"])
+    assert len(placer.calls) > 500
+    for t, counts, placed in placer.calls:
+        assert counts.shape == (rows, len(classes))
+        held = (start <= t) & (t < end) & ~np.isin(job, list(placed))
+        want = np.zeros_like(counts)
+        np.add.at(want, (node[held], cls[held]), 1)
+        assert np.array_equal(counts, want), t
+    totals = [int(c.sum()) for _, c, _ in placer.calls]
+    assert min(totals) == 0 and max(totals) > 20
+    assert any(b < a for a, b in zip(totals, totals[1:], strict=False)), "never went down"
+    # The clustering score read its kinds from these counts: share-gpu (quarter, half,
+    # half-t4) in column 0, 1, 2 and 4 whole GPUs in columns 1, 2 and 4, CPU-only none.
+    assert placer.class_kind.tolist() == [0, 0, 0, 1, 2, 4, -1]
+    assert placer.kind_matrix.shape == (len(classes), 8 + 2)
+
+
+class _OnNodeZero(Placer):
+    """Places every waiting job on node 0 with a 5 s set-up; records the view's counts."""
+
+    name = "on-node-zero"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, np.ndarray]] = []
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        self.seen.append((view.time_s, np.array(view.running_by_class, copy=True)))
+        return [Placement(int(j), 0, setup_s=5.0) for j in view.queue.tolist()]
+
+
+def test_running_by_class_by_hand() -> None:
+    """Two half-GPU jobs, a whole-GPU one and a CPU-only one start on node 0 at t=0 with a
+    5 s set-up (held: counted while setting up), the share and CPU jobs end at 15 s, the
+    whole one at 105 s; a malleable pool's jobs count nowhere. Probes arrive at 2 and 30 s."""
+
+    def job(name: str, times: tuple[float, ...], size: float, **request: float) -> JobClass:
+        req = Request(**request)
+        return JobClass(
+            name, TraceArrivals(times), Deterministic(size), LinearSpeedup(), request=req
+        )
+
+    classes = (
+        job("share", (0.0, 0.0), 10.0, cpu=1.0, gpu=0.5),
+        job("whole", (0.0,), 100.0, cpu=1.0, gpu=1.0),
+        job("cpu", (0.0,), 10.0, cpu=1.0),
+        job("probe", (2.0, 30.0), 1.0, cpu=1.0),
+        dataclasses_replace(job("pooled", (1.0, 29.0), 50.0), pool="p"),
+    )
+    types = (NodeType("g4", cpu=16, memory_gb=64, gpu=4),)
+    spec = SimulationSpec(
+        "by-hand", 1, StopRule(jobs=8), types, ("g4", "g4"), (Pool("p", 4.0),), classes
+    )
+    placer = _OnNodeZero()
+    Engine(spec, placer=placer).run()
+    at: dict[float, np.ndarray] = {}
+    for t, counts in placer.seen:
+        at.setdefault(t, counts)  # the first call at each time
+    assert sorted(at) == [0.0, 2.0, 30.0]
+    assert at[0.0].shape == (2, 5) and at[0.0].sum() == 0
+    assert at[2.0].tolist() == [[2, 1, 1, 0, 0], [0, 0, 0, 0, 0]]  # set-ups count
+    assert at[30.0].tolist() == [[0, 1, 0, 0, 0], [0, 0, 0, 0, 0]]  # ended jobs left
+
+
+def test_kinds_of_requests() -> None:
+    assert kind_of(*pod_of(2.0, 0.25)[1:], 10) == 0
+    assert kind_of(*pod_of(2.0, 1.0)[1:], 10) == 1
+    assert kind_of(*pod_of(2.0, 4.0)[1:], 10) == 4
+    assert kind_of(*pod_of(2.0, 16.0)[1:], 10) == 9
+    assert kind_of(*pod_of(2.0, 0.0)[1:], 10) == -1
+
+
+def test_gpu_clustering_groups_jobs_of_a_kind() -> None:
+    """On a view where node 1 runs share-gpu jobs only, node 2 whole-GPU ones only and
+    node 0 nothing, a share job goes to node 1 and a whole-GPU job to node 2; with no
+    counts given (a hand-made view), both go to the same node."""
+    spec = small(100)
+    placer = GpuClustering()
+    placer.setup(spec, np.random.default_rng(0))
+    live = Engine(spec, placer=GpuClustering()).placement_view()
+    fields = {f: getattr(live, f) for f in PlacementView.__dataclass_fields__}
+    n, c = live.running_by_class.shape
+    names = [jc.name for jc in spec.classes]
+    v100 = [k for k, t in enumerate(live.node_type.tolist()) if spec.node_types[t].name == "v100x8"]
+    running = np.zeros((n, c), dtype=np.int64)
+    running[v100[1], names.index("quarter")] = 2
+    running[v100[2], names.index("whole")] = 1
+    free = np.array(live.gpu_free_milli, copy=True)
+    free[v100[1], 0] = 500.0
+    free[v100[2], 0] = 0.0
+
+    def one(cls: str, counts: np.ndarray) -> int:
+        jc = spec.classes[names.index(cls)]
+        view = PlacementView(
+            **{
+                **fields,
+                "queue": np.array([0]),
+                "class_index": np.array([names.index(cls)]),
+                "request_cpu": np.array([jc.request.cpu]),
+                "request_memory_gb": np.array([jc.request.memory_gb]),
+                "request_gpu": np.array([jc.request.gpu]),
+                "gpu_free_milli": free,
+                "running_by_class": counts,
+            }
+        )
+        fresh = GpuClustering()
+        fresh.setup(spec, np.random.default_rng(0))
+        (decision,) = fresh.place(view)
+        return decision.node
+
+    assert one("half", running) == v100[1]
+    assert one("whole", running) == v100[2]
+    # No node hosts 2-GPU jobs: the nodes without GPU jobs (25..50) beat those hosting
+    # other kinds (0..25).
+    assert one("pair", running) not in v100[1:3]
+    # Without counts (a hand-made view), every node is without GPU jobs.
+    empty = np.zeros((0, 0), dtype=np.int64)
+    assert one("half", empty) != v100[1] and one("whole", empty) != v100[2]
 
 
 class _Recorder(GpuSharingPlacer):
