@@ -18,7 +18,7 @@ says on stderr what it changed:
   evaluations each and judges them on at most `MAX_SEEDS` fresh seeds (`--test-seeds`;
   with `--scenario FILE`, the run length
   is cut as above); `train-rl` trains `MAX_RL_STEPS` steps of small networks on the
-  ``tiny`` domain;
+  ``tiny`` domain, on one environment;
 * `--realtime X` paces `REALTIME_SPEEDUP` times faster.
 
 Without the variable it is the real `clusteremu`, unchanged.
