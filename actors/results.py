@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from actors.node_shard import RESULT_F_ROWS, RESULT_I_ROWS
+from cluster.engine_feeding import job_rows
 from cluster.jobs import Jobs, Purpose, replication_seed, stream
 from cluster.layout import FS, IS, JF, JI, PF, JobState, NodeStatus
 from cluster.metrics import RunResult, build_result
@@ -65,12 +66,7 @@ def merged_state(
     `jobs` are the replication's jobs (the stream), `window` the statistics window
     (start, end) in seconds. Node rows are the scenario's nodes, in order.
     """
-    n = jobs.arrival_s.size
-    jobs_f = np.zeros((len(JF), n))
-    jobs_i = np.zeros((len(JI), n), dtype=np.int64)
-    jobs_f[JF.ARRIVAL] = jobs.arrival_s
-    jobs_f[JF.SIZE] = jobs.size
-    jobs_i[JI.CLS] = jobs.class_index
+    jobs_f, jobs_i = job_rows(jobs)
     n_classes = len(spec.classes)
     area_class = np.zeros(n_classes)
     pools_f, pools_i = pool_arrays(spec)

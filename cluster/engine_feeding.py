@@ -37,6 +37,18 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
+def job_rows(jobs: Jobs) -> tuple[FloatArray, IntArray]:
+    """Per-job state arrays with each job's arrival (s), size and class filled, every
+    other row zero (what the engine and a merged Ray result start from)."""
+    n = jobs.arrival_s.size
+    jobs_f = np.zeros((len(JF), n))
+    jobs_i = np.zeros((len(JI), n), dtype=np.int64)
+    jobs_f[JF.ARRIVAL] = jobs.arrival_s
+    jobs_f[JF.SIZE] = jobs.size
+    jobs_i[JI.CLS] = jobs.class_index
+    return jobs_f, jobs_i
+
+
 def job_state(
     spec: SimulationSpec, provisioner: Provisioner, jobs: Jobs
 ) -> tuple[FloatArray, IntArray]:
@@ -46,11 +58,7 @@ def job_state(
     that the operating system maps lazily (a row a run never writes costs no memory).
     """
     n = jobs.arrival_s.size
-    jobs_f = np.zeros((len(JF), n))
-    jobs_i = np.zeros((len(JI), n), dtype=np.int64)
-    jobs_f[JF.ARRIVAL] = jobs.arrival_s
-    jobs_f[JF.SIZE] = jobs.size
-    jobs_i[JI.CLS] = jobs.class_index
+    jobs_f, jobs_i = job_rows(jobs)
     cpu, mem, gpu = provisioner.requests_for(spec, jobs)
     for row, values in ((JF.REQ_CPU, cpu), (JF.REQ_MEM, mem), (JF.REQ_GPU, gpu)):
         values = np.asarray(values, dtype=np.float64)
