@@ -421,10 +421,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             status = run(self._t, until_s, max_events, job, node)
             job = -1
             if status < 0:  # a Python placer decides for -status waiting jobs
-                view = self._view_cache.get("view") or self._new_view()
-                fill = view.__dict__
-                fill["_n"] = -status
-                fill["_running"] = None  # counted again on the call's first read
+                view = (self._view_cache.get("view") or self._new_view()).refill(-status)
                 decisions = self.placer.place(view)
                 self._pending = decisions
                 if (

@@ -63,10 +63,7 @@ class PolicyCalls:
         their classes and requests are what the loop gathered.
         """
         view = self._view_cache.get("view") or self._new_view()
-        fill = view.__dict__
-        fill["_n"] = kernel.gather_entry(self._t)
-        fill["_running"] = None
-        return view
+        return view.refill(kernel.gather_entry(self._t))
 
     def _new_view(self) -> LiveView:
         view = self._view_cache["view"] = LiveView(self._s, self._static_nodes())

@@ -58,6 +58,14 @@ class LiveView(PlacementView):
         put(self, "_running", None)  # running_by_class of this call, once read
         put(self, "_ended", 0)  # every job row below this one has ended
 
+    def refill(self, n: int) -> LiveView:
+        """Ready the view for a new call with `n` waiting jobs gathered by the loop:
+        `running_by_class` is counted again on the call's first read."""
+        d = self.__dict__
+        d["_n"] = n
+        d["_running"] = None
+        return self
+
     def _slice(self, key: int, array: npt.NDArray[Any]) -> Any:
         """The first `_n` entries of `array`, read-only (one slice object per length)."""
         d = self.__dict__

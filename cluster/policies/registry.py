@@ -8,9 +8,12 @@ name policies, never contain code.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any, Literal, TypeVar
@@ -131,53 +134,76 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+@dataclass(frozen=True)
+class _Signature:
+    """What `check_params` reads of a policy constructor, worked out once per class:
+    its named parameters (name -> whether required), whether it takes ``**kwargs``, and
+    a pydantic validator and a shown type per type-hinted parameter."""
+
+    named: dict[str, bool]
+    open_ended: bool
+    checks: dict[str, tuple[Any, str]]
+
+
+@functools.cache
+def _signature(cls: type[Policy]) -> _Signature:
+    import inspect
+    import typing
+
+    from pydantic import TypeAdapter
+
+    signature = inspect.signature(cls.__init__)
+    params = list(signature.parameters.values())
+    named = {
+        p.name: p.default is p.empty
+        for p in params[1:]
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in params)
+    checks: dict[str, tuple[Any, str]] = {}
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # noqa: BLE001 - hints that cannot be resolved: the class checks itself
+        hints = {}
+    for field, hint in hints.items():
+        if field not in named:
+            continue
+        try:
+            adapter = TypeAdapter(hint)
+        except Exception:  # noqa: BLE001 - a type pydantic cannot check (an array-like)
+            continue
+        shown = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+        checks[field] = (adapter, shown.replace("collections.abc.", ""))
+    return _Signature(named, open_ended, checks)
+
+
 def check_params(kind: Kind, name: str, cls: type[Policy], params: dict[str, Any]) -> None:
     """Check `params` against the signature of `cls.__init__` and its type hints (each
     policy's parameters are its constructor's keyword arguments): an unknown or missing
     parameter, or a value of the wrong type, is a `ParamError` naming the parameter. A
     constructor taking ``**kwargs`` checks the rest itself."""
-    import inspect
-    import typing
+    from pydantic import ValidationError
 
-    from pydantic import TypeAdapter, ValidationError
-
-    signature = inspect.signature(cls.__init__)
-    named = {
-        p.name: p
-        for p in list(signature.parameters.values())[1:]
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
-    open_ended = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    sig = _signature(cls)
     for field in params:
-        if field not in named and not open_ended:
-            import difflib
-
-            close = difflib.get_close_matches(field, list(named), n=1)
+        if field not in sig.named and not sig.open_ended:
+            close = difflib.get_close_matches(field, list(sig.named), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            known = ", ".join(named) or "none"
+            known = ", ".join(sig.named) or "none"
             raise ParamError(
                 kind, name, field, f"unknown parameter; {hint}expected one of: {known}"
             )
-    for field, p in named.items():
-        if field not in params and p.default is p.empty:
+    for field, required in sig.named.items():
+        if required and field not in params:
             raise ParamError(kind, name, field, "required")
-    try:
-        hints = typing.get_type_hints(cls.__init__)
-    except Exception:  # noqa: BLE001 - hints that cannot be resolved: the class checks itself
-        return
     for field, value in params.items():
-        hint = hints.get(field)
-        if hint is None:
+        check = sig.checks.get(field)
+        if check is None:
             continue
-        try:
-            adapter: Any = TypeAdapter(hint)
-        except Exception:  # noqa: BLE001 - a type pydantic cannot check (an array-like)
-            continue
+        adapter, shown = check
         try:
             adapter.validate_python(value, strict=True)
         except ValidationError as exc:
-            shown = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
-            shown = shown.replace("collections.abc.", "")
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first.get("loc", ()))
             detail = f" ({where}: {first.get('msg', '')})" if where else ""

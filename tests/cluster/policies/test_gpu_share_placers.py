@@ -337,42 +337,6 @@ def test_gpu_clustering_groups_jobs_of_a_kind() -> None:
     assert one("half", empty) != v100[1] and one("whole", empty) != v100[2]
 
 
-class _Recorder(GpuSharingPlacer):
-    """gpu-clustering that keeps, at every call, the view's `running_by_class` and the
-    jobs running then (from the engine's state, read independently)."""
-
-    policy = "gpu-clustering"
-
-    def __init__(self, engine_ref: list[Engine]) -> None:
-        super().__init__()
-        self.engine_ref = engine_ref
-        self.seen: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def place(self, view: Any) -> list[Any]:
-        s = self.engine_ref[0].state
-        running = np.flatnonzero(s.jobs_i[JI.STATE] == JobState.RUNNING)
-        expected = np.zeros((s.nodes_f.shape[1], len(self.class_kind)), dtype=np.int64)
-        np.add.at(expected, (s.jobs_i[JI.NODE, running], s.jobs_i[JI.CLS, running]), 1)
-        self.seen.append((np.array(view.running_by_class), expected))
-        return super().place(view)
-
-
-def test_running_by_class_counts_the_jobs_each_node_holds_now() -> None:
-    """At every decision the view's counts equal the running jobs per (node, class), and
-    they go down as jobs end (a count that only grew would be the replay's rule)."""
-    spec = small(600)
-    ref: list[Engine] = []
-    placer = _Recorder(ref)
-    engine = Engine(spec, placer=placer)
-    ref.append(engine)
-    engine.run()
-    assert len(placer.seen) > 100
-    for got, expected in placer.seen:
-        assert np.array_equal(got, expected)
-    totals = [int(got.sum()) for got, _ in placer.seen]
-    assert any(b < a for a, b in zip(totals, totals[1:], strict=False))  # jobs ended
-
-
 def _two_node_view(spec: Any, t: int, job_class: int, hosts: list[int]) -> PlacementView:
     """Two empty nodes of type `t`, node i hosting one running job of class hosts[i] (its
     GPU use left out, so only what the nodes host differs), one waiting job."""
