@@ -41,7 +41,6 @@ from actors.results import merge_result
 from cluster.metrics import RunResult
 from cluster.model import SimulationSpec
 from cluster.policies.base import Scaler
-from cluster.policies.codes import ScalerCode
 from cluster.policies.registry import policy_class
 
 log = logging.getLogger(__name__)
@@ -288,7 +287,7 @@ def check_windowed(spec: SimulationSpec) -> None:
     """Windowed mode splits a fixed set of nodes: refuse a scaler that rents nodes, and
     usage models (the shards' job batches carry no usages)."""
     ref = spec.scheduler.scaler
-    if int(getattr(policy_class("scaler", ref.name), "kernel_code", 0)) != ScalerCode.STATIC:
+    if not getattr(policy_class("scaler", ref.name), "static", False):
         raise ValueError(
             f"scaler {ref.name!r} rents and releases nodes, which windowed mode (a fixed "
             "set of nodes split into shards) does not model; run exact mode (no --window)"

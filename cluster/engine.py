@@ -70,7 +70,7 @@ from cluster.layout import (
 )
 from cluster.metrics import RunResult, build_result
 from cluster.model import SimulationSpec
-from cluster.policies import registry
+from cluster.policies import compiled_table, registry
 from cluster.policies.base import (
     Allocator,
     LiftRule,
@@ -81,7 +81,6 @@ from cluster.policies.base import (
     Provisioner,
     Scaler,
 )
-from cluster.policies.codes import PlacerCode, check_code
 from cluster.state import (
     EngineState,
     RunState,
@@ -107,6 +106,10 @@ _LIFT = int(Status.NEED_LIFT_DECISION)
 _TIMELINE, _DRAWS = int(Status.NEED_TIMELINE_ACTION), int(Status.NEED_FAULT_DRAWS)
 _REDRAWS = int(Status.NEED_SIZE_REDRAWS)
 _ALLOC, _SCALE = int(Status.NEED_ALLOC_DECISION), int(Status.NEED_SCALE_DECISION)
+_BAD_COMPILED, _BAD_ALLOCATION = int(Status.BAD_COMPILED_DECISION), int(Status.BAD_ALLOCATION)
+_SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
+#: Most actions a compiled scaler may write at one call.
+SCALE_ACTIONS = 256
 
 #: Events per call of the compiled loop between progress reports.
 EVENTS_PER_CALL = 1 << 18
@@ -139,14 +142,13 @@ def _policy(spec: SimulationSpec, kind: registry.Kind, given: Any, base: type) -
     policy = given if given is not None else registry.create(kind, ref.name, **ref.params)
     if not isinstance(policy, Policy) or not isinstance(policy, base):
         raise TypeError(f"{policy!r} is not a {base.__name__}")
-    code = int(policy.kernel_code)
-    if not check_code(kind, code):
-        raise PolicyError(
-            policy.name,
-            0.0,
-            f"kernel_code {code} is not a compiled {kind} code "
-            "(see cluster.policies.codes; 0 = decide in Python)",
-        )
+    if kind in compiled_table.KINDS:
+        try:
+            compiled_table.code_of(kind, compiled_table.compiled_of(policy))
+        except ValueError as exc:
+            raise PolicyError(policy.name, 0.0, str(exc)) from None
+    elif compiled_table.compiled_of(policy) is not None:
+        raise PolicyError(policy.name, 0.0, f"a {kind} has no compiled path (compiled = None)")
     return policy
 
 
@@ -225,9 +227,12 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         istate = np.zeros(len(IS), dtype=np.int64)
         fstate = np.zeros(len(FS))
         istate[IS.NODES_USED] = m
-        istate[IS.PLACER_CODE] = 0 if force_python else self.placer.kernel_code
-        istate[IS.ALLOC_CODE] = 0 if force_python else self.allocator.kernel_code
-        istate[IS.SCALER_CODE] = self.scaler.kernel_code
+        compiled = self._compiled_functions(force_python)
+        istate[IS.PLACER_CODE] = compiled_table.code_of("placer", compiled["placer"])
+        istate[IS.ALLOC_CODE] = compiled_table.code_of("allocator", compiled["allocator"])
+        istate[IS.SCALER_CODE] = (
+            -1 if self.scaler.static else compiled_table.code_of("scaler", compiled["scaler"])
+        )
         n_classes = len(spec.classes)
         fcfs = istate[IS.PLACER_CODE] != 0 or bool(getattr(self.placer, "strict_fcfs", False))
         istate[IS.PLACER_FCFS] = int(fcfs)
@@ -280,6 +285,9 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             rng=np.array([placer_rng.integers(0, 2**63)], dtype=np.uint64),
             placer_params=np.asarray(self.placer.kernel_params(), dtype=np.float64),
             alloc_params=np.asarray(self.allocator.kernel_params(), dtype=np.float64),
+            scaler_params=np.asarray(self.scaler.kernel_params(), dtype=np.float64),
+            alloc_out=np.zeros(max(n, 1)),
+            scale_actions=np.zeros((2, SCALE_ACTIONS), dtype=np.int64),
             decisions=np.zeros((3, max(n, 1)), dtype=np.int64),
             decision_setup_s=np.zeros(max(n, 1)),
             wait_i=np.zeros(max(n, 1), dtype=np.int64),
@@ -290,6 +298,23 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             lift_edges=lift_edges,
             **self._fault_state(nodes_f, nodes_i, istate, heap),
         )
+
+    def _compiled_functions(self, force_python: bool) -> dict[str, Any]:
+        """Each extension point's compiled function (None: decided in Python), and the
+        addresses the loop calls them through (`self._fns`, one row per kind)."""
+        policies = {"placer": self.placer, "allocator": self.allocator, "scaler": self.scaler}
+        functions = {
+            kind: None if force_python and kind != "scaler" else compiled_table.compiled_of(policy)
+            for kind, policy in policies.items()
+        }
+        if self.scaler.static:
+            functions["scaler"] = None
+        self._fns = np.array(
+            [compiled_table.function_addresses(kind, functions[kind]) for kind in functions],
+            dtype=np.int64,
+        )
+        self._compiled = functions  # keeps the functions (and their addresses) alive
+        return functions
 
     def _fault_state(
         self, nodes_f: FloatArray, nodes_i: IntArray, istate: IntArray, heap: int
@@ -413,12 +438,13 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         if run is None:
             entry = kernel.loop_entry(
                 pools=self._s.pools_f.shape[1] > 0,
-                python_placer=self._s.istate[IS.PLACER_CODE] == PlacerCode.PYTHON,
+                python_placer=self._s.istate[IS.PLACER_CODE] == 0,
             )
-            run = self._run = direct_entry(entry, self._t, until_s, max_events, -1, -1)
+            run = self._run = direct_entry(entry, self._t, self._fns, until_s, max_events, -1, -1)
         job = node = -1
+        fns = self._fns
         while True:
-            status = run(self._t, until_s, max_events, job, node)
+            status = run(self._t, fns, until_s, max_events, job, node)
             job = -1
             if status < 0:  # a Python placer decides for -status waiting jobs
                 view = (self._view_cache.get("view") or self._new_view()).refill(-status)
@@ -440,6 +466,12 @@ class Engine(JobFeeding, Operations, PolicyCalls):
                 self._python_allocate(int(self._s.istate[_STATUS_POOL]))
             elif status == _BAD:
                 self._refused()
+            elif status == _BAD_COMPILED:
+                self._refused_compiled()
+            elif status == _BAD_ALLOCATION:
+                self._refused_allocation()
+            elif status == _SCALE_ACTIONS:
+                self._compiled_scale()
             elif status == _LIFT:
                 self._lift(int(self._s.istate[IS.OOM_JOB]))
             elif status == _TIMELINE:

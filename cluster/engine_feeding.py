@@ -144,6 +144,7 @@ class JobFeeding:
             "heap_k": grown(s.heap_k, heap),
             "queue": grown(s.queue, queue),
             "members": grown(s.members, queue),
+            "alloc_out": grown(s.alloc_out, queue),
             "decisions": grown(s.decisions, queue),
             "decision_setup_s": grown(s.decision_setup_s, queue),
             "wait_i": grown(s.wait_i, queue),

@@ -33,6 +33,7 @@ from cluster.policies.base import (
     Rent,
     ScaleView,
 )
+from cluster.policies.compiled_table import RELEASE, RENT
 from cluster.state import (
     EngineState,
 )
@@ -105,6 +106,39 @@ class PolicyCalls:
         check_placement(self.placer.name, self.now, d, s)  # raises with the details
         raise PolicyError(self.placer.name, self.now, "the placement cannot be applied", d)
 
+    def _refused_compiled(self) -> None:
+        """The loop refused a compiled placer's answer: raise, naming it."""
+        s = self._s
+        j, k = int(s.istate[IS.DEC_BAD]), int(s.istate[IS.BAD_NODE])
+        d = Placement(j, k)
+        if int(s.istate[IS.DEC_WHY]) == Refusal.NODE_NOT_UP and 0 <= k < s.nodes_f.shape[1]:
+            raise PolicyError(self.placer.name, self.now, f"node {k} is not up", d)
+        if not 0 <= k < self.nodes_used:
+            raise PolicyError(
+                self.placer.name, self.now, f"node {k} does not exist (0..{self.nodes_used - 1})", d
+            )
+        check_placement(self.placer.name, self.now, d, s)  # raises with the details
+        raise PolicyError(self.placer.name, self.now, "the placement cannot be applied", d)
+
+    def _refused_allocation(self) -> None:
+        """The loop refused a compiled allocator's cores: raise, naming it."""
+        s = self._s
+        p, j = int(s.istate[IS.STATUS_POOL]), int(s.istate[IS.DEC_BAD])
+        pool = self.spec.pools[p]
+        if j >= 0:
+            message = (
+                f"job {j} in pool {pool.name!r} got {float(s.alloc_out[j])!r} cores "
+                "(expected a finite, non-negative number, written as cores[job])"
+            )
+        else:
+            n = kernel.pool_members_entry(self._t, p)
+            total = float(s.alloc_out[s.members[:n]].sum())
+            message = (
+                f"allocated {total:.6g} cores in pool {pool.name!r} of "
+                f"{float(s.pools_f[PF.CORES, p]):g}"
+            )
+        raise PolicyError(self.allocator.name, self.now, message)
+
     def _apply(self, policy: str, d: Placement) -> None:
         """Check and apply one placement now (the compiled `try_start` checks the fit)."""
         now = float(self._s.fstate[_NOW])
@@ -145,9 +179,45 @@ class PolicyCalls:
         s = self._s
         s.istate[IS.NEED_SCALE] = 0
         decisions = self.scaler.scale(self.scale_view())
-        name, now = self.scaler.name, self.now
         if not isinstance(decisions, list | tuple):
-            raise PolicyError(name, now, "scale() must return a list of Rent / Release", decisions)
+            raise PolicyError(
+                self.scaler.name,
+                self.now,
+                "scale() must return a list of Rent / Release",
+                decisions,
+            )
+        self._apply_scaling(decisions)
+
+    def _compiled_scale(self) -> None:
+        """Carry out the actions a compiled scaler wrote (`scale_actions`), like a Python
+        scaler's `Rent` and `Release`."""
+        s = self._s
+        n = int(s.istate[IS.SCALE_N])
+        name, now = self.scaler.name, self.now
+        if not 0 < n <= s.scale_actions.shape[1]:
+            raise PolicyError(
+                name,
+                now,
+                f"the compiled scaler returned {n} actions "
+                f"(expected 0 to {s.scale_actions.shape[1]})",
+            )
+        decisions: list[Rent | Release] = []
+        for kind, arg in s.scale_actions[:, :n].T.tolist():
+            if kind == RENT:
+                decisions.append(Rent(int(arg)))
+            elif kind == RELEASE:
+                decisions.append(Release(int(arg)))
+            else:
+                raise PolicyError(
+                    name,
+                    now,
+                    f"scaler action kind {kind} (expected {RENT}: rent, {RELEASE}: release)",
+                    (kind, arg),
+                )
+        self._apply_scaling(decisions)
+
+    def _apply_scaling(self, decisions: list[Any] | tuple[Any, ...]) -> None:
+        name, now = self.scaler.name, self.now
         for d in decisions:
             try:
                 if isinstance(d, Rent):

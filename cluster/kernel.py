@@ -41,13 +41,17 @@ from cluster.layout import (
     Status,
 )
 from cluster.policies.compiled import (
-    ALLOC_PYTHON,
-    SCALE_PYTHON,
-    allocate,
     choose_gpus,
     holds_request,
     node_fits,
-    place,
+)
+from cluster.policies.compiled_table import (
+    allocator_view,
+    as_allocator,
+    as_placer,
+    as_scaler,
+    placer_view,
+    scaler_view,
 )
 from cluster.speedup import AMDAHL, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
 from cluster.state import EngineState
@@ -69,6 +73,14 @@ _NEED_LIFT_DECISION = int(Status.NEED_LIFT_DECISION)
 _NEED_TIMELINE_ACTION = int(Status.NEED_TIMELINE_ACTION)
 _NEED_FAULT_DRAWS = int(Status.NEED_FAULT_DRAWS)
 _NEED_SIZE_REDRAWS = int(Status.NEED_SIZE_REDRAWS)
+_BAD_COMPILED_DECISION = int(Status.BAD_COMPILED_DECISION)
+_BAD_ALLOCATION = int(Status.BAD_ALLOCATION)
+_NEED_SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
+#: Over-allocation a compiled allocator may make (relative and absolute, cores), as in
+#: `cluster.decision_checks.ALLOC_EPS`.
+_ALLOC_EPS = 1e-9
+#: Rows of the `fns` array the loop takes: (C wrapper, object, entry) addresses per kind.
+FN_PLACER, FN_ALLOCATOR, FN_SCALER = 0, 1, 2
 
 #: Heap kinds carry the job's attempt number above these bits (stale entries are skipped).
 KIND_BITS = 4
@@ -952,39 +964,72 @@ def apply_decisions(s, now: float) -> bool:  # type: ignore[no-untyped-def]
 
 
 @inline_function
-def place_compiled(s, now: float) -> None:  # type: ignore[no-untyped-def]
-    """A compiled placer places queue heads in order until the head fits nowhere."""
+def place_compiled(s, now: float, fns) -> bool:  # type: ignore[no-untyped-def]
+    """The compiled placer (`fns[FN_PLACER]`) places queue heads in order until the head
+    fits nowhere; each answer is checked (`start_checked`). False on a refused answer
+    (IS.DEC_BAD: the job, IS.BAD_NODE: the node, IS.DEC_WHY: the `Refusal`)."""
+    place = as_placer(fns[FN_PLACER, 0], fns[FN_PLACER, 1], fns[FN_PLACER, 2])
+    view = placer_view(s)
     while True:
         j = next_queued(s)
         if j < 0:
             break
-        k = place(s.istate[IS.PLACER_CODE], s.placer_params, j, s)
+        k = place(j, now, view)
         if k < 0:
             break
-        start_job(s, j, k, now, -1.0, 0.0, -1)
+        why = start_checked(s, j, k, now, 0.0, -1)
+        if why != 0:
+            s.istate[IS.DEC_BAD] = j
+            s.istate[IS.BAD_NODE] = k
+            s.istate[IS.DEC_WHY] = why
+            return False
         s.istate[IS.Q_HEAD] += 1
     s.istate[IS.NEED_PLACE] = 0
+    return True
 
 
 @kernel_function
-def allocate_compiled(s, p: int, now: float) -> None:  # type: ignore[no-untyped-def]
+def allocate_compiled(s, p: int, now: float, fns) -> bool:  # type: ignore[no-untyped-def]
+    """The compiled allocator (`fns[FN_ALLOCATOR]`) gives pool p's jobs cores, checked
+    like a Python allocation (finite, non-negative, at most the pool's cores) before they
+    are applied. False on a refused allocation (IS.STATUS_POOL, IS.DEC_BAD)."""
     n = pool_members(s, p)
     if n > 0:
-        allocate(
-            s.istate[IS.ALLOC_CODE],
-            s.alloc_params,
-            s.members,
-            n,
-            s.pools_f[PF.CORES, p],
-            now,
-            s.jobs_f,
-            s.jobs_i,
-            s.classes_f,
-            s.classes_i,
-            s.class_tx,
-            s.class_ty,
-        )
+        out = s.alloc_out
+        for i in range(n):
+            out[s.members[i]] = math.nan
+        allocate = as_allocator(fns[FN_ALLOCATOR, 0], fns[FN_ALLOCATOR, 1], fns[FN_ALLOCATOR, 2])
+        pool_cores = s.pools_f[PF.CORES, p]
+        allocate(s.members, n, pool_cores, now, allocator_view(s), out)
+        total = 0.0
+        j = s.pools_i[PI.HEAD, p]
+        while j >= 0:
+            c = out[j]
+            if not (c >= 0.0 and c < math.inf):  # NaN (not written), negative or inf
+                s.istate[IS.STATUS_POOL] = p
+                s.istate[IS.DEC_BAD] = j
+                return False
+            total += c
+            j = s.jobs_i[JI.NEXT, j]
+        if total > pool_cores * (1.0 + _ALLOC_EPS) + _ALLOC_EPS:
+            s.istate[IS.STATUS_POOL] = p
+            s.istate[IS.DEC_BAD] = -1
+            return False
+        j = s.pools_i[PI.HEAD, p]
+        while j >= 0:
+            s.jobs_f[JF.CORES, j] = out[j]
+            j = s.jobs_i[JI.NEXT, j]
     apply_allocation(s, p, now)
+    return True
+
+
+@inline_function
+def scale_compiled(s, now: float, fns) -> int:  # type: ignore[no-untyped-def]
+    """Ask the compiled scaler (`fns[FN_SCALER]`); the number of actions it wrote."""
+    scale = as_scaler(fns[FN_SCALER, 0], fns[FN_SCALER, 1], fns[FN_SCALER, 2])
+    istate = s.istate
+    view = scaler_view(s, istate[IS.Q_HEAD], istate[IS.Q_TAIL], istate[IS.NODES_USED])
+    return scale(now, view, s.scale_actions)
 
 
 @kernel_function
@@ -1015,9 +1060,12 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
     """
 
     def run_kernel(  # type: ignore[no-untyped-def]
-        s, until_s: float, max_events: int, job: int = -1, node: int = -1
+        s, fns, until_s: float, max_events: int, job: int = -1, node: int = -1
     ) -> int:
         """Run events until the end, a Python decision, time `until_s` or `max_events` events.
+
+        `fns` holds the compiled policies' function addresses, a row per extension point
+        (`FN_PLACER`, ...; see `cluster.policies.compiled_table.function_addresses`).
 
         Returns a `Status`, or -n when a Python placer must decide for the n waiting jobs
         gathered in `members` (the commonest call back, answered without reading `istate`).
@@ -1043,24 +1091,31 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                 return _BAD_DECISION
             # 1. Decisions owed since the last event: scaling, placement, allocation.
             if istate[IS.NEED_SCALE] == 1:
-                if istate[IS.SCALER_CODE] == SCALE_PYTHON:
+                scaler = istate[IS.SCALER_CODE]  # 0: Python, < 0: static (never acts)
+                if scaler == 0:
                     return _NEED_SCALE_DECISION
                 istate[IS.NEED_SCALE] = 0
+                if scaler > 0:
+                    m = scale_compiled(s, now, fns)
+                    if m != 0:
+                        istate[IS.SCALE_N] = m
+                        return _NEED_SCALE_ACTIONS
             if istate[IS.NEED_PLACE] == 1:
                 if python_placer:
                     n = gather_waiting(s)
                     if n > 0:
                         return -n
                     istate[IS.NEED_PLACE] = 0
-                else:
-                    place_compiled(s, now)
+                elif not place_compiled(s, now, fns):
+                    return _BAD_COMPILED_DECISION
             if pools:
                 for p in range(n_pools):
                     if s.pools_i[PI.NEED_ALLOC, p] == 1:
-                        if istate[IS.ALLOC_CODE] == ALLOC_PYTHON:
+                        if istate[IS.ALLOC_CODE] == 0:
                             istate[IS.STATUS_POOL] = p
                             return _NEED_ALLOC_DECISION
-                        allocate_compiled(s, p, now)
+                        if not allocate_compiled(s, p, now, fns):
+                            return _BAD_ALLOCATION
 
             # 2. The next event.
             while istate[IS.HEAP_N] > 0 and _stale(s, 0):
@@ -1157,33 +1212,33 @@ run_kernel_nodes_py = _make_loop(False, True)
 
 @kernel_function
 def run_entry(  # type: ignore[no-untyped-def]
-    t, until_s: float, max_events: int, job: int, node: int
+    t, fns, until_s: float, max_events: int, job: int, node: int
 ) -> int:
-    return run_kernel(EngineState(*t), until_s, max_events, job, node)
+    return run_kernel(EngineState(*t), fns, until_s, max_events, job, node)
 
 
 @kernel_function
 def run_py_entry(  # type: ignore[no-untyped-def]
-    t, until_s: float, max_events: int, job: int, node: int
+    t, fns, until_s: float, max_events: int, job: int, node: int
 ) -> int:
     """`run_entry` with a Python placer."""
-    return run_kernel_py(EngineState(*t), until_s, max_events, job, node)
+    return run_kernel_py(EngineState(*t), fns, until_s, max_events, job, node)
 
 
 @kernel_function
 def run_nodes_entry(  # type: ignore[no-untyped-def]
-    t, until_s: float, max_events: int, job: int, node: int
+    t, fns, until_s: float, max_events: int, job: int, node: int
 ) -> int:
     """`run_entry` for a scenario without pools."""
-    return run_kernel_nodes(EngineState(*t), until_s, max_events, job, node)
+    return run_kernel_nodes(EngineState(*t), fns, until_s, max_events, job, node)
 
 
 @kernel_function
 def run_nodes_py_entry(  # type: ignore[no-untyped-def]
-    t, until_s: float, max_events: int, job: int, node: int
+    t, fns, until_s: float, max_events: int, job: int, node: int
 ) -> int:
     """`run_entry` for a scenario without pools, with a Python placer."""
-    return run_kernel_nodes_py(EngineState(*t), until_s, max_events, job, node)
+    return run_kernel_nodes_py(EngineState(*t), fns, until_s, max_events, job, node)
 
 
 def loop_entry(pools: bool, python_placer: bool) -> object:

@@ -194,6 +194,8 @@ class IS(IntEnum):
     HEAP_OVERFLOW = 37  #: 1: an event found no room in the heap (a bug: the engine raises)
     REDRAW = 38  #: 1: a job killed by a failure redoes freshly drawn work (`restart_work`)
     REDRAW_N = 39  #: with NEED_SIZE_REDRAWS: killed jobs (in `members`) to draw work for
+    BAD_NODE = 40  #: with BAD_COMPILED_DECISION: the node the compiled placer chose
+    SCALE_N = 41  #: with NEED_SCALE_ACTIONS: actions the compiled scaler wrote
 
 
 class FS(IntEnum):
@@ -237,6 +239,12 @@ class Status(IntEnum):
     NEED_TIMELINE_ACTION = 8  #: IS.TL_EVENT is due and Python carries it out (`join`)
     NEED_SIZE_REDRAWS = 10  #: IS.REDRAW_N re-queued jobs (in `members`) need new sizes
     NEED_FAULT_DRAWS = 9  #: IS.DRAW_NODE needs new up or down times (`Event.DRAW_UP`, ...)
+    #: A compiled placer chose a node job IS.DEC_BAD cannot start on (IS.BAD_NODE, DEC_WHY).
+    BAD_COMPILED_DECISION = 11
+    #: A compiled allocator's cores for pool IS.STATUS_POOL were refused (IS.DEC_BAD: the
+    #: job with no finite non-negative count, or -1: more than the pool's cores).
+    BAD_ALLOCATION = 12
+    NEED_SCALE_ACTIONS = 13  #: the compiled scaler wrote IS.SCALE_N actions (`scale_actions`)
 
 
 class TL(IntEnum):

@@ -52,6 +52,9 @@ class EngineState(NamedTuple):
     rng: npt.NDArray[np.uint64]  #: SplitMix64 state of compiled random placers
     placer_params: FloatArray
     alloc_params: FloatArray
+    scaler_params: FloatArray
+    alloc_out: FloatArray  #: (J,) scratch: a compiled allocator's cores per job
+    scale_actions: IntArray  #: (2, A) scratch: a compiled scaler's actions (kind, argument)
     decisions: IntArray  #: (3, D) Python placements to apply: job, node, GPU mask (-1: any)
     decision_setup_s: FloatArray  #: (D,) their set-up delays, s
     wait_i: IntArray  #: (Q,) scratch: classes of the waiting jobs (for a Python placer)
@@ -96,6 +99,9 @@ _EMPTY: dict[str, tuple[Any, tuple[int, ...]]] = {
     "rng": (np.uint64, (1,)),
     "placer_params": (np.float64, (0,)),
     "alloc_params": (np.float64, (0,)),
+    "scaler_params": (np.float64, (0,)),
+    "alloc_out": (np.float64, (0,)),
+    "scale_actions": (np.int64, (2, 0)),
     "decisions": (np.int64, (3, 0)),
     "decision_setup_s": (np.float64, (0,)),
     "wait_i": (np.int64, (0,)),

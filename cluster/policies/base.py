@@ -3,8 +3,8 @@
 Policies are plain objects. They read a *view* of the state (numpy arrays, never the
 engine's own buffers) and return a small decision object; the engine validates the decision
 and applies it, raising `PolicyError` on anything illegal. A policy may also provide a
-compiled decision function (`kernel_code` > 0, see `cluster.policies.compiled`): the engine
-then decides inside its compiled loop, through the same event handling.
+compiled decision function (`compiled`, registered in `cluster.policies.compiled_table`):
+the engine then decides inside its compiled loop, through the same checks.
 """
 
 from __future__ import annotations
@@ -177,8 +177,9 @@ class Policy:
     """Common base: a registry name, seeded set-up and an optional compiled path."""
 
     name: ClassVar[str] = "policy"
-    #: 0 = decide in Python; > 0 = the code of a compiled decision function.
-    kernel_code: ClassVar[int] = 0
+    #: None = decide in Python; else a compiled decision function registered for this
+    #: extension point (`@compiled_placer`, ... in `cluster.policies.compiled_table`).
+    compiled: ClassVar[Any] = None
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         """Called once per run before the first decision; keep what the policy needs."""
@@ -189,7 +190,7 @@ class Policy:
         return []
 
     def kernel_params(self) -> FloatArray:
-        """Parameters handed to the compiled decision function."""
+        """Parameters handed to the compiled decision function (its `view.params`)."""
         return np.zeros(1)
 
     def describe(self) -> dict[str, Any]:
@@ -224,6 +225,9 @@ class Allocator(Policy):
 class Scaler(Policy):
     """Decides when to rent and release nodes. Called after every event that changes the
     queue or the nodes (arrival, completion, node ready, timeout, kill)."""
+
+    #: True: never rents or releases anything, so the engine never asks it.
+    static: ClassVar[bool] = False
 
     def scale(self, view: ScaleView) -> list[Rent | Release]:
         raise NotImplementedError(f"scaler {self.name!r} has no Python decision function")

@@ -1,17 +1,9 @@
-"""Compiled decision functions of the built-in policies, dispatched by integer code.
+"""The compiled fit rules every path shares, and the seeded random stream of compiled policies.
 
-A policy class opts into the compiled path by setting `kernel_code` (see `base.py`); the
-engine's loop then calls these functions instead of returning to Python for each decision.
-Both paths run through the same loop and the same checks in tests (conformance suite).
-
-To add a compiled allocator: write an `@njit` function with the signature of
-`allocate_equi` in your policy module, give it a new code in the one table of codes
-(`cluster.policies.codes`), and add one branch to `allocate`. Placers likewise with `place`:
-a compiled placer gets the job at the head of the queue and the whole `EngineState` (read
-only by convention), so it sees the clock (`fstate[FS.NOW]`), the queue (`queue`,
-`istate[IS.Q_HEAD]`..`istate[IS.Q_TAIL]`), the jobs' arrivals and the nodes: a compiled
-learned policy (a decision tree) can compute waiting-time features. The engine refuses a
-code that is not in the table when it is built.
+`has_room` is the one fit rule (a free worker slot, cores, GB, GPUs per GPU): the compiled
+placers (`cluster.policies.compiled_table.fits`), the Python placers' helpers (`fit_mask`,
+`first_fit`) and the engine's check of every placement use it. The compiled policies
+themselves are registered in the one table, `cluster.policies.compiled_table`.
 """
 
 from __future__ import annotations
@@ -19,24 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from cluster.jit import inline_function, kernel_function
-from cluster.layout import GPU_MILLI, JF, NF, NI, NodeStatus
-from cluster.policies.codes import AllocatorCode, PlacerCode, ScalerCode
-from cluster.policies.mdp.kernel import allocate_mdp
-from cluster.policies.wham import allocate_fw_cam, allocate_greedy, allocate_wham
-
-PLACE_PYTHON, PLACE_FIRST_FIT, PLACE_RANDOM_FIT = PlacerCode
-ALLOC_PYTHON, ALLOC_EQUI, ALLOC_FCFS_ONE_CORE = (
-    AllocatorCode.PYTHON,
-    AllocatorCode.EQUI,
-    AllocatorCode.FCFS_ONE_CORE,
-)
-ALLOC_WHAM, ALLOC_FW_CAM, ALLOC_GREEDY = (
-    AllocatorCode.WHAM,
-    AllocatorCode.FW_CAM,
-    AllocatorCode.GREEDY,
-)
-ALLOC_MDP = AllocatorCode.MDP
-SCALE_PYTHON, SCALE_STATIC = ScalerCode
+from cluster.layout import GPU_MILLI, NF, NI, NodeStatus
 
 #: Tolerance on capacity checks (cores, GB, GPUs).
 FIT_EPS = 1e-9
@@ -211,98 +186,3 @@ def first_fit(
         ):
             return k
     return -1
-
-
-@inline_function
-def place_first_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
-    """The first node in node order with room for job j, or -1."""
-    cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
-    for k in range(s.nodes_f.shape[1]):
-        if node_fits(s.nodes_f, s.nodes_i, s.gpu_free, k, cpu, mem, gpu):
-            return k
-    return -1
-
-
-@inline_function
-def place_random_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
-    """A uniformly random node with room for job j (seeded), or -1."""
-    cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
-    count = 0
-    for k in range(s.nodes_f.shape[1]):
-        if node_fits(s.nodes_f, s.nodes_i, s.gpu_free, k, cpu, mem, gpu):
-            count += 1
-    if count == 0:
-        return -1
-    pick = uniform_index(s.rng, count)
-    for k in range(s.nodes_f.shape[1]):
-        if node_fits(s.nodes_f, s.nodes_i, s.gpu_free, k, cpu, mem, gpu):
-            if pick == 0:
-                return k
-            pick -= 1
-    return -1
-
-
-@inline_function
-def place(code: int, params: np.ndarray, j: int, s) -> int:  # type: ignore[no-untyped-def]
-    """Node for the job at the head of the queue, or -1 to leave it waiting."""
-    if code == PLACE_FIRST_FIT:
-        return place_first_fit(j, s)
-    if code == PLACE_RANDOM_FIT:
-        return place_random_fit(j, s)
-    return -1
-
-
-@kernel_function
-def allocate_equi(members: np.ndarray, n: int, pool_cores: float, jobs_f: np.ndarray) -> None:
-    """EQUI: every job in the pool gets pool_cores / n cores (fractions below 1 allowed)."""
-    share = pool_cores / n
-    for i in range(n):
-        jobs_f[JF.CORES, members[i]] = share
-
-
-@kernel_function
-def allocate_fcfs_one_core(
-    members: np.ndarray, n: int, pool_cores: float, jobs_f: np.ndarray
-) -> None:
-    """One core per job in arrival order until the pool is used up; the rest wait."""
-    left = pool_cores
-    for i in range(n):
-        give = min(1.0, left)
-        if give < FIT_EPS:
-            give = 0.0
-        jobs_f[JF.CORES, members[i]] = give
-        left -= give
-
-
-@kernel_function
-def allocate(
-    code: int,
-    params: np.ndarray,
-    members: np.ndarray,
-    n: int,
-    pool_cores: float,
-    now: float,
-    jobs_f: np.ndarray,
-    jobs_i: np.ndarray,
-    classes_f: np.ndarray,
-    classes_i: np.ndarray,
-    class_tx: np.ndarray,
-    class_ty: np.ndarray,
-) -> None:
-    """Write cores per job (jobs_f[CORES]) for the first n entries of `members`."""
-    if code == ALLOC_EQUI:
-        allocate_equi(members, n, pool_cores, jobs_f)
-    elif code == ALLOC_FCFS_ONE_CORE:
-        allocate_fcfs_one_core(members, n, pool_cores, jobs_f)
-    elif code == ALLOC_MDP:
-        allocate_mdp(params, members, n, pool_cores, now, jobs_f, jobs_i)
-    elif code == ALLOC_WHAM:  # WHAM, FW-CAM, GREEDY: cluster.policies.wham (codes 41-43)
-        allocate_wham(
-            params, members, n, pool_cores, jobs_f, jobs_i, classes_f, classes_i, class_tx, class_ty
-        )
-    elif code == ALLOC_FW_CAM:
-        allocate_fw_cam(params, members, n, jobs_f, jobs_i)
-    elif code == ALLOC_GREEDY:
-        allocate_greedy(
-            params, members, n, pool_cores, jobs_f, jobs_i, classes_f, classes_i, class_tx, class_ty
-        )

@@ -1,20 +1,21 @@
 """Baseline policies: first-fit and random-fit placers, EQUI and FCFS-one-core allocators,
 and the static provisioner (every job requests its class's request).
 
-Each has a compiled decision function (cluster.policies.compiled) and a Python one; the
-conformance tests check that both paths give identical runs.
+Each has a compiled decision function (registered in the one table of compiled policies,
+`cluster.policies.compiled_table`) and a Python one; the conformance tests check that both
+paths give identical runs.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from cluster.layout import GPU_MILLI
 from cluster.model import SimulationSpec
-from cluster.policies import compiled
+from cluster.policies import compiled as rules
 from cluster.policies.base import (
     Allocation,
     Allocator,
@@ -27,16 +28,84 @@ from cluster.policies.base import (
     Provisioner,
     Scaler,
 )
-from cluster.policies.codes import ScalerCode
+from cluster.policies.compiled_table import (
+    AllocatorView,
+    PlacerView,
+    compiled_allocator,
+    compiled_placer,
+    fits,
+    uniform_index,
+)
 from cluster.policies.registry import register
 
-FIT_EPS = compiled.FIT_EPS
+FIT_EPS = rules.FIT_EPS
+
+
+@compiled_placer
+def place_first_fit(job: int, now_s: float, view: PlacerView) -> int:
+    """The first node in node order with room for the job, or -1."""
+    for k in range(view.free_cpu.shape[0]):
+        if fits(view, job, k):
+            return k
+    return -1
+
+
+@compiled_placer
+def place_random_fit(job: int, now_s: float, view: PlacerView) -> int:
+    """A uniformly random node with room for the job (the policy's seeded stream), or -1."""
+    count = 0
+    for k in range(view.free_cpu.shape[0]):
+        if fits(view, job, k):
+            count += 1
+    if count == 0:
+        return -1
+    pick = uniform_index(view.rng, count)
+    for k in range(view.free_cpu.shape[0]):
+        if fits(view, job, k):
+            if pick == 0:
+                return k
+            pick -= 1
+    return -1
+
+
+@compiled_allocator
+def allocate_equi(
+    members: IntArray,
+    n: int,
+    pool_cores: float,
+    now_s: float,
+    view: AllocatorView,
+    cores: FloatArray,
+) -> None:
+    """EQUI: every job in the pool gets pool_cores / n cores (fractions below 1 allowed)."""
+    share = pool_cores / n
+    for i in range(n):
+        cores[members[i]] = share
+
+
+@compiled_allocator
+def allocate_fcfs_one_core(
+    members: IntArray,
+    n: int,
+    pool_cores: float,
+    now_s: float,
+    view: AllocatorView,
+    cores: FloatArray,
+) -> None:
+    """One core per job in arrival order until the pool is used up; the rest wait."""
+    left = pool_cores
+    for i in range(n):
+        give = min(1.0, left)
+        if give < FIT_EPS:
+            give = 0.0
+        cores[members[i]] = give
+        left -= give
 
 
 class FcfsPlacer(Placer):
     """Strict FCFS: place queue heads in order until the head fits nowhere.
 
-    Feasibility is the compiled placers' own rule (`compiled.has_room`: cores, GB, GPUs per
+    Feasibility is the compiled placers' own rule (`rules.has_room`: cores, GB, GPUs per
     GPU, worker slots) applied to the view's free resources as this call's decisions use
     them up.
     """
@@ -62,7 +131,7 @@ class FcfsPlacer(Placer):
         out: list[Placement] = []
         for i, job in enumerate(queue):
             c, m, g = float(cpu[i]), float(mem[i]), float(gpu[i])
-            count = compiled.fit_mask(view.active, free[0], free[1], free[2], free[3], c, m, g, ok)
+            count = rules.fit_mask(view.active, free[0], free[1], free[2], free[3], c, m, g, ok)
             if count == 0:
                 break
             k = self.choose(ok, count)
@@ -72,7 +141,7 @@ class FcfsPlacer(Placer):
                 free[1][k] -= m
                 free[2][k] -= 1.0
                 if g > 0:
-                    mask = compiled.choose_gpus(free[3], k, g)
+                    mask = rules.choose_gpus(free[3], k, g)
                     milli = np.floor(g * GPU_MILLI + 0.5) if g < 1 else GPU_MILLI
                     for b in range(free[3].shape[1]):
                         if mask >> b & 1:
@@ -84,7 +153,7 @@ class FcfsPlacer(Placer):
 class FirstFit(FcfsPlacer):
     """FCFS queue; each job goes to the first node (in node order) that fits it."""
 
-    kernel_code = compiled.PLACE_FIRST_FIT
+    compiled = place_first_fit
 
     def choose(self, fits: npt.NDArray[np.bool_], count: int) -> int:
         return int(np.argmax(fits))
@@ -98,13 +167,13 @@ class RandomFit(FcfsPlacer):
     seeds its compiled stream with the first draw of the placer's generator.
     """
 
-    kernel_code = compiled.PLACE_RANDOM_FIT
+    compiled = place_random_fit
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         self.stream = np.array([rng.integers(0, 2**63)], dtype=np.uint64)
 
     def choose(self, fits: npt.NDArray[np.bool_], count: int) -> int:
-        pick = compiled.uniform_index(self.stream, count)
+        pick = rules.uniform_index(self.stream, count)
         return int(np.flatnonzero(fits)[pick])
 
 
@@ -112,7 +181,7 @@ class RandomFit(FcfsPlacer):
 class Equi(Allocator):
     """EQUI: all jobs in the pool share its cores equally (processor sharing if linear)."""
 
-    kernel_code = compiled.ALLOC_EQUI
+    compiled = allocate_equi
 
     def allocate(self, view: PoolView) -> Allocation:
         n = view.job_ids.size
@@ -123,7 +192,7 @@ class Equi(Allocator):
 class FcfsOneCore(Allocator):
     """One core per job in arrival order; jobs beyond the pool's cores wait."""
 
-    kernel_code = compiled.ALLOC_FCFS_ONE_CORE
+    compiled = allocate_fcfs_one_core
 
     def allocate(self, view: PoolView) -> Allocation:
         n = view.job_ids.size
@@ -158,4 +227,4 @@ class Static(Provisioner):
 class StaticScaler(Scaler):
     """The scenario's nodes for the whole run: nothing is rented or released."""
 
-    kernel_code = ScalerCode.STATIC
+    static: ClassVar[bool] = True

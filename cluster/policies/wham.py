@@ -19,7 +19,7 @@ GREEDY (Berg et al. 2017): maximise sum_j s_{i(j)}(k_j), i.e. equalise s_i'(k) a
 (k_j = max(1, s_i'^{-1}(nu)), sum = n); with N > n, one core each to the n earliest.
 
 Each allocator has a compiled decision function (called inside the engine's loop through
-`cluster.policies.compiled.allocate`) and a Python one; both follow the same arithmetic.
+`cluster.policies.compiled_table`) and a Python one; both follow the same arithmetic.
 This module must not import `cluster.policies.compiled` (which imports it).
 """
 
@@ -35,7 +35,7 @@ from numba import njit
 from cluster.layout import CF, CI, JF, JI
 from cluster.model import SimulationSpec
 from cluster.policies.base import Allocation, Allocator, FloatArray, PoolView
-from cluster.policies.codes import AllocatorCode
+from cluster.policies.compiled_table import AllocatorView, compiled_allocator
 from cluster.policies.registry import register
 from cluster.policies.relaxed_bound import (
     LOG_PRICE_HI,
@@ -49,12 +49,6 @@ from cluster.state import class_arrays
 
 log = logging.getLogger(__name__)
 
-# Allocator codes of this family in `cluster.policies.compiled.allocate`.
-ALLOC_WHAM, ALLOC_FW_CAM, ALLOC_GREEDY = (
-    AllocatorCode.WHAM,
-    AllocatorCode.FW_CAM,
-    AllocatorCode.GREEDY,
-)
 #: Slack on "N > n" and on server counts (cores).
 CORE_EPS = 1e-9
 #: Stop bisecting once the log-price bracket is this narrow.
@@ -421,86 +415,89 @@ def _sort_by_index(
         _sift_down(members, 0, end, jobs_f, jobs_i, classes_f)
 
 
-@njit(cache=True)
+@compiled_allocator
 def allocate_wham(
-    params: np.ndarray,
     members: np.ndarray,
     n: int,
     pool_cores: float,
-    jobs_f: np.ndarray,
-    jobs_i: np.ndarray,
-    classes_f: np.ndarray,
-    classes_i: np.ndarray,
-    class_tx: np.ndarray,
-    class_ty: np.ndarray,
+    now_s: float,
+    view: AllocatorView,
+    cores: np.ndarray,
 ) -> None:
     """WHAM (Definition 6.9) for the first n jobs of `members` (arrival order).
 
-    `params` is the workspace of `clear_widths`. In the first mode members[:n] is reordered
-    in place (the engine rebuilds it before every decision).
+    `view.params` is the workspace of `clear_widths`. In the first mode members[:n] is
+    reordered in place (the engine rebuilds it before every decision).
     """
+    params, jobs_f, jobs_i = view.params, view.jobs_f, view.jobs_i
+    classes_f, classes_i = view.classes_f, view.classes_i
     slots = int(math.floor(pool_cores + CORE_EPS))
     if n > slots:
         _sort_by_index(members, n, jobs_f, jobs_i, classes_f)
         for r in range(n):
-            jobs_f[JF.CORES, members[r]] = 1.0 if r < slots else 0.0
+            cores[members[r]] = 1.0 if r < slots else 0.0
         return
     _count_classes(params, members, n, jobs_i)
     if _clear_closed_form(params, pool_cores, classes_f, classes_i) < 0.0:
-        clear_widths(params, pool_cores, False, classes_f, classes_i, class_tx, class_ty)
+        clear_widths(params, pool_cores, False, classes_f, classes_i, view.class_tx, view.class_ty)
     at = W_COUNTS + 2 * int(params[0])
     for i in range(n):
         j = members[i]
-        jobs_f[JF.CORES, j] = params[at + jobs_i[JI.CLS, j]]
+        cores[j] = params[at + jobs_i[JI.CLS, j]]
 
 
-@njit(cache=True)
+@compiled_allocator
 def allocate_greedy(
-    params: np.ndarray,
     members: np.ndarray,
     n: int,
     pool_cores: float,
-    jobs_f: np.ndarray,
-    jobs_i: np.ndarray,
-    classes_f: np.ndarray,
-    classes_i: np.ndarray,
-    class_tx: np.ndarray,
-    class_ty: np.ndarray,
+    now_s: float,
+    view: AllocatorView,
+    cores: np.ndarray,
 ) -> None:
     """GREEDY: equalise s'(k) across jobs; with more jobs than cores, the earliest get one."""
+    params, jobs_i = view.params, view.jobs_i
     slots = int(math.floor(pool_cores + CORE_EPS))
     if n > slots:
         for i in range(n):
-            jobs_f[JF.CORES, members[i]] = 1.0 if i < slots else 0.0
+            cores[members[i]] = 1.0 if i < slots else 0.0
         return
     _count_classes(params, members, n, jobs_i)
-    clear_widths(params, pool_cores, True, classes_f, classes_i, class_tx, class_ty)
+    clear_widths(
+        params, pool_cores, True, view.classes_f, view.classes_i, view.class_tx, view.class_ty
+    )
     at = W_COUNTS + 2 * int(params[0])
     for i in range(n):
         j = members[i]
-        jobs_f[JF.CORES, j] = params[at + jobs_i[JI.CLS, j]]
+        cores[j] = params[at + jobs_i[JI.CLS, j]]
 
 
-@njit(cache=True)
+@compiled_allocator
 def allocate_fw_cam(
-    params: np.ndarray, members: np.ndarray, n: int, jobs_f: np.ndarray, jobs_i: np.ndarray
+    members: np.ndarray,
+    n: int,
+    pool_cores: float,
+    now_s: float,
+    view: AllocatorView,
+    cores: np.ndarray,
 ) -> None:
     """FW-CAM: per class, the earliest `servers[c]` jobs run at `width[c]` cores, FCFS.
 
-    params = [m, servers_0 .. servers_{m-1}, width_0 .. width_{m-1}, m running counters].
+    view.params = [m, servers_0 .. servers_{m-1}, width_0 .. width_{m-1}, m counters].
     """
+    params = view.params
     m = int(params[0])
     run_at = 1 + 2 * m
     for c in range(m):
         params[run_at + c] = 0.0
     for i in range(n):
         j = members[i]
-        c = jobs_i[JI.CLS, j]
+        c = view.job_class[j]
         if params[run_at + c] < params[1 + c]:
-            jobs_f[JF.CORES, j] = params[1 + m + c]
+            cores[j] = params[1 + m + c]
             params[run_at + c] += 1.0
         else:
-            jobs_f[JF.CORES, j] = 0.0
+            cores[j] = 0.0
 
 
 def workspace(m: int) -> FloatArray:
@@ -564,7 +561,7 @@ class _PriceClearing(Allocator):
 class Wham(_PriceClearing):
     """WHAM: Whittle allocation for malleable jobs (Definition 6.9); knows remaining sizes."""
 
-    kernel_code = ALLOC_WHAM
+    compiled = allocate_wham
 
     def allocate(self, view: PoolView) -> Allocation:
         n = view.job_ids.size
@@ -584,7 +581,7 @@ class Wham(_PriceClearing):
 class Greedy(_PriceClearing):
     """GREEDY: maximise the total rate of inherent work, sum_j s(k_j) (equal marginal s')."""
 
-    kernel_code = ALLOC_GREEDY
+    compiled = allocate_greedy
     greedy = True
 
     def allocate(self, view: PoolView) -> Allocation:
@@ -607,7 +604,7 @@ class FwCam(Allocator):
     than n cores the class with the most servers gives one up until they fit.
     """
 
-    kernel_code = ALLOC_FW_CAM
+    compiled = allocate_fw_cam
 
     def __init__(self, delta: float = 1.0 / 3.0) -> None:
         if not 0.0 < float(delta) < 1.0:

@@ -17,7 +17,8 @@ queue, pool or cluster is handled; runs are deterministic for a seed; the policy
 released) nodes, a failed and a draining node (docs/faults.md), patience timeouts and
 shared GPUs (two 0.5-GPU jobs share one GPU, a 1.0-GPU job needs a wholly free one);
 scalers with failing nodes and views holding down and draining ones. Policies with a
-compiled path (`kernel_code` > 0) must give the same per-job table on both paths.
+compiled path (`compiled`, a function registered in `cluster.policies.compiled_table`)
+must give the same per-job table on both paths.
 
 The `check_*` functions are the rules themselves, usable on their own: each returns the
 list of problems with one decision list (empty when legal).
@@ -578,7 +579,7 @@ class PlacerConformance:
         assert equal_tables(a, b)
 
     def test_compiled_and_python_paths_agree(self) -> None:
-        if self.make_placer().kernel_code == 0:
+        if self.make_placer().compiled is None:
             pytest.skip("no compiled path")
         spec = self._spec()
         fast = Engine(spec, placer=self.make_placer()).run()
@@ -596,7 +597,7 @@ class PlacerConformance:
         engine, result, _ = self.checked_run(spec)
         assert np.any(engine.state.jobs_i[JI.STATE] == JobState.FAILED), "no job timed out"
         assert result.summary["jobs_completed"] > 0
-        if self.make_placer().kernel_code:
+        if self.make_placer().compiled is not None:
             fast = Engine(spec, placer=self.make_placer()).run()
             assert equal_tables(fast, result)
 
@@ -645,7 +646,7 @@ class PlacerConformance:
         assert not np.any(on1 & (start > t3)), "a job started on a draining node"
         assert engine.nodes_i[NI.STATUS, 1] == NodeStatus.RELEASED
         assert result.summary["node_failures"] == 1
-        if self.make_placer().kernel_code:
+        if self.make_placer().compiled is not None:
             fast = Engine(spec, placer=self.make_placer()).run()
             assert equal_tables(fast, result)
 
@@ -796,7 +797,7 @@ class AllocatorConformance:
 
     def test_compiled_and_python_paths_agree(self) -> None:
         allocator = self.make_allocator()
-        if allocator.kernel_code == 0:
+        if allocator.compiled is None:
             pytest.skip("no compiled path")
         spec = self._spec()
         fast = Engine(spec, allocator=self.make_allocator()).run()

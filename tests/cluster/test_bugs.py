@@ -159,17 +159,32 @@ def test_a_head_that_times_out_lets_the_next_job_start_at_once(python: bool) -> 
     np.testing.assert_allclose(table["end_s"].to_numpy()[2], 106.0)
 
 
-# --- unknown compiled codes ------------------------------------------------------------
+# --- unknown compiled functions ----------------------------------------------------------
 
 
-def test_an_unknown_kernel_code_is_refused_naming_the_policy() -> None:
+def test_an_unregistered_compiled_function_is_refused_naming_the_policy() -> None:
+    def seven(job: int, now_s: float, view: object) -> int:
+        return 7
+
     class Seven(FirstFit):
         name = "seven"  # type: ignore[assignment]
-        kernel_code = 7
+        compiled = seven
 
     spec = spec_from_dict(slots_scenario("first-fit"))
-    with pytest.raises(PolicyError, match="'seven'.*kernel_code 7"):
+    with pytest.raises(PolicyError, match="'seven'.*not a registered compiled placer"):
         Engine(spec, placer=Seven())
+
+
+def test_a_compiled_allocator_named_as_a_placer_is_refused() -> None:
+    from cluster.policies.fifo import allocate_equi
+
+    class Mixed(FirstFit):
+        name = "mixed"  # type: ignore[assignment]
+        compiled = allocate_equi
+
+    spec = spec_from_dict(slots_scenario("first-fit"))
+    with pytest.raises(PolicyError, match="'mixed'.*not a registered compiled placer"):
+        Engine(spec, placer=Mixed())
 
 
 # --- the provisioner's stream ------------------------------------------------------------

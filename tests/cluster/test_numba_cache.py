@@ -43,7 +43,7 @@ def test_compiled_code_and_what_it_imports_name_the_cache(tmp_path: Path) -> Non
     # the numba modules, and the modules whose constants they freeze
     assert {"kernel.py", "policies/compiled.py", "layout.py", "state.py"} <= compiled
     seen = {before}
-    for rel in ("kernel.py", "layout.py", "policies/codes.py"):
+    for rel in ("kernel.py", "layout.py", "policies/compiled_table.py"):
         _edit(root / rel, "\n", "\n# changed\n")
         now = cluster._source_hash(root)
         assert now not in seen, rel

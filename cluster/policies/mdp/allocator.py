@@ -21,21 +21,20 @@ Where the table comes from (scenario `scheduler.allocator.params`):
 `learn` holds the settings of `clusteremu learn` and is ignored by ordinary runs. The learner
 swaps tables between epochs with `set_table`. The estimator needs no recording: the state
 path follows from the per-job arrival and end times and the table in force. The compiled
-path (`kernel_code`) and the Python path agree.
+path (`compiled`) and the Python path agree.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from cluster.model import SimulationSpec
 from cluster.policies.base import Allocation, Allocator, PolicyError, PoolView
-from cluster.policies.compiled import ALLOC_MDP
-from cluster.policies.mdp.kernel import P_B, P_CLASSES, P_M, shares_offset
+from cluster.policies.mdp.kernel import P_B, P_CLASSES, P_M, allocate_mdp, shares_offset
 from cluster.policies.mdp.learn_config import LearnConfig
 from cluster.policies.mdp.model import MdpModelError, check_theta, model_from_spec
 from cluster.policies.registry import register
@@ -69,7 +68,7 @@ class MdpAllocator(Allocator):
     """Shares per class from a policy table (two classes: class 1's share a(x1, x2));
     EQUI within each class."""
 
-    kernel_code: ClassVar[int] = ALLOC_MDP
+    compiled = allocate_mdp
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """Compiled decision function of the `mdp` allocator (the MDP paper, section 2.2).
 
-The allocator's parameter array (`MdpAllocator.kernel_params()`, handed unchanged to the
-engine's compiled loop) holds a small header and the policy's shares. At every event in its
+The allocator's parameter array (`MdpAllocator.kernel_params()`, the compiled function's
+`view.params`) holds a small header and the policy's shares. At every event in its
 pool the function counts the jobs x_j of each of the m classes the policy covers, looks up
 the shares of the state (min(x_1, B), ..., min(x_m, B)) and gives each class-j job
 share_j k / x_j cores (EQUI within a class); jobs of any other class get nothing. With two
@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from cluster.jit import kernel_function
-from cluster.layout import JF, JI
+from cluster.layout import JI
+from cluster.policies.compiled_table import AllocatorView, compiled_allocator
 
 P_B, P_M, P_CLASSES = 0, 1, 2
 
@@ -41,17 +42,17 @@ def _slot(params: np.ndarray, m: int, c: int) -> int:
     return -1
 
 
-@kernel_function
+@compiled_allocator
 def allocate_mdp(
-    params: np.ndarray,
     members: np.ndarray,
     n: int,
     pool_cores: float,
-    now: float,
-    jobs_f: np.ndarray,
-    jobs_i: np.ndarray,
+    now_s: float,
+    view: AllocatorView,
+    cores: np.ndarray,
 ) -> None:
-    """Write cores per job (jobs_f[JF.CORES]) for the first n entries of `members`."""
+    """Write cores per job (`cores[j]`) for the first n entries of `members`."""
+    params, jobs_i = view.params, view.jobs_i
     b = int(params[P_B])
     m = int(params[P_M])
     count = P_CLASSES + m  # scratch counts
@@ -69,6 +70,6 @@ def allocate_mdp(
         j = members[i]
         s = _slot(params, m, jobs_i[JI.CLS, j])
         if s >= 0:
-            jobs_f[JF.CORES, j] = params[base + s] * pool_cores / params[count + s]
+            cores[j] = params[base + s] * pool_cores / params[count + s]
         else:
-            jobs_f[JF.CORES, j] = 0.0
+            cores[j] = 0.0

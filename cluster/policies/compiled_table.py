@@ -1,0 +1,391 @@
+"""The one table of compiled policies: decorators, typed read-only views, function pointers.
+
+A compiled policy is a numba function with a fixed signature per extension point,
+registered with a decorator and called by the engine's compiled loop through a function
+pointer, so the loop is compiled once for every policy (built-in or yours) and your module
+compiles only your function:
+
+    @compiled_placer
+    def place(job: int, now_s: float, view: PlacerView) -> int: ...      # node, or -1
+    @compiled_allocator
+    def allocate(members, n, pool_cores, now_s, view: AllocatorView, cores) -> None: ...
+    @compiled_scaler
+    def scale(now_s: float, view: ScalerView, actions) -> int: ...       # actions written
+
+Views are NamedTuples of read-only arrays (numba refuses to compile a write to one): the
+engine's state as the loop holds it at the call, by name and unit. Two fields belong to
+the policy and are writable: `params` (its `kernel_params()`, also a workspace) and `rng`
+(its seeded SplitMix64 stream: draw with `uniform_index(view.rng, n)`). Decisions are
+checked like Python ones: a placement must fit (`fits`), an allocation must give every
+member a finite non-negative number of cores and no more than the pool's, scaler actions
+go through the engine's `rent` and `release`. A violation stops the run with a
+`PolicyError` naming the policy.
+
+A policy class points at its function (`compiled = place`); the engine refuses a function
+that is not in this table for the class's extension point. docs/adding_a_policy.md has
+worked examples.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit, typeof, types
+from numba.core import cgutils
+from numba.core.registry import CPUDispatcher
+from numba.experimental.function_type import _get_jit_address, _get_wrapper_address
+from numba.extending import intrinsic
+
+from cluster.jit import inline_function, signals_blocked
+from cluster.layout import CF, JF, JI, NF, NI, JobState, NodeStatus
+from cluster.policies.compiled import has_room, uniform_index
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+__all__ = [
+    "AllocatorView",
+    "PlacerView",
+    "ScalerView",
+    "compiled_allocator",
+    "compiled_placer",
+    "compiled_scaler",
+    "fits",
+    "uniform_index",
+    "RENT",
+    "RELEASE",
+    "JobState",
+    "NodeStatus",
+]
+
+
+class PlacerView(NamedTuple):
+    """What a compiled placer reads (arrays read-only unless said): J job rows, N node rows.
+
+    Job rows are indexed by job id, node rows by node index (rows never handed out, or
+    released, are not UP and never fit)."""
+
+    request_cpu: FloatArray  #: (J,) cores
+    request_mem: FloatArray  #: (J,) GB
+    request_gpu: FloatArray  #: (J,) GPUs (a share of one GPU below 1)
+    arrival_s: FloatArray  #: (J,) s
+    job_class: IntArray  #: (J,) class index (scenario order)
+    free_cpu: FloatArray  #: (N,) cores
+    free_mem: FloatArray  #: (N,) GB
+    free_slots: FloatArray  #: (N,) worker slots
+    capacity_cpu: FloatArray  #: (N,) cores
+    capacity_mem: FloatArray  #: (N,) GB
+    node_status: IntArray  #: (N,) `cluster.layout.NodeStatus`
+    node_type: IntArray  #: (N,) node type index (scenario order)
+    gpu_free: FloatArray  #: (N, G) free milli-GPU of each GPU (1000 = a whole free GPU)
+    params: FloatArray  #: writable: the policy's `kernel_params()`
+    rng: npt.NDArray[np.uint64]  #: writable: the policy's SplitMix64 state (`uniform_index`)
+
+
+class AllocatorView(NamedTuple):
+    """What a compiled allocator reads (read-only unless said). The `*_f`/`*_i` tables are
+    the engine's own rows (named in `cluster.layout`: `JF`, `JI`, `CF`, `CI`), for
+    allocators that need the speed-up curves; the named fields cover the common needs."""
+
+    arrival_s: FloatArray  #: (J,) s
+    size: FloatArray  #: (J,) work (s on one core)
+    remaining: FloatArray  #: (J,) work left
+    current_cores: FloatArray  #: (J,) cores held now
+    job_class: IntArray  #: (J,) class index
+    holding_cost: FloatArray  #: (classes,) $ per s in system
+    jobs_f: FloatArray
+    jobs_i: IntArray
+    classes_f: FloatArray
+    classes_i: IntArray
+    class_tx: FloatArray  #: (classes, points) speed-up table x (cores)
+    class_ty: FloatArray  #: speed-up table y
+    params: FloatArray  #: writable: the policy's `kernel_params()` (and workspace)
+
+
+class ScalerView(NamedTuple):
+    """What a compiled scaler reads (read-only unless said); the waiting jobs are
+    `queue[queue_head:queue_tail]` whose `job_state` is QUEUED (others left)."""
+
+    queue: IntArray  #: job ids in arrival order
+    queue_head: int
+    queue_tail: int
+    job_state: IntArray  #: (J,) `cluster.layout.JobState` (QUEUED while it waits)
+    request_cpu: FloatArray  #: (J,) cores
+    job_class: IntArray  #: (J,) class index
+    node_count: int  #: node rows handed out (static nodes, then rented ones)
+    node_status: IntArray  #: (N,) `NodeStatus`
+    node_type: IntArray  #: (N,) node type index
+    running_jobs: FloatArray  #: (N,) jobs running on the node
+    free_cpu: FloatArray  #: (N,) cores
+    params: FloatArray  #: writable: the policy's `kernel_params()`
+
+
+#: Scaler actions (rows of the `actions` array a compiled scaler writes; column i = action i).
+RENT, RELEASE = 1, 2
+
+
+def _read_only(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    a = np.zeros((1,) * a.ndim, dtype=a.dtype)
+    a.flags.writeable = False
+    return a
+
+
+def _view_type(cls: type, sample: dict[str, npt.NDArray[Any] | int], writable: set[str]) -> Any:
+    fields = {}
+    for name in cls._fields:  # type: ignore[attr-defined]
+        v = sample[name]
+        fields[name] = v if not isinstance(v, np.ndarray) or name in writable else _read_only(v)
+    return typeof(cls(**fields))
+
+
+_F1, _I1, _F2, _I2 = (
+    np.zeros(1),
+    np.zeros(1, np.int64),
+    np.zeros((1, 1)),
+    np.zeros((1, 1), np.int64),
+)
+_U1 = np.zeros(1, np.uint64)
+PLACER_VIEW = _view_type(
+    PlacerView,
+    {
+        **dict.fromkeys(PlacerView._fields, _F1),
+        "job_class": _I1,
+        "node_status": _I1,
+        "node_type": _I1,
+        "gpu_free": _F2,
+        "rng": _U1,
+    },
+    {"params", "rng"},
+)
+ALLOCATOR_VIEW = _view_type(
+    AllocatorView,
+    {
+        **dict.fromkeys(AllocatorView._fields, _F1),
+        "job_class": _I1,
+        "jobs_f": _F2,
+        "jobs_i": _I2,
+        "classes_f": _F2,
+        "classes_i": _I2,
+        "class_tx": _F2,
+        "class_ty": _F2,
+    },
+    {"params"},
+)
+SCALER_VIEW = _view_type(
+    ScalerView,
+    {
+        **dict.fromkeys(ScalerView._fields, _F1),
+        "queue": _I1,
+        "queue_head": 0,
+        "queue_tail": 0,
+        "job_state": _I1,
+        "job_class": _I1,
+        "node_count": 0,
+        "node_status": _I1,
+        "node_type": _I1,
+    },
+    {"params"},
+)
+_MEMBERS = types.Array(types.int64, 1, "C")
+_CORES = types.Array(types.float64, 1, "C")
+_ACTIONS = types.Array(types.int64, 2, "C")
+
+#: The signature of each extension point's compiled function.
+SIGNATURES: dict[str, Any] = {
+    "placer": types.int64(types.int64, types.float64, PLACER_VIEW),
+    "allocator": types.none(
+        _MEMBERS, types.int64, types.float64, types.float64, ALLOCATOR_VIEW, _CORES
+    ),
+    "scaler": types.int64(types.float64, SCALER_VIEW, _ACTIONS),
+}
+KINDS = tuple(SIGNATURES)
+
+#: The one table: every compiled policy function by extension point, in registration
+#: order; a function's code is its index + 1 (0 = a Python policy).
+TABLE: dict[str, list[Any]] = {kind: [] for kind in KINDS}
+
+
+def _register(kind: str, fn: Any) -> Any:
+    dispatcher = fn if isinstance(fn, CPUDispatcher) else njit(cache=True)(fn)
+    if getattr(dispatcher, "extension_point", kind) != kind:
+        raise TypeError(
+            f"{dispatcher.py_func.__qualname__} is already a compiled {dispatcher.extension_point}"
+        )
+    dispatcher.extension_point = kind
+    if dispatcher not in TABLE[kind]:
+        TABLE[kind].append(dispatcher)
+    return dispatcher
+
+
+def compiled_placer(fn: Callable[..., int]) -> Any:
+    """Register `place(job, now_s, view: PlacerView) -> node` (-1: the job waits).
+
+    The engine calls it for the job at the head of the queue (a compiled placer is strict
+    FCFS) until it returns -1; the node must be up and `fits`."""
+    return _register("placer", fn)
+
+
+def compiled_allocator(fn: Callable[..., None]) -> Any:
+    """Register `allocate(members, n, pool_cores, now_s, view: AllocatorView, cores)`.
+
+    `members[:n]` are the pool's jobs in arrival order (scratch: it may be reordered);
+    write `cores[j]` (cores, finite, >= 0) for each member j; together at most
+    `pool_cores`."""
+    return _register("allocator", fn)
+
+
+def compiled_scaler(fn: Callable[..., int]) -> Any:
+    """Register `scale(now_s, view: ScalerView, actions) -> count`.
+
+    Write action i as `actions[0, i] = RENT, actions[1, i] = node type index` or
+    `actions[0, i] = RELEASE, actions[1, i] = node`; return how many (0: nothing to do,
+    the loop goes on without leaving compiled code)."""
+    return _register("scaler", fn)
+
+
+def compiled_of(policy: object) -> Any:
+    """A policy's `compiled` function as set (a numba dispatcher is a descriptor: read
+    through the instance, it would come back bound)."""
+    return inspect.getattr_static(policy, "compiled", None)
+
+
+def code_of(kind: str, fn: Any) -> int:
+    """The table code of compiled function `fn` for extension point `kind` (index + 1);
+    0 for None (a Python policy); ValueError for a function not in the table."""
+    if fn is None:
+        return 0
+    for i, f in enumerate(TABLE.get(kind, ())):
+        if f is fn:
+            return i + 1
+    raise ValueError(
+        f"{getattr(fn, '__name__', fn)!r} is not a registered compiled {kind} "
+        f"(decorate it with @compiled_{kind}, cluster.policies.compiled_table)"
+    )
+
+
+def function_addresses(kind: str, fn: Any) -> tuple[int, int, int]:
+    """(C wrapper, Python object, numba entry) addresses of `fn` compiled for its
+    extension point's signature: what the loop calls through (`as_*`). Zeros for None.
+    The caller keeps `fn` alive while the addresses are in use."""
+    if fn is None:
+        return (0, 0, 0)
+    sig = SIGNATURES[kind]
+    with signals_blocked():
+        if sig.args not in fn.overloads:
+            fn.compile(sig)
+    return (_get_wrapper_address(fn, sig), id(fn), _get_jit_address(fn, sig))
+
+
+def _pointer_caster(kind: str) -> Any:
+    fn_type = types.FunctionType(SIGNATURES[kind])
+
+    def as_function(typingctx: Any, c_addr: Any, py_addr: Any, jit_addr: Any) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            fn = cgutils.create_struct_proxy(fn_type)(context, builder)
+            pointer = context.get_value_type(types.voidptr)
+            fn.c_addr = builder.inttoptr(args[0], pointer)
+            fn.py_addr = builder.inttoptr(args[1], pointer)
+            fn.jit_addr = builder.inttoptr(args[2], pointer)
+            return fn._getvalue()
+
+        return fn_type(c_addr, py_addr, jit_addr), codegen
+
+    as_function.__name__ = f"as_{kind}"
+    return intrinsic(as_function)
+
+
+#: Intrinsics turning addresses (`function_addresses`) into a callable first-class function.
+as_placer = _pointer_caster("placer")
+as_allocator = _pointer_caster("allocator")
+as_scaler = _pointer_caster("scaler")
+
+
+@intrinsic
+def read_only(typingctx: Any, array: Any) -> Any:
+    """The same array typed read-only (no copy): numba refuses to compile a write to it."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return args[0]
+
+    return array.copy(readonly=True)(array), codegen
+
+
+@inline_function
+def placer_view(s) -> PlacerView:  # type: ignore[no-untyped-def]
+    """The placer's view of engine state `s` (built by the loop at each placing round)."""
+    return PlacerView(
+        read_only(s.jobs_f[JF.REQ_CPU]),
+        read_only(s.jobs_f[JF.REQ_MEM]),
+        read_only(s.jobs_f[JF.REQ_GPU]),
+        read_only(s.jobs_f[JF.ARRIVAL]),
+        read_only(s.jobs_i[JI.CLS]),
+        read_only(s.nodes_f[NF.FREE_CPU]),
+        read_only(s.nodes_f[NF.FREE_MEM]),
+        read_only(s.nodes_f[NF.FREE_SLOTS]),
+        read_only(s.nodes_f[NF.CAP_CPU]),
+        read_only(s.nodes_f[NF.CAP_MEM]),
+        read_only(s.nodes_i[NI.STATUS]),
+        read_only(s.nodes_i[NI.NODE_TYPE]),
+        read_only(s.gpu_free),
+        s.placer_params,
+        s.rng,
+    )
+
+
+@inline_function
+def allocator_view(s) -> AllocatorView:  # type: ignore[no-untyped-def]
+    """The allocator's view of engine state `s`."""
+    return AllocatorView(
+        read_only(s.jobs_f[JF.ARRIVAL]),
+        read_only(s.jobs_f[JF.SIZE]),
+        read_only(s.jobs_f[JF.REM]),
+        read_only(s.jobs_f[JF.CORES]),
+        read_only(s.jobs_i[JI.CLS]),
+        read_only(s.classes_f[CF.HOLDING_COST]),
+        read_only(s.jobs_f),
+        read_only(s.jobs_i),
+        read_only(s.classes_f),
+        read_only(s.classes_i),
+        read_only(s.class_tx),
+        read_only(s.class_ty),
+        s.alloc_params,
+    )
+
+
+@inline_function
+def scaler_view(s, q_head: int, q_tail: int, nodes_used: int) -> ScalerView:  # type: ignore[no-untyped-def]
+    """The scaler's view of engine state `s`."""
+    return ScalerView(
+        read_only(s.queue),
+        q_head,
+        q_tail,
+        read_only(s.jobs_i[JI.STATE]),
+        read_only(s.jobs_f[JF.REQ_CPU]),
+        read_only(s.jobs_i[JI.CLS]),
+        nodes_used,
+        read_only(s.nodes_i[NI.STATUS]),
+        read_only(s.nodes_i[NI.NODE_TYPE]),
+        read_only(s.nodes_f[NF.RUNNING_JOBS]),
+        read_only(s.nodes_f[NF.FREE_CPU]),
+        s.scaler_params,
+    )
+
+
+@inline_function
+def fits(view, job: int, node: int) -> bool:  # type: ignore[no-untyped-def]
+    """Whether `node` is up and has room for `job` (cores, GB, GPUs, a free slot): the
+    engine's one fit rule (`compiled.has_room`), the one it checks a compiled placer with."""
+    return view.node_status[node] == NodeStatus.UP and has_room(
+        view.free_cpu[node],
+        view.free_mem[node],
+        view.free_slots[node],
+        view.gpu_free,
+        node,
+        view.request_cpu[job],
+        view.request_mem[job],
+        view.request_gpu[job],
+    )
