@@ -113,7 +113,9 @@ class FcfsPlacer(Placer):
     #: Behind a blocked head nothing starts: the engine asks only when the head may move.
     strict_fcfs = True
 
-    def choose(self, fits: npt.NDArray[np.bool_], count: int) -> int:
+    def choose(self, fits: npt.NDArray[np.bool_], count: int, free_cpu: FloatArray) -> int:
+        """The node for the job at the head: `fits` marks the `count` nodes with room, and
+        `free_cpu` is every node's free cores as this call's earlier placements left them."""
         raise NotImplementedError
 
     def place(self, view: PlacementView) -> list[Placement]:
@@ -134,7 +136,7 @@ class FcfsPlacer(Placer):
             count = rules.fit_mask(view.active, free[0], free[1], free[2], free[3], c, m, g, ok)
             if count == 0:
                 break
-            k = self.choose(ok, count)
+            k = self.choose(ok, count, free[0])
             out.append(Placement(job, k))
             if len(queue) > 1:
                 free[0][k] -= c
@@ -155,7 +157,7 @@ class FirstFit(FcfsPlacer):
 
     compiled = place_first_fit
 
-    def choose(self, fits: npt.NDArray[np.bool_], count: int) -> int:
+    def choose(self, fits: npt.NDArray[np.bool_], count: int, free_cpu: FloatArray) -> int:
         return int(np.argmax(fits))
 
 
@@ -172,7 +174,7 @@ class RandomFit(FcfsPlacer):
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         self.stream = np.array([rng.integers(0, 2**63)], dtype=np.uint64)
 
-    def choose(self, fits: npt.NDArray[np.bool_], count: int) -> int:
+    def choose(self, fits: npt.NDArray[np.bool_], count: int, free_cpu: FloatArray) -> int:
         pick = rules.uniform_index(self.stream, count)
         return int(np.flatnonzero(fits)[pick])
 
