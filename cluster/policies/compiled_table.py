@@ -54,6 +54,8 @@ __all__ = [
     "compiled_allocator",
     "compiled_placer",
     "compiled_scaler",
+    "compiled_scorer",
+    "ScorerView",
     "fits",
     "uniform_index",
     "RENT",
@@ -124,6 +126,20 @@ class ScalerView(NamedTuple):
     params: FloatArray  #: writable: the policy's `kernel_params()`
 
 
+class ScorerView(NamedTuple):
+    """What a compiled score plugin (the scoring scheduler, docs/scoring.md) reads, all
+    read-only but `params`: N nodes of the scoring scheduler's cluster."""
+
+    request: FloatArray  #: (3,) the pod's cores, GB, GPUs
+    capacity: FloatArray  #: (3, N) cores, GB, GPUs
+    free: FloatArray  #: (3, N) free before this placement
+    free_slots: FloatArray  #: (N,) worker slots (inf: unlimited)
+    node_type: IntArray  #: (N,) node type index
+    is_edge: npt.NDArray[np.bool_]  #: (N,) an edge node (docs/scoring.md)
+    missing_image_mb: FloatArray  #: (m,) MB of the pod's image each scored node must pull
+    params: FloatArray  #: writable: the plugin's `kernel_params()`
+
+
 #: Scaler actions (rows of the `actions` array a compiled scaler writes; column i = action i).
 RENT, RELEASE = 1, 2
 
@@ -190,6 +206,17 @@ SCALER_VIEW = _view_type(
     },
     {"params"},
 )
+SCORER_VIEW = _view_type(
+    ScorerView,
+    {
+        **dict.fromkeys(ScorerView._fields, _F1),
+        "capacity": _F2,
+        "free": _F2,
+        "node_type": _I1,
+        "is_edge": np.zeros(1, np.bool_),
+    },
+    {"params"},
+)
 _MEMBERS = types.Array(types.int64, 1, "C")
 _CORES = types.Array(types.float64, 1, "C")
 _ACTIONS = types.Array(types.int64, 2, "C")
@@ -201,6 +228,7 @@ SIGNATURES: dict[str, Any] = {
         _MEMBERS, types.int64, types.float64, types.float64, ALLOCATOR_VIEW, _CORES
     ),
     "scaler": types.int64(types.float64, SCALER_VIEW, _ACTIONS),
+    "scorer": types.none(types.Array(types.int64, 1, "C", readonly=True), SCORER_VIEW, _CORES),
 }
 KINDS = tuple(SIGNATURES)
 
@@ -253,6 +281,14 @@ def compiled_of(policy: object) -> Any:
     return inspect.getattr_static(policy, "compiled", None)
 
 
+def compiled_scorer(fn: Callable[..., None]) -> Any:
+    """Register `score(nodes, view: ScorerView, out)` for a scoring-scheduler plugin.
+
+    Write `out[i]`, the score in [0, 100] of node `nodes[i]` (the feasible nodes, in the
+    framework's order), for every i; the framework checks the range as for any plugin."""
+    return _register("scorer", fn)
+
+
 def code_of(kind: str, fn: Any) -> int:
     """The table code of compiled function `fn` for extension point `kind` (index + 1);
     0 for None (a Python policy); ValueError for a function not in the table."""
@@ -280,6 +316,22 @@ def function_addresses(kind: str, fn: Any) -> tuple[int, int, int]:
     return (_get_wrapper_address(fn, sig), id(fn), _get_jit_address(fn, sig))
 
 
+#: This process's address rows (`address_row`), by function: addresses never leave the
+#: process (a policy pickled to a Ray worker finds its function there afresh).
+_ROWS: dict[int, tuple[Any, IntArray]] = {}
+
+
+def address_row(kind: str, fn: Any) -> IntArray:
+    """`function_addresses` of a registered function as an int64 array, cached per process;
+    ValueError for a function not in the table."""
+    row = _ROWS.get(id(fn))
+    if row is None or row[0] is not fn:
+        code_of(kind, fn)
+        row = (fn, np.array(function_addresses(kind, fn), dtype=np.int64))
+        _ROWS[id(fn)] = row
+    return row[1]
+
+
 def _pointer_caster(kind: str) -> Any:
     fn_type = types.FunctionType(SIGNATURES[kind])
 
@@ -302,6 +354,14 @@ def _pointer_caster(kind: str) -> Any:
 as_placer = _pointer_caster("placer")
 as_allocator = _pointer_caster("allocator")
 as_scaler = _pointer_caster("scaler")
+as_scorer = _pointer_caster("scorer")
+
+
+@njit(cache=True)
+def call_scorer(addresses, nodes, view, out) -> None:  # type: ignore[no-untyped-def]
+    """Run a compiled score plugin (its `function_addresses`) on `nodes` into `out`."""
+    score = as_scorer(addresses[0], addresses[1], addresses[2])
+    score(nodes, view, out)
 
 
 @intrinsic

@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from cluster.layout import GPU_MILLI
 from cluster.model import NodeType
+from cluster.policies import compiled_table
 from cluster.policies.registry import registrar
 from cluster.policies.scoring import kernels
 from cluster.policies.scoring.skippy_compat import COMPAT_SCALE, check_compat
@@ -384,14 +385,52 @@ class ScorePlugin:
     `score`, like kube-scheduler's NormalizeScore extension. Built-in plugins also have a
     compiled form (`kernel_code` >= 0, see `kernels.fused_total`); the framework then scores
     all of them in one pass, and the numpy `score` stays the reference (tests compare both).
+    A plugin of your own can be a numba function instead (`compiled`, registered with
+    `@compiled_scorer` in `cluster.policies.compiled_table`): `score` then runs it over the
+    feasible nodes in one compiled call.
     """
 
     name: ClassVar[str] = "scorer"
-    #: Code of the plugin in `kernels.fused_total`; -1 = numpy only.
+    #: Code of the plugin in `kernels.fused_total`; -1 = not one of the fused scorers.
     kernel_code: ClassVar[int] = -1
+    #: A compiled score function (`@compiled_scorer`), or None.
+    compiled: ClassVar[Any] = None
+
+    def kernel_params(self) -> FloatArray:
+        """The compiled function's `view.params`."""
+        return np.zeros(1)
 
     def score(self, cycle: Cycle) -> FloatArray:
-        raise NotImplementedError
+        function = compiled_table.compiled_of(self)
+        if function is None:
+            raise NotImplementedError(f"score plugin {self.name!r} has no score()")
+        addresses = compiled_table.address_row("scorer", function)
+        out = np.empty(cycle.nodes.size)
+        compiled_table.call_scorer(
+            addresses, _read_only(cycle.nodes), scorer_view(self, cycle), out
+        )
+        return out
+
+
+def _read_only(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    v = np.ascontiguousarray(a).view()
+    v.flags.writeable = False
+    return v
+
+
+def scorer_view(plugin: ScorePlugin, cycle: Cycle) -> compiled_table.ScorerView:
+    """A compiled score plugin's read-only view of a scheduling cycle."""
+    table, state = cycle.table, cycle.state
+    return compiled_table.ScorerView(
+        request=_read_only(np.asarray(cycle.request, dtype=np.float64)),
+        capacity=_read_only(table.capacity.astype(np.float64, copy=False)),
+        free=_read_only(state.free.astype(np.float64, copy=False)),
+        free_slots=_read_only(state.free_slots.astype(np.float64, copy=False)),
+        node_type=_read_only(table.node_type.astype(np.int64, copy=False)),
+        is_edge=_read_only(table.is_edge.astype(np.bool_, copy=False)),
+        missing_image_mb=_read_only(cycle.missing_image_mb().astype(np.float64, copy=False)),
+        params=np.ascontiguousarray(plugin.kernel_params(), dtype=np.float64),
+    )
 
 
 F = TypeVar("F", bound=type[FilterPlugin])
@@ -521,6 +560,18 @@ class Framework:
         self.scorers = [(s, float(w)) for s, w in zip(scorers, weights, strict=True) if w != 0.0]
         self.check_scores = check_scores
         codes = [s.kernel_code for s, _ in self.scorers]
+        for (plugin, _), code in zip(self.scorers, codes, strict=True):
+            if not -1 <= code < kernels.N_KERNEL_SCORERS:
+                raise ValueError(
+                    f"score plugin {plugin.name!r}: kernel_code {code} is not a fused "
+                    f"scorer (0..{kernels.N_KERNEL_SCORERS - 1}, or -1 for none)"
+                )
+            function = compiled_table.compiled_of(plugin)
+            if function is not None:
+                try:
+                    compiled_table.code_of("scorer", function)
+                except ValueError as exc:
+                    raise ValueError(f"score plugin {plugin.name!r}: {exc}") from None
         #: All scorers compiled and distinct: score them in one fused kernel pass.
         self.fused = fused and all(c >= 0 for c in codes) and len(set(codes)) == len(codes)
         if self.fused:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cluster.policies.compiled_table import compiled_scorer
 from cluster.policies.scoring import filters as F
 from cluster.policies.scoring import scorers as S
 from cluster.policies.scoring.framework import (
@@ -186,3 +187,80 @@ def test_percentage_of_nodes_to_score_searches_round_robin() -> None:
     assert third.tolist() == list(range(0, 200, 2))  # wrapped around
     with pytest.raises(ValueError, match="percentage_of_nodes_to_score"):
         Framework(ALL_FILTERS, [S.LeastAllocated()], [1.0], percentage_of_nodes_to_score=150)
+
+
+# --- compiled score plugins (cluster.policies.compiled_table) ----------------------------------
+
+
+@compiled_scorer
+def score_free_cpu_share(nodes, view, out):  # type: ignore[no-untyped-def]
+    """100 x the share of cores left free after the placement."""
+    for i in range(nodes.shape[0]):
+        k = nodes[i]
+        cap = view.capacity[0, k]
+        left = view.free[0, k] - view.request[0]
+        out[i] = 100.0 * left / cap if cap > 0 else 0.0
+
+
+class CompiledFreeShare(ScorePlugin):
+    name = "CompiledFreeShare"
+    compiled = score_free_cpu_share
+
+
+class NumpyFreeShare(ScorePlugin):
+    name = "NumpyFreeShare"
+
+    def score(self, cycle: Cycle) -> np.ndarray:
+        cap, free = cycle.capacity()[0], cycle.free()[0]
+        return np.where(cap > 0, 100.0 * (free - cycle.request[0]) / np.where(cap > 0, cap, 1), 0)
+
+
+def test_a_compiled_score_plugin_scores_as_its_numpy_twin() -> None:
+    table, state, _ = cluster([node(f"n{i}", 4 + i, 8) for i in range(6)])
+    state.free[0, :] = [1.0, 4.0, 2.5, 7.0, 3.0, 9.0]
+    pod = compile_pod(PodSpec("p", (1.0, 0.0, 0.0)), table, {})
+    totals = []
+    for plugin in (CompiledFreeShare(), NumpyFreeShare()):
+        fw = Framework(ALL_FILTERS, [plugin, S.LeastAllocated()], [1.0, 0.5])
+        c = Cycle(table, state, pod)
+        fw.feasible(c)
+        totals.append(fw.total(c))
+        assert fw.select(Cycle(table, state, pod), np.random.default_rng(0)) == 5
+    np.testing.assert_allclose(totals[0], totals[1], rtol=0, atol=1e-12)
+
+
+@compiled_scorer
+def score_too_high(nodes, view, out):  # type: ignore[no-untyped-def]
+    for i in range(nodes.shape[0]):
+        out[i] = 150.0
+
+
+def test_a_compiled_score_out_of_range_is_refused() -> None:
+    class TooHigh(ScorePlugin):
+        name = "TooHigh"
+        compiled = score_too_high
+
+    table, state, _ = cluster([node("a", 4, 8), node("b", 4, 8)])
+    fw = Framework(ALL_FILTERS, [TooHigh()], [1.0])
+    with pytest.raises(ScoreRangeError, match="TooHigh"):
+        fw.select(
+            Cycle(table, state, compile_pod(PodSpec("p"), table, {})), np.random.default_rng(0)
+        )
+
+
+def test_an_unregistered_compiled_scorer_or_unknown_code_is_refused() -> None:
+    def loose(nodes, view, out):  # type: ignore[no-untyped-def]
+        pass
+
+    class Loose(ScorePlugin):
+        name = "Loose"
+        compiled = loose
+
+    class Coded(ScorePlugin):
+        name = "Coded"
+        kernel_code = 42
+
+    with pytest.raises(ValueError, match="'Loose'.*not a registered compiled scorer"):
+        Framework(ALL_FILTERS, [Loose()], [1.0])
+    with pytest.raises(ValueError, match="'Coded': kernel_code 42"):
+        Framework(ALL_FILTERS, [Coded()], [1.0])
