@@ -201,7 +201,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         self._s = self._build_state(placer_rng, force_python_policies)
         self._t = tuple(self._s)  # what compiled entries take (see cluster.kernel)
         self._first_failures()
-        self._run: Callable[..., int] | None = None  # run_entry without type dispatch
+        self._run: Callable[..., int] | None = None  # the loop entry without type dispatch
         self._ro: EngineState | None = None
         self._view_cache: dict[str, Any] = {}
         self._pending: list[Placement] | tuple[Placement, ...] = []
@@ -309,8 +309,15 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         }
         if self.scaler.static:
             functions["scaler"] = None
+        # Compile (or load) only what the scenario calls: no allocator without pools.
+        used = {
+            "placer": bool(self.spec.nodes or self.spec.node_types),
+            "allocator": bool(self.spec.pools),
+            "scaler": True,
+        }
+        addresses = {k: f if used[k] else None for k, f in functions.items()}
         self._fns = np.array(
-            [compiled_table.function_addresses(kind, functions[kind]) for kind in functions],
+            [compiled_table.function_addresses(kind, addresses[kind]) for kind in functions],
             dtype=np.int64,
         )
         self._compiled = functions  # keeps the functions (and their addresses) alive
@@ -439,6 +446,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             entry = kernel.loop_entry(
                 pools=self._s.pools_f.shape[1] > 0,
                 python_placer=self._s.istate[IS.PLACER_CODE] == 0,
+                events=bool(self._s.istate[IS.FAULTS] or self._s.istate[IS.HAS_USAGE]),
             )
             run = self._run = direct_entry(entry, self._t, self._fns, until_s, max_events, -1, -1)
         job = node = -1

@@ -678,15 +678,22 @@ def lifted_request(s, c: int, hit: float) -> float:  # type: ignore[no-untyped-d
 
 
 @inline_function
+def node_up(s, k: int) -> bool:  # type: ignore[no-untyped-def]
+    """A booting node finishes starting up and takes jobs (False: it was not booting)."""
+    if s.nodes_i[NI.STATUS, k] != NodeStatus.BOOTING:
+        return False
+    s.nodes_i[NI.STATUS, k] = NodeStatus.UP
+    if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
+        s.istate[IS.NEED_PLACE] = 1
+    s.istate[IS.NEED_SCALE] = 1
+    return True
+
+
+@inline_function
 def on_node_ready(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
-    """A rented node finishes starting up and takes jobs."""
-    if s.nodes_i[NI.STATUS, k] == NodeStatus.BOOTING:
-        s.nodes_i[NI.STATUS, k] = NodeStatus.UP
-        if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
-            s.istate[IS.NEED_PLACE] = 1
-        s.istate[IS.NEED_SCALE] = 1
-        if s.nodes_i[NI.FAILS, k] == 1:
-            schedule_fault(s, k, t, Event.FAIL)
+    """A rented node finishes starting up and takes jobs (its failures start counting)."""
+    if node_up(s, k) and s.nodes_i[NI.FAILS, k] == 1:
+        schedule_fault(s, k, t, Event.FAIL)
 
 
 # --- node faults (docs/faults.md) ----------------------------------------------------------
@@ -1050,17 +1057,19 @@ def next_event_time(s) -> float:  # type: ignore[no-untyped-def]
     return t
 
 
-def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def]
-    """The event loop, compiled with or without malleable pools and a Python placer.
+def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[no-untyped-def]
+    """The event loop, compiled with or without malleable pools, a Python placer and the
+    rarer events (node failures and recoveries, the timeline, out-of-memory kills).
 
-    Both are compile-time constants (numba prunes the branches they decide before typing):
-    a scenario without pools never compiles the allocators (WHAM, GREEDY, the MDP policy
-    ...), one with a compiled placer never compiles the hand-over of Python placements. A
-    first run of a node scenario compiles in about half the time of the full loop.
+    All three are compile-time constants (numba prunes the branches they decide before
+    typing): a scenario without pools never compiles the pool transitions, one with a
+    compiled placer never compiles the hand-over of Python placements, one without faults,
+    a timeline or a usage model never compiles the kills and node failures. A first run of
+    a plain node scenario compiles in about a third of the time of the full loop.
     """
 
     def run_kernel(  # type: ignore[no-untyped-def]
-        s, fns, until_s: float, max_events: int, job: int = -1, node: int = -1
+        t, fns, until_s: float, max_events: int, job: int = -1, node: int = -1
     ) -> int:
         """Run events until the end, a Python decision, time `until_s` or `max_events` events.
 
@@ -1070,8 +1079,11 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
         Returns a `Status`, or -n when a Python placer must decide for the n waiting jobs
         gathered in `members` (the commonest call back, answered without reading `istate`).
         `job` >= 0 is the Python placer's one placement (on `node`) of the last call, applied
-        first; several placements come through `decisions`.
+        first; several placements come through `decisions`. `t` is the state as a plain
+        tuple (`tuple(EngineState)`: numba's dispatcher types a plain tuple of arrays in C,
+        about 1 us a call, a NamedTuple through Python, about 2.4 us).
         """
+        s = EngineState(*t)
         n_jobs = s.jobs_f.shape[1]
         n_pools = s.pools_f.shape[1]
         istate, fstate = s.istate, s.fstate
@@ -1087,7 +1099,7 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
         while True:
             now = fstate[FS.NOW]
             # 0. Placements a Python placer returned at the last call.
-            if istate[IS.DEC_N] > 0 and not apply_decisions(s, now):
+            if python_placer and istate[IS.DEC_N] > 0 and not apply_decisions(s, now):
                 return _BAD_DECISION
             # 1. Decisions owed since the last event: scaling, placement, allocation.
             if istate[IS.NEED_SCALE] == 1:
@@ -1130,7 +1142,9 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                     t_pool = s.pools_f[PF.NEXT_T, p]
                     p_min = p
             e = istate[IS.TL_NEXT]
-            t_tl = s.timeline[TL.AT, e] if e < s.timeline.shape[1] else math.inf
+            t_tl = math.inf
+            if events and e < s.timeline.shape[1]:
+                t_tl = s.timeline[TL.AT, e]
             t = min(min(t_arrival, t_tl), min(t_heap, t_pool))
             if (
                 istate[IS.FAULTS] == 1
@@ -1157,98 +1171,83 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                 i = s.heap_j[0]
                 kind = s.heap_k[0] & KIND_MASK
                 heap_pop(s)
-                if kind == Event.TIMER:
+                if kind == Event.COMPLETE:
+                    on_complete(s, i, t)
+                elif kind == Event.TIMER:
                     on_timer(s, i, t)
                 elif kind == Event.NODE_READY:
-                    on_node_ready(s, i, t)
-                elif kind == Event.OOM:
-                    if on_oom(s, i, t):
-                        return _NEED_LIFT_DECISION
-                elif kind == Event.FAIL:
-                    fail_node(s, i, t, True)
-                    if istate[IS.REDRAW_N] > 0:
-                        return _NEED_SIZE_REDRAWS
-                elif kind == Event.RECOVER:
-                    recover_node(s, i, t)
-                elif kind == Event.DRAW_UP or kind == Event.DRAW_DOWN:
-                    istate[IS.DRAW_NODE] = i
-                    istate[IS.DRAW_KIND] = Event.FAIL if kind == Event.DRAW_UP else Event.RECOVER
-                    return _NEED_FAULT_DRAWS
-                else:
-                    on_complete(s, i, t)
+                    if events:
+                        on_node_ready(s, i, t)
+                    else:
+                        node_up(s, i)
+                elif events:
+                    if kind == Event.OOM:
+                        if on_oom(s, i, t):
+                            return _NEED_LIFT_DECISION
+                    elif kind == Event.FAIL:
+                        fail_node(s, i, t, True)
+                        if istate[IS.REDRAW_N] > 0:
+                            return _NEED_SIZE_REDRAWS
+                    elif kind == Event.RECOVER:
+                        recover_node(s, i, t)
+                    elif kind == Event.DRAW_UP or kind == Event.DRAW_DOWN:
+                        istate[IS.DRAW_NODE] = i
+                        istate[IS.DRAW_KIND] = (
+                            Event.FAIL if kind == Event.DRAW_UP else Event.RECOVER
+                        )
+                        return _NEED_FAULT_DRAWS
             elif t_pool <= t_arrival and t_pool <= t_tl:
                 if pools:
                     on_pool_completion(s, p_min, t)
             elif t_tl <= t_arrival:
-                istate[IS.TL_NEXT] = e + 1
-                if on_timeline(s, e, t):
-                    return _NEED_TIMELINE_ACTION
-                if istate[IS.REDRAW_N] > 0:
-                    return _NEED_SIZE_REDRAWS
+                if events:
+                    istate[IS.TL_NEXT] = e + 1
+                    if on_timeline(s, e, t):
+                        return _NEED_TIMELINE_ACTION
+                    if istate[IS.REDRAW_N] > 0:
+                        return _NEED_SIZE_REDRAWS
             else:
                 istate[IS.NEXT_ARRIVAL] = a + 1
                 on_arrival(s, a, t)
 
     # Each variant gets its own name: numba names compiled symbols by qualified name, and
     # two cached variants loaded into one process must not share a symbol.
-    variant = ("pools" if pools else "nodes") + ("_python_placer" if python_placer else "")
+    variant = (
+        ("pools" if pools else "nodes")
+        + ("_python_placer" if python_placer else "")
+        + ("" if events else "_plain")
+    )
     run_kernel.__name__ = f"run_kernel_{variant}"
     run_kernel.__qualname__ = f"run_kernel_{variant}"
     return kernel_function(run_kernel)
 
 
-#: The loops by (pools, Python placer); each compiles only what its scenarios use.
-run_kernel = _make_loop(True, False)
-run_kernel_py = _make_loop(True, True)
-run_kernel_nodes = _make_loop(False, False)
-run_kernel_nodes_py = _make_loop(False, True)
+#: The loops by (pools, Python placer, rarer events); each compiles only what its
+#: scenarios use, on first use.
+LOOPS = {
+    (pools, python, events): _make_loop(pools, python, events)
+    for pools in (True, False)
+    for python in (False, True)
+    for events in (True, False)
+}
+run_kernel = LOOPS[True, False, True]
+run_kernel_py = LOOPS[True, True, True]
+run_kernel_nodes = LOOPS[False, False, True]
+run_kernel_nodes_py = LOOPS[False, True, True]
 
 
 # --- entries from Python ---------------------------------------------------------------------
 # The engine passes its state as a plain tuple: numba's dispatcher types a plain tuple of
 # arrays in C (about 1 us a call), a NamedTuple through Python (about 2.4 us); each entry
-# rebuilds the NamedTuple inside compiled code, where it costs nothing.
+# rebuilds the NamedTuple inside compiled code, where it costs nothing. The loops take the
+# tuple themselves: a wrapper entry would be a second compilation of the whole loop (numba
+# links and re-optimises a callee's code into each caller: about 40% of a cold start).
 
 
-@kernel_function
-def run_entry(  # type: ignore[no-untyped-def]
-    t, fns, until_s: float, max_events: int, job: int, node: int
-) -> int:
-    return run_kernel(EngineState(*t), fns, until_s, max_events, job, node)
-
-
-@kernel_function
-def run_py_entry(  # type: ignore[no-untyped-def]
-    t, fns, until_s: float, max_events: int, job: int, node: int
-) -> int:
-    """`run_entry` with a Python placer."""
-    return run_kernel_py(EngineState(*t), fns, until_s, max_events, job, node)
-
-
-@kernel_function
-def run_nodes_entry(  # type: ignore[no-untyped-def]
-    t, fns, until_s: float, max_events: int, job: int, node: int
-) -> int:
-    """`run_entry` for a scenario without pools."""
-    return run_kernel_nodes(EngineState(*t), fns, until_s, max_events, job, node)
-
-
-@kernel_function
-def run_nodes_py_entry(  # type: ignore[no-untyped-def]
-    t, fns, until_s: float, max_events: int, job: int, node: int
-) -> int:
-    """`run_entry` for a scenario without pools, with a Python placer."""
-    return run_kernel_nodes_py(EngineState(*t), fns, until_s, max_events, job, node)
-
-
-def loop_entry(pools: bool, python_placer: bool) -> object:
-    """The compiled entry of the loop variant a scenario needs."""
-    return {
-        (True, False): run_entry,
-        (True, True): run_py_entry,
-        (False, False): run_nodes_entry,
-        (False, True): run_nodes_py_entry,
-    }[(pools, python_placer)]
+def loop_entry(pools: bool, python_placer: bool, events: bool = True) -> object:
+    """The compiled loop variant a scenario needs (it takes the state as a plain tuple):
+    `events` for node failures, a timeline or out-of-memory kills."""
+    return LOOPS[pools, python_placer, events]
 
 
 @kernel_function
