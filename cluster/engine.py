@@ -303,10 +303,11 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         """Each extension point's compiled function (None: decided in Python), and the
         addresses the loop calls them through (`self._fns`, one row per kind)."""
         policies = {"placer": self.placer, "allocator": self.allocator, "scaler": self.scaler}
-        functions = {
-            kind: None if force_python and kind != "scaler" else compiled_table.compiled_of(policy)
-            for kind, policy in policies.items()
-        }
+        functions = {kind: compiled_table.compiled_of(p) for kind, p in policies.items()}
+        if force_python:  # the Python path of every policy that has one
+            functions["placer"] = functions["allocator"] = None
+            if type(self.scaler).scale is not Scaler.scale:
+                functions["scaler"] = None
         if self.scaler.static:
             functions["scaler"] = None
         # Compile (or load) only what the scenario calls: no allocator without pools.

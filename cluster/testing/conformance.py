@@ -874,7 +874,7 @@ class ScalerConformance:
         if not self._python():
             pytest.skip("no Python decision function")
         scaler, calls = self.checked_scaler()
-        engine = Engine(self._spec(), scaler=scaler)
+        engine = Engine(self._spec(), scaler=scaler, force_python_policies=True)
         result = engine.run()
         assert calls["calls"] > 0
         assert not run_capacity_violations(engine)
@@ -891,6 +891,18 @@ class ScalerConformance:
         b = Engine(spec, scaler=self.make_scaler()).run()
         assert equal_tables(a, b)
         assert a.summary["cost_usd"] == b.summary["cost_usd"]
+
+    def test_compiled_and_python_paths_agree(self) -> None:
+        """A scaler with a compiled function (`compiled`) and a Python `scale` rents and
+        releases the same nodes at the same times on both paths, failures included."""
+        if self.make_scaler().compiled is None or not self._python():
+            pytest.skip("not both a compiled and a Python decision function")
+        for spec in (self._spec(), with_failures(self._spec(), 60.0, 10.0)):
+            fast = Engine(spec, scaler=self.make_scaler()).run()
+            slow = Engine(spec, scaler=self.make_scaler(), force_python_policies=True).run()
+            assert equal_tables(fast, slow)
+            for key in ("nodes_rented", "cost_usd"):
+                assert fast.summary[key] == slow.summary[key], key
 
     def _view(self, queue: int, nodes: Sequence[int]) -> ScaleView:
         """A hand-made view: `queue` one-core jobs of class 0 waiting, and a node row of
@@ -947,7 +959,9 @@ class ScalerConformance:
         if not self._python():
             pytest.skip("no Python decision function")
         scaler, calls = self.checked_scaler()
-        engine = Engine(with_failures(self._spec(), 60.0, 10.0), scaler=scaler)
+        engine = Engine(
+            with_failures(self._spec(), 60.0, 10.0), scaler=scaler, force_python_policies=True
+        )
         result = engine.run()
         assert result.summary["node_failures"] > 0
         assert calls["calls"] > 0

@@ -20,9 +20,10 @@ from cluster.policies.compiled_table import (
     fits,
 )
 from cluster.policies.fifo import Equi, FcfsPlacer, FirstFit
-from cluster.testing import PlacerConformance
+from cluster.testing import PlacerConformance, ScalerConformance
 from scenarios.loader import spec_from_dict
 from tests.cluster.test_lifecycle import QueueScaler, vm_spec
+from tests.cluster.testing.test_conformance import QueueScaler as ConformanceQueueScaler
 
 
 def mmc(jobs: int = 3000, servers: int = 8, pool: bool = False) -> dict:
@@ -265,12 +266,16 @@ def test_an_unknown_scaler_action_is_refused_naming_the_policy() -> None:
 def test_every_built_in_compiled_policy_is_in_the_one_table() -> None:
     from cluster.policies import registry
 
-    for kind in compiled_table.KINDS:
+    for kind in ("placer", "allocator", "scaler"):
         for name in registry.names(kind):
             fn = compiled_table.compiled_of(registry.policy_class(kind, name))
             if fn is not None:
                 assert compiled_table.code_of(kind, fn) > 0, (kind, name)
     assert compiled_table.code_of("placer", place_first) > 0
+    from cluster.policies.scoring.framework import SCORERS
+
+    for plugin in SCORERS.values():  # the built-in scorers are fused, not in the table
+        assert compiled_table.compiled_of(plugin) is None
 
 
 def test_a_function_is_compiled_for_one_extension_point_only() -> None:
@@ -278,3 +283,51 @@ def test_a_function_is_compiled_for_one_extension_point_only() -> None:
         compiled_allocator(place_first)
     with pytest.raises(ValueError, match="not a registered compiled allocator"):
         compiled_table.code_of("allocator", place_first)
+
+
+@compiled_scaler
+def scale_vms(now_s, view, actions):  # type: ignore[no-untyped-def]
+    """The conformance suite's toy queue scaler, compiled: params = [k, vm type index]."""
+    k, vm = int(view.params[0]), int(view.params[1])
+    booting = idle = 0
+    for n in range(view.node_count):
+        if view.node_status[n] == NodeStatus.BOOTING:
+            booting += 1
+        elif view.node_status[n] == NodeStatus.UP and view.running_jobs[n] == 0:
+            idle += 1
+    waiting = 0
+    for i in range(view.queue_head, view.queue_tail):
+        if view.job_state[view.queue[i]] == JobState.QUEUED:
+            waiting += 1
+    if waiting > k + booting + idle:
+        for i in range(waiting - k - booting - idle):
+            actions[0, i] = RENT
+            actions[1, i] = vm
+        return waiting - k - booting - idle
+    count = 0
+    if waiting == 0:
+        for n in range(view.node_count):
+            up = view.node_status[n] == NodeStatus.UP
+            if up and view.running_jobs[n] == 0 and view.node_type[n] == vm:
+                actions[0, count] = RELEASE
+                actions[1, count] = n
+                count += 1
+    return count
+
+
+class CompiledVmScaler(ConformanceQueueScaler):
+    name = "compiled-vm-scaler"
+    compiled = scale_vms
+
+    def setup(self, spec, rng):  # type: ignore[no-untyped-def]
+        self.vm = [t.name for t in spec.node_types].index("vm")
+
+    def kernel_params(self):  # type: ignore[no-untyped-def]
+        return np.array([float(self.k), float(self.vm)])
+
+
+class TestCompiledScalerConformance(ScalerConformance):
+    """Compiled == Python for a scaler, on the suite's scenarios (failures included)."""
+
+    def make_scaler(self) -> CompiledVmScaler:
+        return CompiledVmScaler(k=1)
