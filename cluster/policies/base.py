@@ -179,6 +179,11 @@ class Policy:
     name: ClassVar[str] = "policy"
     #: 0 = decide in Python; > 0 = the code of a compiled decision function.
     kernel_code: ClassVar[int] = 0
+    #: The extension points one object of the class decides for, when more than one (a
+    #: pair, e.g. Pennyworth's planners: ("placer", "scaler")); the first is the point a
+    #: scenario names it through, and the others follow it (`cluster.policies.points`).
+    #: Empty: the one point it is registered for.
+    provides: ClassVar[tuple[str, ...]] = ()
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         """Called once per run before the first decision; keep what the policy needs."""
