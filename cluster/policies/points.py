@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -177,10 +177,11 @@ def build_policies(spec: SimulationSpec, **given: Policy | None) -> dict[Kind, P
     registry, or the object `given` for that point (which replaces the scenario's policy
     there, and the points a pair named there filled). A given pair's object must be given
     at each of its points (`PairError` otherwise)."""
-    objects = {kind: p for kind, p in given.items() if p is not None}
-    for kind, policy in objects.items():
+    for kind in given:
         if kind not in POINTS:
             raise ValueError(f"{kind!r} is not an extension point ({', '.join(POINTS)})")
+    objects = {cast(Kind, kind): p for kind, p in given.items() if p is not None}
+    for kind, policy in objects.items():
         points = registry.provided(kind, type(policy))
         missing = [q for q in points if objects.get(q) is not policy]
         if missing:

@@ -117,11 +117,11 @@ def register(kind: Kind, name: str) -> Callable[[P], P]:
 def provided(kind: Kind, cls: type[Policy]) -> tuple[Kind, ...]:
     """The extension points one policy of `cls` decides for when named at `kind`: its
     `provides` (a pair, first the point it is named through), else `kind` alone."""
-    points = tuple(getattr(cls, "provides", ()))
+    points: tuple[Kind, ...] = tuple(getattr(cls, "provides", ()))
     for point in points:
         if point not in KINDS:
             raise ValueError(f"{cls.__name__}.provides: {point!r} is not one of {KINDS}")
-    return points or (kind,)  # type: ignore[return-value]
+    return points or (kind,)
 
 
 def _load() -> None:
