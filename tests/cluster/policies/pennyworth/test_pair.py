@@ -273,3 +273,14 @@ def test_a_pair_registers_through_its_first_point_and_each_protocol() -> None:
         registry.register("placer", "test-no-scaler")(NoScaler)
     assert "test-no-scaler" not in registry.names("placer")
     assert "pennyworth" in registry.names("scaler")
+
+
+def test_a_sweep_refuses_a_scaler_that_is_not_the_planners() -> None:
+    """Sweeps check a `--policy` variant's points as the loader does, before Ray starts."""
+    from tuners.sweep import SweepError, plan_sweep
+
+    with pytest.raises(SweepError, match=r"scheduler\.scaler: placer 'pennyworth' is the run"):
+        plan_sweep("pennyworth-max", [], policies=["scaler=pennyworth-rules"])
+    plan = plan_sweep("pennyworth-max", [], policies=["placer=vm-per-job"])
+    spec = plan.spec(plan.cells[0])
+    assert spec.scheduler.placer == spec.scheduler.scaler == PolicyRef("vm-per-job")
