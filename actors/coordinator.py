@@ -40,8 +40,7 @@ from actors.options import RayRunOptions
 from actors.results import merge_result
 from cluster.metrics import RunResult
 from cluster.model import SimulationSpec
-from cluster.policies.base import Scaler
-from cluster.policies.registry import policy_class
+from cluster.policies.points import scheduler_points
 
 log = logging.getLogger(__name__)
 
@@ -284,21 +283,18 @@ class Coordinator:
 
 
 def check_windowed(spec: SimulationSpec) -> None:
-    """Windowed mode splits a fixed set of nodes: refuse a scaler that rents nodes, and
-    usage models (the shards' job batches carry no usages)."""
-    ref = spec.scheduler.scaler
-    if not getattr(policy_class("scaler", ref.name), "static", False):
-        raise ValueError(
-            f"scaler {ref.name!r} rents and releases nodes, which windowed mode (a fixed "
-            "set of nodes split into shards) does not model; run exact mode (no --window)"
-        )
-    placer = spec.scheduler.placer
-    if issubclass(policy_class("placer", placer.name), Scaler):  # a planner that rents
-        raise ValueError(
-            f"placer {placer.name!r} rents and releases the nodes it places on (it is the "
-            "run's scaler too), which windowed mode (a fixed set of nodes split into shards) "
-            "does not model; run exact mode (no --window)"
-        )
+    """Windowed mode splits a fixed set of nodes: refuse a policy that rents nodes, at
+    whichever extension point it is named (every point is checked alike: a Pennyworth
+    planner is the placer and the scaler), and usage models (the shards' job batches carry
+    no usages)."""
+    for point in scheduler_points(spec.scheduler):
+        if point.rents:
+            also = "" if point.kind == "scaler" else " (it is the run's scaler too)"
+            raise ValueError(
+                f"{point.kind} {point.ref.name!r} rents and releases nodes{also}, which "
+                "windowed mode (a fixed set of nodes split into shards) does not model; run "
+                "exact mode (no --window)"
+            )
     if spec.usage is not None:
         raise ValueError(
             "workload.usage (real usages, out-of-memory kills) runs in exact mode only; "

@@ -16,12 +16,12 @@ import numpy as np
 
 from actors.node_shard import RESULT_F_ROWS, RESULT_I_ROWS
 from cluster.engine_feeding import job_rows
-from cluster.jobs import Jobs, Purpose, replication_seed, stream
+from cluster.jobs import Jobs, replication_seed
 from cluster.layout import FS, IS, JF, JI, PF, JobState, NodeStatus
 from cluster.metrics import RunResult, build_result
 from cluster.model import SimulationSpec
-from cluster.policies import registry
 from cluster.policies.base import Policy
+from cluster.policies.points import build_policies, distinct, setup_policies
 from cluster.state import (
     RunState,
     class_arrays,
@@ -33,25 +33,13 @@ from cluster.state import (
     state_from,
 )
 
-#: The policies whose `extra_summary` a result carries, with their streams (as the engine).
-RESULT_POLICIES: tuple[tuple[registry.Kind, Purpose], ...] = (
-    ("placer", Purpose.PLACER),
-    ("allocator", Purpose.ALLOCATOR),
-    ("provisioner", Purpose.PROVISIONER),
-)
-
 
 def scenario_policies(spec: SimulationSpec, replication: int) -> tuple[Policy, ...]:
-    """The scenario's placer, allocator and provisioner, set up as `Engine` sets them up
+    """The scenario's policies (one object per pair), set up as `Engine` sets them up
     (same streams), for their `extra_summary` keys."""
-    seq = replication_seed(spec, replication)
-    out: list[Policy] = []
-    for kind, purpose in RESULT_POLICIES:
-        ref = getattr(spec.scheduler, kind)
-        policy: Policy = registry.create(kind, ref.name, **ref.params)
-        policy.setup(spec, stream(seq, purpose))
-        out.append(policy)
-    return tuple(out)
+    policies = build_policies(spec)
+    setup_policies(policies, spec, replication_seed(spec, replication))
+    return tuple(policy for _, policy in distinct(policies))
 
 
 def merged_state(

@@ -70,17 +70,16 @@ from cluster.layout import (
 )
 from cluster.metrics import RunResult, build_result
 from cluster.model import SimulationSpec
-from cluster.policies import compiled_table, registry
+from cluster.policies import compiled_table
 from cluster.policies.base import (
     Allocator,
     LiftRule,
     Placement,
     Placer,
-    Policy,
-    PolicyError,
     Provisioner,
     Scaler,
 )
+from cluster.policies.points import build_policies, distinct, setup_policies
 from cluster.state import (
     EngineState,
     RunState,
@@ -137,21 +136,6 @@ def lift_table(rule: LiftRule, n_classes: int) -> FloatArray:
     return table
 
 
-def _policy(spec: SimulationSpec, kind: registry.Kind, given: Any, base: type) -> Any:
-    ref = getattr(spec.scheduler, kind)
-    policy = given if given is not None else registry.create(kind, ref.name, **ref.params)
-    if not isinstance(policy, Policy) or not isinstance(policy, base):
-        raise TypeError(f"{policy!r} is not a {base.__name__}")
-    if kind in compiled_table.KINDS:
-        try:
-            compiled_table.code_of(kind, compiled_table.compiled_of(policy))
-        except ValueError as exc:
-            raise PolicyError(policy.name, 0.0, str(exc)) from None
-    elif compiled_table.compiled_of(policy) is not None:
-        raise PolicyError(policy.name, 0.0, f"a {kind} has no compiled path (compiled = None)")
-    return policy
-
-
 class Engine(JobFeeding, Operations, PolicyCalls):
     """One replication of a scenario: its state, its policies and the loop that drives it."""
 
@@ -169,29 +153,26 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         """Build the state of one replication.
 
         `jobs` replaces the jobs drawn from the scenario's streams (e.g. jobs routed to a
-        shard by a Ray scheduler); policies default to the scenario's scheduler block;
-        `force_python_policies` takes the Python decision path even for compiled policies.
+        shard by a Ray scheduler); policies default to the scenario's scheduler block (an
+        object given for a point replaces the scenario's policy there; a pair's object, such
+        as a Pennyworth planner, is given at each of its points: `Engine(spec, placer=p,
+        scaler=p)`); `force_python_policies` takes the Python decision path even for
+        compiled policies.
         """
         self.spec = spec
         self.replication = replication
         seq = replication_seed(spec, replication)
-        self.placer: Placer = _policy(spec, "placer", placer, Placer)
-        self.allocator: Allocator = _policy(spec, "allocator", allocator, Allocator)
-        self.provisioner: Provisioner = _policy(spec, "provisioner", provisioner, Provisioner)
-        if (
-            scaler is None
-            and spec.scheduler.scaler.name == "static"
-            and isinstance(self.placer, Scaler)
-        ):
-            # A placer that rents its own nodes (Pennyworth's plans) is the scaler too.
-            scaler = self.placer
-        self.scaler: Scaler = _policy(spec, "scaler", scaler, Scaler)
+        # One object per policy: a pair (Pennyworth's planners, placer and scaler) is one
+        # object at each of its points, named so by the scenario (`cluster.policies.points`).
+        self.policies = build_policies(
+            spec, placer=placer, allocator=allocator, provisioner=provisioner, scaler=scaler
+        )
+        self.placer: Placer = self.policies["placer"]  # type: ignore[assignment]
+        self.allocator: Allocator = self.policies["allocator"]  # type: ignore[assignment]
+        self.provisioner: Provisioner = self.policies["provisioner"]  # type: ignore[assignment]
+        self.scaler: Scaler = self.policies["scaler"]  # type: ignore[assignment]
         placer_rng = stream(seq, Purpose.PLACER)
-        self.placer.setup(spec, stream(seq, Purpose.PLACER))
-        self.allocator.setup(spec, stream(seq, Purpose.ALLOCATOR))
-        self.provisioner.setup(spec, stream(seq, Purpose.PROVISIONER))
-        if self.scaler is not self.placer:
-            self.scaler.setup(spec, stream(seq, Purpose.SCALER))
+        setup_policies(self.policies, spec, seq)
         for c in spec.classes:
             check_gpu_request(f"workload class {c.name!r}: request.gpu", c.request.gpu)
         self.jobs = jobs if jobs is not None else generate_jobs(spec, seq)
@@ -303,7 +284,11 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         """Each extension point's compiled function (None: decided in Python), and the
         addresses the loop calls them through (`self._fns`, one row per kind)."""
         policies = {"placer": self.placer, "allocator": self.allocator, "scaler": self.scaler}
-        functions = {kind: compiled_table.compiled_of(p) for kind, p in policies.items()}
+        functions = {}
+        for kind, policy in policies.items():  # a pair's function serves its own point
+            function = compiled_table.compiled_of(policy)
+            ok = function is not None and getattr(function, "extension_point", None) == kind
+            functions[kind] = function if ok else None
         if force_python:  # the Python path of every policy that has one
             functions["placer"] = functions["allocator"] = None
             if type(self.scaler).scale is not Scaler.scale:
@@ -513,7 +498,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
     def result(self) -> RunResult:
         return build_result(
             self.snapshot(),
-            (self.placer, self.allocator, self.provisioner),
+            tuple(policy for _, policy in distinct(self.policies)),
             runs=self.jobs.features.get("run"),
         )
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 from cluster.engine import Engine
 from cluster.metrics import combine
 from cluster.model import PolicyRef, SimulationSpec
+from cluster.policies.points import paired, replaced
 
 
 @dataclass
@@ -48,6 +49,11 @@ def with_policies(spec: SimulationSpec, **names: str) -> SimulationSpec:
     policy keeps its parameters (`placer=scoring` on a scenario that configures `scoring`
     runs exactly that configuration); given parameters then override those keys. Another
     policy starts from no parameters.
+
+    Pairs follow their placer as in a scenario (`cluster.policies.points`): replacing a
+    Pennyworth planner (the placer and the scaler) replaces both points' policy (with
+    another planner, or a placer and the default scaler); a scaler other than the
+    planner's raises `cluster.policies.points.PairError` naming `scheduler.scaler`.
     """
     sched = spec.scheduler
     for kind, text in names.items():
@@ -57,8 +63,8 @@ def with_policies(spec: SimulationSpec, **names: str) -> SimulationSpec:
         for item in params:
             key, _, raw = item.partition("=")
             values[key] = _parse_scalar(raw)
-        sched = replace(sched, **{kind: PolicyRef(name, values)})
-    return replace(spec, scheduler=sched)
+        sched = replaced(sched, kind, PolicyRef(name, values))  # type: ignore[arg-type]
+    return replace(spec, scheduler=paired(sched))
 
 
 def _parse_scalar(raw: str) -> Any:

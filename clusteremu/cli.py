@@ -38,6 +38,7 @@ from cluster.io import (
 from cluster.model import SimulationSpec
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
+from cluster.policies.points import PairError
 from cluster.readback import ReadBackError
 from cluster.runner import ScenarioResult, run_spec, with_policies
 from clusteremu.plugins import add_plugin_option, load_plugins
@@ -305,6 +306,8 @@ def check_variant(spec: SimulationSpec, text: str, variant: dict[str, str]) -> S
     try:
         varied = with_policies(spec, **variant)
         check_policies(varied, spec.name)
+    except PairError as exc:  # a scaler that is not the placer's pair
+        raise UsageError(f"--policy {shorten(text)}: {exc}") from None
     except ScenarioError as exc:
         problems = "; ".join(f"{f}: {e}" if f else e for f, e in exc.problems)
         raise UsageError(f"--policy {shorten(text)}: {problems}") from None

@@ -42,6 +42,7 @@ from cluster.model import (
 )
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
+from cluster.policies.points import PairError, paired, scheduler_points
 from cluster.slo import slo_from_mapping
 from cluster.usage import draw_usage, usage_models
 from scenarios import limits, schema, world
@@ -796,11 +797,14 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         nodes=nodes,
         pools=pools,
         classes=tuple(classes),
-        scheduler=SchedulerSpec(
-            *(
-                PolicyRef(ref.name, _resolve_files(dict(ref.params), base_dir))
-                for ref in (sched.placer, sched.allocator, sched.provisioner, sched.scaler)
-            )
+        scheduler=_paired(
+            SchedulerSpec(
+                *(
+                    PolicyRef(ref.name, _resolve_files(dict(ref.params), base_dir))
+                    for ref in (sched.placer, sched.allocator, sched.provisioner, sched.scaler)
+                )
+            ),
+            source,
         ),
         replications=model.replications,
         usage=_usage_spec(model, source),
@@ -817,6 +821,15 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
     _check_policy_params(spec, source)
     _check_usage(spec, source)
     return spec
+
+
+def _paired(sched: SchedulerSpec, source: str) -> SchedulerSpec:
+    """The scheduler with each pair's points filled (a Pennyworth planner named as the
+    placer is the scaler too: `cluster.policies.points`); ScenarioError names the field."""
+    try:
+        return paired(sched)
+    except PairError as exc:
+        raise ScenarioError(source, [(exc.field, clip(exc.problem))]) from None
 
 
 #: Policy parameters that name a file: a relative path is relative to the scenario's folder
@@ -886,8 +899,10 @@ def _check_usage(spec: SimulationSpec, source: str) -> None:
 
 
 def _check_policy_params(spec: SimulationSpec, source: str) -> None:
-    for kind in registry.KINDS:
-        ref: PolicyRef = getattr(spec.scheduler, kind)
+    for point in scheduler_points(spec.scheduler):
+        if not point.primary:  # a pair's other point: its object is the primary's
+            continue
+        kind, ref = point.kind, point.ref
         try:
             policy = registry.create(kind, ref.name, **ref.params)
         except registry.ParamError as exc:
@@ -910,8 +925,16 @@ def check_policies(spec: SimulationSpec, source: str) -> None:
     from cluster.policies.mdp.model import MdpModelError
 
     rng = np.random.default_rng(0)
-    for kind in registry.KINDS:
-        ref: PolicyRef = getattr(spec.scheduler, kind)
+    try:
+        points = scheduler_points(spec.scheduler)
+    except PairError as exc:
+        raise ScenarioError(source, [(exc.field, clip(exc.problem))]) from None
+    except registry.UnknownPolicyError as exc:
+        raise ScenarioError(source, [(f"scheduler.{exc.kind}.name", str(exc))]) from None
+    for point in points:
+        if not point.primary:  # a pair's other point: its object is the primary's
+            continue
+        kind, ref = point.kind, point.ref
         where = f"scheduler.{kind}"
         try:
             policy = registry.create(kind, ref.name, **ref.params)

@@ -46,6 +46,7 @@ import ray
 from cluster import readback
 from cluster.io import write_json, write_parquet
 from cluster.model import SimulationSpec
+from cluster.policies.points import PairError
 from cluster.runner import run_spec, with_policies
 from scenarios import limits
 from scenarios.errors import ScenarioError, shorten
@@ -222,6 +223,8 @@ def check_policy_variant(spec: SimulationSpec, policy: str) -> None:
     so that a bad parameter is reported before Ray starts, not by a worker."""
     try:
         check_policies(with_policies(spec, **_policy_kinds(policy)), spec.name)
+    except PairError as exc:  # a scaler that is not the placer's pair
+        raise SweepError(f"--policy {shorten(policy)}: {exc}") from None
     except ScenarioError as exc:
         problems = "; ".join(f"{f}: {e}" if f else e for f, e in exc.problems)
         raise SweepError(f"--policy {shorten(policy)}: {problems}") from None

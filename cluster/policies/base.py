@@ -180,6 +180,11 @@ class Policy:
     #: None = decide in Python; else a compiled decision function registered for this
     #: extension point (`@compiled_placer`, ... in `cluster.policies.compiled_table`).
     compiled: ClassVar[Any] = None
+    #: The extension points one object of the class decides for, when more than one (a
+    #: pair, e.g. Pennyworth's planners: ("placer", "scaler")); the first is the point a
+    #: scenario names it through, and the others follow it (`cluster.policies.points`).
+    #: Empty: the one point it is registered for.
+    provides: ClassVar[tuple[str, ...]] = ()
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         """Called once per run before the first decision; keep what the policy needs."""

@@ -1,7 +1,10 @@
 """Policies registered by name, like kube-scheduler's plugin registry.
 
 `register("placer", "first-fit")` decorates a class; `create("placer", "first-fit", **params)`
-builds one. Duplicate names are refused. Third-party policies register through the
+builds one. Duplicate names are refused. A class that decides for several extension points
+with one object (a pair: Pennyworth's planners are a placer and a scaler) declares them in
+its `provides`; it is registered through the first and listed under each (how a scheduler's
+points are filled and checked: `cluster.policies.points`). Third-party policies register through the
 `clusteremu.policies` entry-point group, loaded on first lookup; scenario files only ever
 name policies, never contain code.
 """
@@ -18,11 +21,18 @@ from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any, Literal, TypeVar
 
-from cluster.policies.base import Policy
+from cluster.policies.base import Allocator, Placer, Policy, Provisioner, Scaler
 
 Kind = Literal["placer", "allocator", "provisioner", "scaler"]
 KINDS: tuple[Kind, ...] = ("placer", "allocator", "provisioner", "scaler")
 P = TypeVar("P", bound=type[Policy])
+#: The protocol class of each extension point.
+BASES: dict[Kind, type[Policy]] = {
+    "placer": Placer,
+    "allocator": Allocator,
+    "provisioner": Provisioner,
+    "scaler": Scaler,
+}
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +91,37 @@ def registrar(table: dict[str, Any], label: str) -> Callable[[str], Callable[[T]
 
 
 def register(kind: Kind, name: str) -> Callable[[P], P]:
-    """Class decorator: register a policy class under `name`."""
-    return registrar(_REGISTRY[kind], kind)(name)
+    """Class decorator: register a policy class under `name`.
+
+    A pair (a class whose `provides` names several extension points) is registered through
+    the first of them (`kind`) and listed under each: it must subclass each point's
+    protocol (`BASES`).
+    """
+
+    def wrap(cls: P) -> P:
+        points = provided(kind, cls)
+        if points[0] != kind:
+            raise ValueError(
+                f"{cls.__name__} provides {', '.join(points)}: register it as a {points[0]}"
+            )
+        for point in points:
+            if not issubclass(cls, BASES[point]):
+                raise TypeError(f"{cls.__name__} provides {point} but is not a {point} class")
+        for point in points:
+            registrar(_REGISTRY[point], point)(name)(cls)
+        return cls
+
+    return wrap
+
+
+def provided(kind: Kind, cls: type[Policy]) -> tuple[Kind, ...]:
+    """The extension points one policy of `cls` decides for when named at `kind`: its
+    `provides` (a pair, first the point it is named through), else `kind` alone."""
+    points: tuple[Kind, ...] = tuple(getattr(cls, "provides", ()))
+    for point in points:
+        if point not in KINDS:
+            raise ValueError(f"{cls.__name__}.provides: {point!r} is not one of {KINDS}")
+    return points or (kind,)
 
 
 def _load() -> None:

@@ -1,8 +1,11 @@
 """Pennyworth's policies on the engine: plan a batch, rent its VMs, run each VM's jobs in
 order, release it (the Pennyworth paper).
 
-A `PlanPlacer` is both the placer and the scaler of a run (the engine makes a placer that
-is a `Scaler` its scaler when the scenario keeps the default `static` one). When jobs
+A `PlanPlacer` is both the placer and the scaler of a run: one object at both extension
+points, a pair (`provides = ("placer", "scaler")`, see `cluster.policies.points`). A
+scenario names it as its placer; its scaler follows (left out, or `static`, it is the
+planner too; another scaler is refused, naming `scheduler.scaler`). An `Engine` built in
+Python takes the object at both points: `Engine(spec, placer=p, scaler=p)`. When jobs
 arrive — a batch at once, or one by one online — it waits for the batch's last job
 (`ScaleView.batch_pending`), builds the batch's `Problem` (task means per rentable VM type,
 the scenario's `slo:`), asks its planner for a `Plan`, and rents one VM per planned VM
@@ -12,7 +15,7 @@ preemption: the placer starts a VM's next job when the VM is up and idle. A VM w
 is done is released. Execution times are the engine's (drawn from the classes'
 `runtime_by_node_type`); plans use their means.
 
-Planners, registered as placers:
+Planners, registered as placers (and listed as scalers):
 
 - `pennyworth`: a RAD-tree (`tree: FILE`, written by `clusteremu synthesize`), planning
   with the safety padding it was selected with (`safety_z` overrides it), or, without a
@@ -60,6 +63,8 @@ class PlanPlacer(Placer, Scaler):
     """Plans batches and executes the plans on rented VMs (see the module doc)."""
 
     name: ClassVar[str] = "plan"
+    #: One object decides for both points: it rents the VMs it places on.
+    provides: ClassVar[tuple[str, ...]] = ("placer", "scaler")
 
     def __init__(self) -> None:
         self.spec: SimulationSpec | None = None
