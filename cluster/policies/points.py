@@ -31,9 +31,8 @@ import numpy as np
 
 from cluster.jobs import Purpose, stream
 from cluster.model import PolicyRef, SchedulerSpec, SimulationSpec
-from cluster.policies import registry
+from cluster.policies import compiled_table, registry
 from cluster.policies.base import Policy, PolicyError
-from cluster.policies import compiled_table
 from cluster.policies.registry import Kind
 
 #: The extension points, in the order the engine builds and sets them up.
