@@ -927,8 +927,8 @@ def on_arrival(s, j: int, t: float) -> None:  # type: ignore[no-untyped-def]
         s.istate[IS.NEED_SCALE] = 1
 
 
-@kernel_function
-def start_checked(  # type: ignore[no-untyped-def]
+@inline_function
+def start_if_fits(  # type: ignore[no-untyped-def]
     s, j: int, k: int, now: float, setup_s: float, gpu_mask: int
 ) -> int:
     """Start job j on node k if it waits and fits (`node_fits`); else the `Refusal`."""
@@ -948,6 +948,14 @@ def start_checked(  # type: ignore[no-untyped-def]
         return 3
     start_job(s, j, k, now, -1.0, setup_s, gpu_mask)
     return 0
+
+
+@kernel_function
+def start_checked(  # type: ignore[no-untyped-def]
+    s, j: int, k: int, now: float, setup_s: float, gpu_mask: int
+) -> int:
+    """`start_if_fits`, called (not inlined) where a placement is rare."""
+    return start_if_fits(s, j, k, now, setup_s, gpu_mask)
 
 
 @kernel_function
@@ -971,12 +979,11 @@ def apply_decisions(s, now: float) -> bool:  # type: ignore[no-untyped-def]
 
 
 @inline_function
-def place_compiled(s, now: float, fns) -> bool:  # type: ignore[no-untyped-def]
-    """The compiled placer (`fns[FN_PLACER]`) places queue heads in order until the head
+def place_compiled(s, now: float, place, view) -> bool:  # type: ignore[no-untyped-def]
+    """The compiled placer (`place`) places queue heads in order until the head
     fits nowhere; each answer is checked (`start_checked`). False on a refused answer
-    (IS.DEC_BAD: the job, IS.BAD_NODE: the node, IS.DEC_WHY: the `Refusal`)."""
-    place = as_placer(fns[FN_PLACER, 0], fns[FN_PLACER, 1], fns[FN_PLACER, 2])
-    view = placer_view(s)
+    (IS.DEC_BAD: the job, IS.BAD_NODE: the node, IS.DEC_WHY: the `Refusal`). `place` and
+    its `view` are built once per call of the loop (the arrays change only between calls)."""
     while True:
         j = next_queued(s)
         if j < 0:
@@ -984,7 +991,7 @@ def place_compiled(s, now: float, fns) -> bool:  # type: ignore[no-untyped-def]
         k = place(j, now, view)
         if k < 0:
             break
-        why = start_checked(s, j, k, now, 0.0, -1)
+        why = start_if_fits(s, j, k, now, 0.0, -1)
         if why != 0:
             s.istate[IS.DEC_BAD] = j
             s.istate[IS.BAD_NODE] = k
@@ -1084,6 +1091,9 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
         about 1 us a call, a NamedTuple through Python, about 2.4 us).
         """
         s = EngineState(*t)
+        if not python_placer:  # the compiled placer and its view, for the whole call
+            place = as_placer(fns[FN_PLACER, 0], fns[FN_PLACER, 1], fns[FN_PLACER, 2])
+            placer_view_ = placer_view(s)
         n_jobs = s.jobs_f.shape[1]
         n_pools = s.pools_f.shape[1]
         istate, fstate = s.istate, s.fstate
@@ -1118,7 +1128,7 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                     if n > 0:
                         return -n
                     istate[IS.NEED_PLACE] = 0
-                elif not place_compiled(s, now, fns):
+                elif not place_compiled(s, now, place, placer_view_):
                     return _BAD_COMPILED_DECISION
             if pools:
                 for p in range(n_pools):
