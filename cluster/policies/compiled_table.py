@@ -29,6 +29,7 @@ worked examples.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -245,7 +246,11 @@ _OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
 
 
 def _register(kind: str, fn: Any) -> Any:
-    dispatcher = fn if isinstance(fn, CPUDispatcher) else njit(**_OPTIONS)(fn)
+    if isinstance(fn, CPUDispatcher):
+        dispatcher = fn
+    else:  # cached on disk, unless defined where numba cannot cache (`python -c`, a REPL)
+        on_disk = os.path.isfile(getattr(getattr(fn, "__code__", None), "co_filename", ""))
+        dispatcher = njit(**{**_OPTIONS, "cache": on_disk})(fn)
     if getattr(dispatcher, "extension_point", kind) != kind:
         raise TypeError(
             f"{dispatcher.py_func.__qualname__} is already a compiled {dispatcher.extension_point}"
