@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from cluster import kernel
+from cluster import fit_index, kernel
 from cluster.decision_checks import ALLOC_EPS, check_allocation
 from cluster.engine_feeding import JobFeeding, job_state
 from cluster.engine_operations import Operations
@@ -65,7 +65,6 @@ from cluster.layout import (
     IS,
     NI,
     PI,
-    NodeStatus,
     Status,
 )
 from cluster.metrics import RunResult, build_result
@@ -87,12 +86,10 @@ from cluster.state import (
     RunState,
     check_gpu_request,
     class_arrays,
-    empty_nodes,
-    fill_node,
-    max_gpus,
     pool_arrays,
     read_only,
     state_from,
+    static_nodes,
 )
 from cluster.usage import CPU_RULES
 from cluster.world import build_world, initial_cache
@@ -163,14 +160,19 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         force_python_policies: bool = False,
         jobs: Jobs | None = None,
         scaler: Scaler | None = None,
+        fit_index: bool | None = None,
     ) -> None:
         """Build the state of one replication.
 
         `jobs` replaces the jobs drawn from the scenario's streams (e.g. jobs routed to a
         shard by a Ray scheduler); policies default to the scenario's scheduler block;
         `force_python_policies` takes the Python decision path even for compiled policies.
+        `fit_index` keeps an index of free capacity (`cluster.fit_index`; the same runs,
+        faster first-fit placements on many nodes) or not; None: with the compiled
+        first-fit placer on `fit_index.MIN_ROWS` node rows or more.
         """
         self.spec = spec
+        self._fit_index_wanted = fit_index
         self.replication = replication
         seq = replication_seed(spec, replication)
         self.placer: Placer = _policy(spec, "placer", placer, Placer)
@@ -212,16 +214,14 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         n = jobs.arrival_s.size
         jobs_f, jobs_i = job_state(spec, self.provisioner, jobs)
         m = len(spec.nodes)
-        nodes_f, nodes_i, gpu_free = empty_nodes(max(m, 1), max_gpus(spec))
-        for k, type_name in enumerate(spec.nodes):
-            t = self._type_index[type_name]
-            fill_node(nodes_f, nodes_i, gpu_free, k, spec.node_types[t], t, 0.0, NodeStatus.UP)
+        nodes_f, nodes_i, gpu_free, types = static_nodes(spec)
         pools_f, pools_i = pool_arrays(spec)
         classes_f, classes_i, tx, ty = class_arrays(spec)
         world_f, world_i, items = build_world(spec)
         cached = np.zeros((nodes_f.shape[1], max(items, 1)))
-        for k, type_name in enumerate(spec.nodes):
-            cached[k] = initial_cache(spec, self._type_index[type_name], items)
+        if items:
+            for t in np.unique(types).tolist():
+                cached[np.flatnonzero(types == t)] = initial_cache(spec, t, items)
         istate = np.zeros(len(IS), dtype=np.int64)
         fstate = np.zeros(len(FS))
         istate[IS.NODES_USED] = m
@@ -230,6 +230,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         istate[IS.SCALER_CODE] = self.scaler.kernel_code
         n_classes = len(spec.classes)
         fcfs = istate[IS.PLACER_CODE] != 0 or bool(getattr(self.placer, "strict_fcfs", False))
+        index = self._new_fit_index(nodes_f, nodes_i, gpu_free, int(istate[IS.PLACER_CODE]))
         istate[IS.PLACER_FCFS] = int(fcfs)
         istate[IS.HAS_USAGE] = int(spec.usage is not None or jobs.usage is not None)
         istate[IS.CPU_RULE] = CPU_RULES[spec.usage.cpu_rule if spec.usage else "proportional"]
@@ -288,8 +289,23 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             world_i=world_i,
             cached=cached,
             lift_edges=lift_edges,
+            fit_index=index,
             **self._fault_state(nodes_f, nodes_i, istate, heap),
         )
+
+    def _new_fit_index(
+        self, nodes_f: FloatArray, nodes_i: IntArray, gpu_free: FloatArray, placer_code: int
+    ) -> FloatArray:
+        """The index of free capacity over these node rows, or an empty one where none is
+        kept (see `fit_index` in `__init__`)."""
+        want = self._fit_index_wanted
+        if want is None:
+            want = placer_code == PlacerCode.FIRST_FIT and nodes_f.shape[1] >= fit_index.MIN_ROWS
+        if not want:
+            return np.zeros((0, 0))
+        index = fit_index.new_index(nodes_f.shape[1])
+        fit_index.build(index, nodes_f, nodes_i, gpu_free)
+        return index
 
     def _fault_state(
         self, nodes_f: FloatArray, nodes_i: IntArray, istate: IntArray, heap: int
@@ -303,7 +319,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         istate[IS.ON_FAILURE] = int(spec.on_node_failure == "fail")
         istate[IS.REDRAW] = int(spec.restart_work == "redraw")
         draws = np.zeros((nodes_f.shape[1], self._fault_draws.width()))
-        for k in range(len(spec.nodes)):
+        # Without a failure model nothing draws (a node's ordinal only keys its streams).
+        for k in range(len(spec.nodes) if self._fault_draws.enabled else 0):
             self._fault_draws.add_node(k, int(nodes_i[NI.NODE_TYPE, k]))
             if nodes_i[NI.FAILS, k]:
                 for up in (True, False):
@@ -320,9 +337,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
     def _first_failures(self) -> None:
         """Schedule each static node's first random failure (after its first up time)."""
         s = self._s
-        for k in range(len(self.spec.nodes)):
-            if s.nodes_i[NI.FAILS, k]:
-                kernel.schedule_fault_entry(self._t, k, 0.0, int(kernel.Event.FAIL))
+        for k in np.flatnonzero(s.nodes_i[NI.FAILS, : len(self.spec.nodes)]).tolist():
+            kernel.schedule_fault_entry(self._t, k, 0.0, int(kernel.Event.FAIL))
 
     def _replace(self, **arrays: Any) -> None:
         """Swap in grown arrays (the state is immutable as a tuple; its arrays are not)."""
@@ -470,8 +486,10 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         return self.result()
 
     def result(self) -> RunResult:
+        """The per-job table and summary of the run so far (read from the live state: the
+        table shares no memory with it, so the engine may go on)."""
         return build_result(
-            self.snapshot(),
+            RunState(self.spec, self.replication, self.state, self.now),
             (self.placer, self.allocator, self.provisioner),
             runs=self.jobs.features.get("run"),
         )

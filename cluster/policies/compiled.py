@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from cluster import fit_index
+from cluster.fit_index import FIT_EPS, has_room, node_fits
 from cluster.jit import inline_function, kernel_function
-from cluster.layout import GPU_MILLI, JF, NF, NI, NodeStatus
+from cluster.layout import GPU_MILLI, JF
 from cluster.policies.codes import AllocatorCode, PlacerCode, ScalerCode
 from cluster.policies.mdp.kernel import allocate_mdp
 from cluster.policies.wham import allocate_fw_cam, allocate_greedy, allocate_wham
@@ -38,9 +40,6 @@ ALLOC_WHAM, ALLOC_FW_CAM, ALLOC_GREEDY = (
 ALLOC_MDP = AllocatorCode.MDP
 SCALE_PYTHON, SCALE_STATIC = ScalerCode
 
-#: Tolerance on capacity checks (cores, GB, GPUs).
-FIT_EPS = 1e-9
-
 
 @kernel_function
 def splitmix64(state: np.ndarray) -> np.uint64:
@@ -56,26 +55,6 @@ def splitmix64(state: np.ndarray) -> np.uint64:
 def uniform_index(state: np.ndarray, n: int) -> int:
     """A uniform integer in [0, n) from the SplitMix64 stream."""
     return int(splitmix64(state) % np.uint64(n))
-
-
-@inline_function
-def gpu_fits(gpu_free: np.ndarray, k: int, gpu: float) -> bool:
-    """Whether node k has GPUs for a request: a share (< 1) fits one GPU with that much
-    milli-GPU free; n >= 1 GPUs need n wholly free GPUs."""
-    if gpu <= 0.0:
-        return True
-    if gpu < 1.0:
-        milli = np.floor(gpu * GPU_MILLI + 0.5)
-        for g in range(gpu_free.shape[1]):  # noqa: SIM110 (compiled: no generators)
-            if gpu_free[k, g] >= milli - FIT_EPS:
-                return True
-        return False
-    need = int(np.floor(gpu + 0.5))
-    have = 0
-    for g in range(gpu_free.shape[1]):
-        if gpu_free[k, g] >= GPU_MILLI - FIT_EPS:
-            have += 1
-    return have >= need
 
 
 @inline_function
@@ -125,50 +104,6 @@ def holds_request(
     )
 
 
-@inline_function
-def has_room(
-    free_cpu: float,
-    free_mem: float,
-    free_slots: float,
-    gpu_free: np.ndarray,
-    k: int,
-    cpu: float,
-    mem: float,
-    gpu: float,
-) -> bool:
-    """The one fit rule: a free worker slot and room for the request (cores, GB, GPUs)."""
-    return (
-        free_slots >= 1.0
-        and free_cpu >= cpu - FIT_EPS
-        and free_mem >= mem - FIT_EPS
-        and gpu_fits(gpu_free, k, gpu)
-    )
-
-
-@inline_function
-def node_fits(
-    nodes_f: np.ndarray,
-    nodes_i: np.ndarray,
-    gpu_free: np.ndarray,
-    k: int,
-    cpu: float,
-    mem: float,
-    gpu: float,
-) -> bool:
-    """Node k is up and `has_room` for the request. Compiled placers, the Python placers
-    (`fit_mask`, `first_fit`) and the engine's check of Python decisions all use it."""
-    return nodes_i[NI.STATUS, k] == NodeStatus.UP and has_room(
-        nodes_f[NF.FREE_CPU, k],
-        nodes_f[NF.FREE_MEM, k],
-        nodes_f[NF.FREE_SLOTS, k],
-        gpu_free,
-        k,
-        cpu,
-        mem,
-        gpu,
-    )
-
-
 @kernel_function
 def fit_mask(
     active: np.ndarray,
@@ -215,8 +150,11 @@ def first_fit(
 
 @inline_function
 def place_first_fit(j: int, s) -> int:  # type: ignore[no-untyped-def]
-    """The first node in node order with room for job j, or -1."""
+    """The first node in node order with room for job j, or -1: through the engine's index
+    of free capacity when it keeps one (`cluster.fit_index`: the same node), else a scan."""
     cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
+    if s.fit_index.shape[0] > 0:
+        return fit_index.first_fit(s, cpu, mem, gpu)
     for k in range(s.nodes_f.shape[1]):
         if node_fits(s.nodes_f, s.nodes_i, s.gpu_free, k, cpu, mem, gpu):
             return k
