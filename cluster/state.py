@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from cluster.layout import CF, CI, FS, GPU_MILLI, IS, JF, JI, MAX_GPUS_PER_NODE, NF, NI, PF, PI
+from cluster.layout import CF, CI, FS, FX, GPU_MILLI, IS, JF, JI, MAX_GPUS_PER_NODE, NF, NI, PF, PI
 from cluster.layout import NodeStatus as NS
 from cluster.model import NodeType, SimulationSpec
 from cluster.speedup import MAX_TABLE_POINTS
@@ -267,6 +267,42 @@ def grown(array: npt.NDArray[Any], size: int, axis: int = -1, fill: float = 0) -
     return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
 
 
+def layout_bytes(gpus: int = 1, fit_index_rows: int = 0) -> dict[str, int]:
+    """Bytes the engine allocates per job and per node row (`Engine._build_state`), from
+    the layout: a run of J jobs on N node rows holds about J x `per_job` + N x `per_node`
+    bytes of state, plus `fit_index` bytes for an index over that many rows (2 L rows of
+    len(FX) values, L the power of two at or above N). Without a usage model, a world model,
+    failure models or per-type run times (each adds its rows). Pages a run never writes
+    (the Python placers' scratch with a compiled placer, the heap beyond the events pending
+    at once, rows no job writes) stay unmapped: the resident size is smaller
+    (`benchmarks/scale.py` measures both)."""
+    word = 8
+    per_job = {
+        "jobs_f": len(JF) * word,
+        "jobs_i": len(JI) * word,
+        "heap": 2 * 3 * word,  # two entries of (time, id, kind) per job
+        "queue": word,
+        "members": word,
+        "decisions": 4 * word,  # (job, node, GPU mask) and the set-up delay of each
+        "wait": 4 * word,  # a waiting job's class and (cores, GB, GPU) request
+    }
+    per_node = {
+        "nodes_f": len(NF) * word,
+        "nodes_i": len(NI) * word,
+        "gpu_free": max(gpus, 1) * word,
+        "heap": 2 * 3 * word,  # a node-ready and a fault event per node row
+        "cached": word,  # one column without a world model
+    }
+    leaves = 1 << max(fit_index_rows - 1, 0).bit_length() if fit_index_rows else 0
+    return {
+        "per_job": sum(per_job.values()),
+        "per_node": sum(per_node.values()),
+        "fit_index": 2 * leaves * len(FX) * word,
+        **{f"job_{k}": v for k, v in per_job.items()},
+        **{f"node_{k}": v for k, v in per_node.items()},
+    }
+
+
 @dataclass(frozen=True)
 class RunState:
     """A frozen snapshot of one replication's state, what metrics and results read.
@@ -307,6 +343,7 @@ __all__ = [
     "fill_node",
     "gpu_count",
     "grown",
+    "layout_bytes",
     "max_gpus",
     "pool_arrays",
     "read_only",
