@@ -30,7 +30,7 @@ from typing import Any
 
 from cluster.engine import Engine
 from cluster.layout import Status
-from cluster.state import layout_bytes
+from cluster.state import layout_bytes, max_gpus
 from scenarios.loader import load_scenario
 
 #: Per-job arrays of the engine's state (the rest are per node row, or fixed).
@@ -87,7 +87,7 @@ def run(jobs: int, nodes: int, load: float, scan: bool) -> dict[str, Any]:
     rows = s.nodes_f.shape[1]
     job_bytes = sum(getattr(s, name).nbytes for name in JOB_ARRAYS)
     node_bytes = sum(getattr(s, name).nbytes for name in NODE_ARRAYS if name != "fit_index")
-    layout = layout_bytes(gpus=s.gpu_free.shape[1], fit_index_rows=0 if scan else rows)
+    layout = layout_bytes(gpus=max_gpus(spec), fit_index_rows=0 if scan else rows)
     peak_mb = peak_rss_mb()
     return {
         "jobs": jobs,

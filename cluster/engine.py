@@ -86,6 +86,7 @@ from cluster.state import (
     RunState,
     check_gpu_request,
     class_arrays,
+    max_gpus,
     pool_arrays,
     read_only,
     state_from,
@@ -303,7 +304,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             want = placer_code == PlacerCode.FIRST_FIT and nodes_f.shape[1] >= fit_index.MIN_ROWS
         if not want:
             return np.zeros((0, 0))
-        index = fit_index.new_index(nodes_f.shape[1])
+        index = fit_index.new_index(nodes_f.shape[1], gpus=max_gpus(self.spec) > 0)
         fit_index.build(index, nodes_f, nodes_i, gpu_free)
         return index
 

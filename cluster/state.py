@@ -267,15 +267,15 @@ def grown(array: npt.NDArray[Any], size: int, axis: int = -1, fill: float = 0) -
     return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
 
 
-def layout_bytes(gpus: int = 1, fit_index_rows: int = 0) -> dict[str, int]:
+def layout_bytes(gpus: int = 0, fit_index_rows: int = 0) -> dict[str, int]:
     """Bytes the engine allocates per job and per node row (`Engine._build_state`), from
-    the layout: a run of J jobs on N node rows holds about J x `per_job` + N x `per_node`
-    bytes of state, plus `fit_index` bytes for an index over that many rows (2 L rows of
-    len(FX) values, L the power of two at or above N). Without a usage model, a world model,
-    failure models or per-type run times (each adds its rows). Pages a run never writes
-    (the Python placers' scratch with a compiled placer, the heap beyond the events pending
-    at once, rows no job writes) stay unmapped: the resident size is smaller
-    (`benchmarks/scale.py` measures both)."""
+    the layout, for node rows of up to `gpus` GPUs: a run of J jobs on N node rows holds
+    about J x `per_job` + N x `per_node` bytes of state, plus `fit_index` bytes for an index
+    over `fit_index_rows` rows (2 L rows of 3 values, 5 with GPUs; L the power of two at or
+    above the rows). Without a usage model, a world model, failure models or per-type run
+    times (each adds its rows). Pages a run never writes (the Python placers' scratch with a
+    compiled placer, the heap beyond the events pending at once, rows no job writes) are
+    not resident: the resident size is smaller (`benchmarks/scale.py` measures both)."""
     word = 8
     per_job = {
         "jobs_f": len(JF) * word,
@@ -294,10 +294,11 @@ def layout_bytes(gpus: int = 1, fit_index_rows: int = 0) -> dict[str, int]:
         "cached": word,  # one column without a world model
     }
     leaves = 1 << max(fit_index_rows - 1, 0).bit_length() if fit_index_rows else 0
+    columns = len(FX) if gpus > 0 else int(FX.GPU_SHARE)
     return {
         "per_job": sum(per_job.values()),
         "per_node": sum(per_node.values()),
-        "fit_index": 2 * leaves * len(FX) * word,
+        "fit_index": 2 * leaves * columns * word,
         **{f"job_{k}": v for k, v in per_job.items()},
         **{f"node_{k}": v for k, v in per_node.items()},
     }

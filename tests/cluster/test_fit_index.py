@@ -43,14 +43,16 @@ STATUSES = (
 
 
 def random_nodes(rng: np.random.Generator, rows: int, gpus: int) -> EngineState:
-    """A state of `rows` node rows in random statuses with random free capacity, and its
-    index."""
+    """A state of `rows` node rows in random statuses with random free capacity and `gpus`
+    GPUs each (0: none, as the engine keeps them: one column of zeros), and its index."""
     nodes_f = np.zeros((len(NF), rows))
     nodes_i = np.zeros((len(NI), rows), dtype=np.int64)
-    gpu_free = np.zeros((rows, gpus))
+    gpu_free = np.zeros((rows, max(gpus, 1)))
     for k in range(rows):
         randomize_node(rng, nodes_f, nodes_i, gpu_free, k)
-    index = fit_index.new_index(rows)
+    if gpus == 0:
+        gpu_free[:] = 0.0
+    index = fit_index.new_index(rows, gpus=gpus > 0)
     fit_index.build(index, nodes_f, nodes_i, gpu_free)
     return state_from(nodes_f=nodes_f, nodes_i=nodes_i, gpu_free=gpu_free, fit_index=index)
 
@@ -65,7 +67,7 @@ def randomize_node(
     nodes_i[NI.STATUS, k] = rng.choice(STATUSES)
     nodes_f[NF.FREE_CPU, k] = rng.choice(FREE_CPU)
     nodes_f[NF.FREE_MEM, k] = rng.choice(FREE_MEM)
-    nodes_f[NF.FREE_SLOTS, k] = rng.choice((0.0, 1.0, 1.0, 3.0))
+    nodes_f[NF.FREE_SLOTS, k] = rng.choice((0.0, 1.0, 1.0, 3.0, math.inf))
     gpu_free[k] = rng.choice(GPU_MILLIS, size=gpu_free.shape[1])
     if rng.random() < 0.3:  # a node without GPUs
         gpu_free[k] = 0.0
@@ -89,7 +91,7 @@ def scan(s: EngineState, cpu: float, mem: float, gpu: float) -> int:
 
 
 def rebuilt(s: EngineState) -> np.ndarray:
-    index = fit_index.new_index(s.nodes_f.shape[1])
+    index = fit_index.new_index(s.nodes_f.shape[1], gpus=s.fit_index.shape[1] > 3)
     fit_index.build(index, s.nodes_f, s.nodes_i, s.gpu_free)
     return index
 
@@ -99,7 +101,7 @@ def test_first_fit_through_the_index_is_the_scans_node() -> None:
     found = 0
     for _ in range(300):
         rows = int(rng.integers(1, 80))
-        s = random_nodes(rng, rows, int(rng.choice((1, 2, 4, 8))))
+        s = random_nodes(rng, rows, int(rng.choice((0, 1, 2, 4, 8))))
         t = tuple(s)
         for _ in range(20):
             cpu, mem, gpu = rng.choice(REQ_CPU), rng.choice(REQ_MEM), rng.choice(REQ_GPU)
@@ -127,6 +129,7 @@ def test_the_index_follows_each_change_of_a_node() -> None:
 def test_an_index_has_a_power_of_two_of_leaves_and_empty_padding() -> None:
     for rows, leaves in ((1, 1), (2, 2), (3, 4), (64, 64), (65, 128), (100_000, 131_072)):
         assert fit_index.new_index(rows).shape == (2 * leaves, 5)
+        assert fit_index.new_index(rows, gpus=False).shape == (2 * leaves, 3)
     s = random_nodes(np.random.default_rng(1), 5, 1)
     assert np.all(s.fit_index[8 + 5 :] == -math.inf)  # leaves of rows that do not exist
 
@@ -234,14 +237,19 @@ def test_the_engine_keeps_an_index_for_compiled_first_fit_on_many_nodes() -> Non
     def index_rows(spec: SimulationSpec, **options: Any) -> int:
         return int(Engine(spec, **options)._s.fit_index.shape[0])
 
-    many = spec_from_dict(node_scenario(nodes=fit_index.MIN_ROWS).build())
-    few = spec_from_dict(node_scenario(nodes=fit_index.MIN_ROWS - 1).build())
-    assert index_rows(many) == 2 * 64
+    rows = fit_index.MIN_ROWS
+    many = spec_from_dict(node_scenario(nodes=rows).jobs(100).build())
+    few = spec_from_dict(node_scenario(nodes=rows - 1).jobs(100).build())
+    leaves = 1 << (rows - 1).bit_length()
+    assert index_rows(many) == 2 * leaves
     assert index_rows(few) == 0
-    assert index_rows(few, fit_index=True) == 2 * 64
+    assert index_rows(few, fit_index=True) == 2 * leaves
     assert index_rows(many, fit_index=False) == 0
     assert index_rows(many, force_python_policies=True) == 0
     assert index_rows(with_policies(many, placer="random-fit")) == 0
+    # Without GPUs on any node type the index leaves out its GPU columns.
+    assert Engine(many)._s.fit_index.shape[1] == 3
+    assert Engine(gpu_spec(), fit_index=True)._s.fit_index.shape[1] == 5
 
 
 def test_renting_past_the_threshold_starts_an_index() -> None:
@@ -271,14 +279,16 @@ def test_the_state_costs_what_the_layout_says() -> None:
     """Bytes of an engine's state: J x per_job + N x per_node + the index, within a few
     hundred bytes of fixed arrays (classes, counters)."""
     jobs, nodes = 3000, 200
-    spec = spec_from_dict(node_scenario(nodes=nodes).jobs(jobs).build())
-    engine = Engine(spec)
-    sizes = layout_bytes(gpus=1, fit_index_rows=nodes)
-    total = sum(a.nbytes for a in engine._s)
-    expected = jobs * sizes["per_job"] + nodes * sizes["per_node"] + sizes["fit_index"]
+    spec = spec_from_dict(node_scenario(nodes=nodes).arrivals(20.0).jobs(jobs).build())
+    for index in (False, True):
+        engine = Engine(spec, fit_index=index)
+        sizes = layout_bytes(gpus=0, fit_index_rows=nodes if index else 0)
+        total = sum(a.nbytes for a in engine._s)
+        expected = jobs * sizes["per_job"] + nodes * sizes["per_node"] + sizes["fit_index"]
+        assert 0 <= total - expected < 2048, (total, expected)
     assert sizes["per_job"] == 400 and sizes["per_node"] == 256
-    assert sizes["fit_index"] == 2 * 256 * 5 * 8
-    assert 0 <= total - expected < 2048, (total, expected)
+    assert sizes["fit_index"] == 2 * 256 * 3 * 8
+    assert layout_bytes(gpus=8, fit_index_rows=200)["fit_index"] == 2 * 256 * 5 * 8
 
 
 def test_whole_gpus_and_shares_prune_by_their_own_columns() -> None:
