@@ -17,7 +17,7 @@ import numpy as np
 from actors.node_shard import RESULT_F_ROWS, RESULT_I_ROWS
 from cluster.engine_feeding import job_rows
 from cluster.jobs import Jobs, replication_seed
-from cluster.layout import FS, IS, JF, JI, PF, JobState, NodeStatus
+from cluster.layout import FS, IS, JF, JI, PF, JobState
 from cluster.metrics import RunResult, build_result
 from cluster.model import SimulationSpec
 from cluster.policies.base import Policy
@@ -25,12 +25,10 @@ from cluster.policies.points import build_policies, distinct, setup_policies
 from cluster.state import (
     RunState,
     class_arrays,
-    empty_nodes,
-    fill_node,
-    max_gpus,
     pool_arrays,
     read_only,
     state_from,
+    static_nodes,
 )
 
 
@@ -81,11 +79,7 @@ def merged_state(
         now = max(now, float(jobs_f[JF.END, gone].max(initial=0.0)))
 
     m = len(spec.nodes)
-    types = {t.name: i for i, t in enumerate(spec.node_types)}
-    nodes_f, nodes_i, gpu_free = empty_nodes(max(m, 1), max_gpus(spec))
-    for k, name in enumerate(spec.nodes):
-        t = types[name]
-        fill_node(nodes_f, nodes_i, gpu_free, k, spec.node_types[t], t, 0.0, NodeStatus.UP)
+    nodes_f, nodes_i, gpu_free, _ = static_nodes(spec)
     classes_f, classes_i, tx, ty = class_arrays(spec)
     istate = np.zeros(len(IS), dtype=np.int64)
     istate[IS.NODES_USED] = m

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from cluster import kernel
+from cluster import fit_index, kernel
 from cluster.decision_checks import ALLOC_EPS, check_allocation
 from cluster.engine_feeding import JobFeeding, job_state
 from cluster.engine_operations import Operations
@@ -65,7 +65,6 @@ from cluster.layout import (
     IS,
     NI,
     PI,
-    NodeStatus,
     Status,
 )
 from cluster.metrics import RunResult, build_result
@@ -85,12 +84,11 @@ from cluster.state import (
     RunState,
     check_gpu_request,
     class_arrays,
-    empty_nodes,
-    fill_node,
     max_gpus,
     pool_arrays,
     read_only,
     state_from,
+    static_nodes,
 )
 from cluster.usage import CPU_RULES
 from cluster.world import build_world, initial_cache
@@ -149,6 +147,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         force_python_policies: bool = False,
         jobs: Jobs | None = None,
         scaler: Scaler | None = None,
+        fit_index: bool | None = None,
     ) -> None:
         """Build the state of one replication.
 
@@ -158,8 +157,12 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         as a Pennyworth planner, is given at each of its points: `Engine(spec, placer=p,
         scaler=p)`); `force_python_policies` takes the Python decision path even for
         compiled policies.
+        `fit_index` keeps an index of free capacity (`cluster.fit_index`; the same runs,
+        faster first-fit placements on many nodes) or not; None: with a placer that uses it
+        (`uses_fit_index`, the compiled first-fit) on `fit_index.MIN_ROWS` node rows or more.
         """
         self.spec = spec
+        self._fit_index_wanted = fit_index
         self.replication = replication
         seq = replication_seed(spec, replication)
         # One object per policy: a pair (Pennyworth's planners, placer and scaler) is one
@@ -195,16 +198,14 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         n = jobs.arrival_s.size
         jobs_f, jobs_i = job_state(spec, self.provisioner, jobs)
         m = len(spec.nodes)
-        nodes_f, nodes_i, gpu_free = empty_nodes(max(m, 1), max_gpus(spec))
-        for k, type_name in enumerate(spec.nodes):
-            t = self._type_index[type_name]
-            fill_node(nodes_f, nodes_i, gpu_free, k, spec.node_types[t], t, 0.0, NodeStatus.UP)
+        nodes_f, nodes_i, gpu_free, types = static_nodes(spec)
         pools_f, pools_i = pool_arrays(spec)
         classes_f, classes_i, tx, ty = class_arrays(spec)
         world_f, world_i, items = build_world(spec)
         cached = np.zeros((nodes_f.shape[1], max(items, 1)))
-        for k, type_name in enumerate(spec.nodes):
-            cached[k] = initial_cache(spec, self._type_index[type_name], items)
+        if items:
+            for t in np.unique(types).tolist():
+                cached[np.flatnonzero(types == t)] = initial_cache(spec, t, items)
         istate = np.zeros(len(IS), dtype=np.int64)
         fstate = np.zeros(len(FS))
         istate[IS.NODES_USED] = m
@@ -216,6 +217,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         )
         n_classes = len(spec.classes)
         fcfs = istate[IS.PLACER_CODE] != 0 or bool(getattr(self.placer, "strict_fcfs", False))
+        index = self._new_fit_index(nodes_f, nodes_i, gpu_free, int(istate[IS.PLACER_CODE]))
         istate[IS.PLACER_FCFS] = int(fcfs)
         istate[IS.HAS_USAGE] = int(spec.usage is not None or jobs.usage is not None)
         istate[IS.CPU_RULE] = CPU_RULES[spec.usage.cpu_rule if spec.usage else "proportional"]
@@ -277,6 +279,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             world_i=world_i,
             cached=cached,
             lift_edges=lift_edges,
+            fit_index=index,
             **self._fault_state(nodes_f, nodes_i, istate, heap),
         )
 
@@ -309,6 +312,24 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         self._compiled = functions  # keeps the functions (and their addresses) alive
         return functions
 
+    def _new_fit_index(
+        self, nodes_f: FloatArray, nodes_i: IntArray, gpu_free: FloatArray, placer_code: int
+    ) -> FloatArray:
+        """The index of free capacity over these node rows, or an empty one where none is
+        kept (see `fit_index` in `__init__`)."""
+        want = self._fit_index_wanted
+        if want is None:
+            want = (
+                placer_code > 0
+                and bool(getattr(self.placer, "uses_fit_index", False))
+                and nodes_f.shape[1] >= fit_index.MIN_ROWS
+            )
+        if not want:
+            return np.zeros((0, 0))
+        index = fit_index.new_index(nodes_f.shape[1], gpus=max_gpus(self.spec) > 0)
+        fit_index.build(index, nodes_f, nodes_i, gpu_free)
+        return index
+
     def _fault_state(
         self, nodes_f: FloatArray, nodes_i: IntArray, istate: IntArray, heap: int
     ) -> dict[str, Any]:
@@ -321,7 +342,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         istate[IS.ON_FAILURE] = int(spec.on_node_failure == "fail")
         istate[IS.REDRAW] = int(spec.restart_work == "redraw")
         draws = np.zeros((nodes_f.shape[1], self._fault_draws.width()))
-        for k in range(len(spec.nodes)):
+        # Without a failure model nothing draws (a node's ordinal only keys its streams).
+        for k in range(len(spec.nodes) if self._fault_draws.enabled else 0):
             self._fault_draws.add_node(k, int(nodes_i[NI.NODE_TYPE, k]))
             if nodes_i[NI.FAILS, k]:
                 for up in (True, False):
@@ -338,9 +360,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
     def _first_failures(self) -> None:
         """Schedule each static node's first random failure (after its first up time)."""
         s = self._s
-        for k in range(len(self.spec.nodes)):
-            if s.nodes_i[NI.FAILS, k]:
-                kernel.schedule_fault_entry(self._t, k, 0.0, int(kernel.Event.FAIL))
+        for k in np.flatnonzero(s.nodes_i[NI.FAILS, : len(self.spec.nodes)]).tolist():
+            kernel.schedule_fault_entry(self._t, k, 0.0, int(kernel.Event.FAIL))
 
     def _replace(self, **arrays: Any) -> None:
         """Swap in grown arrays (the state is immutable as a tuple; its arrays are not)."""
@@ -496,8 +517,10 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         return self.result()
 
     def result(self) -> RunResult:
+        """The per-job table and summary of the run so far (read from the live state: the
+        table shares no memory with it, so the engine may go on)."""
         return build_result(
-            self.snapshot(),
+            RunState(self.spec, self.replication, self.state, self.now),
             tuple(policy for _, policy in distinct(self.policies)),
             runs=self.jobs.features.get("run"),
         )

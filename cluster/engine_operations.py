@@ -201,6 +201,9 @@ class Operations:
                 gpu_free=gpu_free,
                 cached=grown(s.cached, rows, axis=0),
                 fault_draws=grown(s.fault_draws, rows, axis=0),
+                fit_index=self._new_fit_index(
+                    nodes_f, nodes_i, gpu_free, int(s.istate[IS.PLACER_CODE])
+                ),
                 **self._room(s.heap_t.size + 2 * (k + 1), s.queue.size),
             )
             s = self._s
@@ -210,6 +213,7 @@ class Operations:
         fill_node(s.nodes_f, s.nodes_i, s.gpu_free, k, nt, t, self.now, status)
         s.cached[k] = initial_cache(self.spec, t, s.cached.shape[1])
         s.istate[IS.NODES_USED] = k + 1
+        kernel.node_changed_entry(self._t, k)
         self._fault_draws.add_node(k, t)
         if s.nodes_i[NI.FAILS, k]:
             for up in (True, False):
@@ -240,6 +244,7 @@ class Operations:
                 f"release: node {k} still runs {int(s.nodes_f[NF.RUNNING_JOBS, k])} job(s)"
             )
         s.nodes_i[NI.STATUS, k] = NodeStatus.RELEASED
+        kernel.node_changed_entry(self._t, k)
         s.nodes_f[NF.RELEASED_AT, k] = self.now
         if status == NodeStatus.BOOTING:
             s.nodes_f[NF.READY_AT, k] = self.now  # never ready: no operating time

@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from cluster.fit_index import index_update
 from cluster.jit import inline_function, kernel_function
 from cluster.layout import (
     CF,
@@ -332,6 +333,7 @@ def start_job(  # type: ignore[no-untyped-def]
     nodes_f[NF.FREE_GPU, k] -= gpu
     nodes_f[NF.FREE_SLOTS, k] -= 1.0
     nodes_f[NF.RUNNING_JOBS, k] += 1.0
+    index_update(s, k)
     if s.istate[IS.FAULTS] == 1:  # the node's list of running jobs (a failure kills them)
         head = s.nodes_i[NI.JOB_HEAD, k]
         jobs_i[JI.NEXT, j] = head
@@ -376,6 +378,7 @@ def _free_node_of(s, j: int) -> None:  # type: ignore[no-untyped-def]
         for g in range(s.gpu_free.shape[1]):
             if (mask >> g) & 1:
                 s.gpu_free[k, g] += milli
+    index_update(s, k)
     s.fstate[FS.BUSY_CPU] -= cpu
     if s.istate[IS.FAULTS] == 1:
         _unlink_from_node(s, j, k)
@@ -682,11 +685,18 @@ def node_up(s, k: int) -> bool:  # type: ignore[no-untyped-def]
     """A booting node finishes starting up and takes jobs (False: it was not booting)."""
     if s.nodes_i[NI.STATUS, k] != NodeStatus.BOOTING:
         return False
-    s.nodes_i[NI.STATUS, k] = NodeStatus.UP
+    set_status(s, k, NodeStatus.UP)
     if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
         s.istate[IS.NEED_PLACE] = 1
     s.istate[IS.NEED_SCALE] = 1
     return True
+
+
+@inline_function
+def set_status(s, k: int, status: int) -> None:  # type: ignore[no-untyped-def]
+    """Node row k's status becomes `status` (a `NodeStatus`); the index follows."""
+    s.nodes_i[NI.STATUS, k] = status
+    index_update(s, k)
 
 
 @inline_function
@@ -738,7 +748,7 @@ def _make_queue_room(s) -> None:  # type: ignore[no-untyped-def]
 @kernel_function
 def release_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """Node k (running no job) leaves at t: its price stops, its fault events go stale."""
-    s.nodes_i[NI.STATUS, k] = NodeStatus.RELEASED
+    set_status(s, k, NodeStatus.RELEASED)
     s.nodes_f[NF.RELEASED_AT, k] = t
     if s.nodes_f[NF.READY_AT, k] > t:
         s.nodes_f[NF.READY_AT, k] = t  # never ready: no operating time
@@ -785,7 +795,7 @@ def fail_node(s, k: int, t: float, random: bool) -> None:  # type: ignore[no-unt
     if status == NodeStatus.DRAINING:
         release_node(s, k, t)
         return
-    s.nodes_i[NI.STATUS, k] = NodeStatus.DOWN
+    set_status(s, k, NodeStatus.DOWN)
     s.nodes_f[NF.DOWN_SINCE, k] = t
     if random and s.nodes_i[NI.FAILS, k] == 1:
         schedule_fault(s, k, t, Event.RECOVER)
@@ -801,9 +811,9 @@ def recover_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     s.nodes_i[NI.EPOCH, k] += 1
     s.istate[IS.NEED_SCALE] = 1
     if s.nodes_f[NF.READY_AT, k] > t:
-        s.nodes_i[NI.STATUS, k] = NodeStatus.BOOTING  # its NODE_READY event is still due
+        set_status(s, k, NodeStatus.BOOTING)  # its NODE_READY event is still due
         return
-    s.nodes_i[NI.STATUS, k] = NodeStatus.UP
+    set_status(s, k, NodeStatus.UP)
     if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
         s.istate[IS.NEED_PLACE] = 1
     if s.nodes_i[NI.FAILS, k] == 1:
@@ -820,7 +830,7 @@ def drain_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     elif status != NodeStatus.UP and status != NodeStatus.BOOTING:
         return
     if status == NodeStatus.UP and s.nodes_f[NF.RUNNING_JOBS, k] > 0:
-        s.nodes_i[NI.STATUS, k] = NodeStatus.DRAINING
+        set_status(s, k, NodeStatus.DRAINING)
         s.istate[IS.NEED_SCALE] = 1
     else:
         release_node(s, k, t)
@@ -1334,6 +1344,12 @@ def gather_entry(t) -> int:  # type: ignore[no-untyped-def]
 @kernel_function
 def peek_entry(t) -> float:  # type: ignore[no-untyped-def]
     return next_event_time(EngineState(*t))
+
+
+@kernel_function
+def node_changed_entry(t, k: int) -> None:  # type: ignore[no-untyped-def]
+    """Python changed node row k (rented, released): the index follows."""
+    index_update(EngineState(*t), k)
 
 
 @kernel_function

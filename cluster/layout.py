@@ -112,6 +112,19 @@ class NodeStatus(IntEnum):
     DRAINING = 5  #: takes no new placement; released when its last job leaves
 
 
+class FX(IntEnum):
+    """Columns of `fit_index` (float64[2 * L, len(FX)], L a power of two >= node rows): a
+    segment tree over node rows (`cluster.fit_index`). Row L + k is node row k, row i the
+    most of each column over rows 2i and 2i + 1, row 1 the root. A node row that is not up
+    (and a padding row) holds -inf everywhere: it takes no placement."""
+
+    CPU = 0  #: free cores
+    MEM = 1  #: free GB
+    SLOTS = 2  #: free worker slots
+    GPU_SHARE = 3  #: most free milli-GPU on one of the node's GPUs
+    GPU_WHOLE = 4  #: the node's wholly free GPUs
+
+
 class PF(IntEnum):
     """Rows of `pools_f`."""
 

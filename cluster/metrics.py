@@ -125,11 +125,18 @@ def node_names(
     ]
 
 
+def _copied(values: np.ndarray) -> pa.Array:
+    """A column holding a copy of `values` (`pa.array` would share a numpy row's memory)."""
+    return pa.array(np.array(values, copy=True))
+
+
 def build_result(
     run: RunState, policies: tuple[Policy, ...] = (), runs: np.ndarray | None = None
 ) -> RunResult:
-    """The per-job table and the summary of a (frozen) run state; `runs`: each job's
-    workflow run (the usage model's `run` feature) for `mean_run_makespan_s`."""
+    """The per-job table and the summary of a run state; `runs`: each job's workflow run
+    (the usage model's `run` feature) for `mean_run_makespan_s`. The table shares no memory
+    with the state: a state of read-only views of a live engine's arrays will do (no copy
+    of the whole state, `Engine.result`)."""
     spec, s = run.spec, run.state
     jf, ji = s.jobs_f, s.jobs_i
     arrival = jf[JF.ARRIVAL]
@@ -157,22 +164,22 @@ def build_result(
             "job": pa.array(np.arange(n), pa.int64()),
             "replication": pa.array(np.full(n, run.replication, dtype=np.int32)),
             "class": _dictionary(ji[JI.CLS], [c.name for c in spec.classes]),
-            "arrival_s": pa.array(arrival),
+            "arrival_s": _copied(arrival),
             "start_s": pa.array(start),
             "end_s": pa.array(end),
             "response_time_s": pa.array(response := end - arrival),
-            "size": pa.array(jf[JF.SIZE]),
+            "size": _copied(jf[JF.SIZE]),
             "node": _dictionary(node, names),
             "pool": _dictionary(pool, [p.name for p in spec.pools]),
             "core_seconds": pa.array(core_seconds),
             "cost_usd": pa.array(cost),
             # The set-up of the attempt start_s reports: none (NaN) where start_s is NaN.
             "setup_s": pa.array(np.where(np.isnan(start), np.nan, jf[JF.SETUP_S])),
-            "request_cpu": pa.array(jf[JF.REQ_CPU]),
-            "request_memory_gb": pa.array(jf[JF.REQ_MEM]),
-            "request_gpu": pa.array(jf[JF.REQ_GPU]),
+            "request_cpu": _copied(jf[JF.REQ_CPU]),
+            "request_memory_gb": _copied(jf[JF.REQ_MEM]),
+            "request_gpu": _copied(jf[JF.REQ_GPU]),
             "retries": pa.array(ji[JI.RETRIES].astype(np.int32)),
-            "wasted_core_s": pa.array(jf[JF.WASTE_CORE_S]),
+            "wasted_core_s": _copied(jf[JF.WASTE_CORE_S]),
             "failed": pa.array(failed),
             "measured": pa.array(measured),
         }

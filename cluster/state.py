@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from cluster.layout import CF, CI, FS, GPU_MILLI, IS, JF, JI, MAX_GPUS_PER_NODE, NF, NI, PF, PI
+from cluster.layout import CF, CI, FS, FX, GPU_MILLI, IS, JF, JI, MAX_GPUS_PER_NODE, NF, NI, PF, PI
 from cluster.layout import NodeStatus as NS
 from cluster.model import NodeType, SimulationSpec
 from cluster.speedup import MAX_TABLE_POINTS
@@ -70,6 +70,9 @@ class EngineState(NamedTuple):
     fault_draws: FloatArray = np.zeros((0, 0))
     #: (len(TL), E) the scenario's timeline, sorted by time; (len(TL), 0) without one.
     timeline: FloatArray = np.zeros((8, 0))
+    #: (2 L, len(FX)) the index of free capacity over node rows (`cluster.fit_index`) the
+    #: compiled first-fit placer searches; (0, 0) without one (a scan of the rows instead).
+    fit_index: FloatArray = np.zeros((0, 0))
 
 
 #: The empty form of every `EngineState` array (its dtype and the shape with no rows):
@@ -112,6 +115,7 @@ _EMPTY: dict[str, tuple[Any, tuple[int, ...]]] = {
     "lift_edges": (np.float64, (0, 1)),
     "fault_draws": (np.float64, (0, 0)),
     "timeline": (np.float64, (8, 0)),
+    "fit_index": (np.float64, (0, 0)),
 }
 
 
@@ -174,15 +178,17 @@ def fill_node(
     nodes_f: FloatArray,
     nodes_i: IntArray,
     gpu_free: FloatArray,
-    k: int,
+    k: int | IntArray,
     t: NodeType,
     type_index: int,
     now: float,
     status: int,
 ) -> None:
-    """Write node type `t` into row k, rented at `now` (ready now if `status` is UP)."""
-    nodes_f[[NF.CAP_CPU, NF.CAP_MEM, NF.CAP_GPU], k] = (t.cpu, t.memory_gb, t.gpu)
-    nodes_f[[NF.FREE_CPU, NF.FREE_MEM, NF.FREE_GPU], k] = (t.cpu, t.memory_gb, t.gpu)
+    """Write node type `t` into row k (or into each row of an index array k: one numpy
+    operation per field), rented at `now` (ready now if `status` is UP)."""
+    nodes_f[NF.CAP_CPU, k] = nodes_f[NF.FREE_CPU, k] = t.cpu
+    nodes_f[NF.CAP_MEM, k] = nodes_f[NF.FREE_MEM, k] = t.memory_gb
+    nodes_f[NF.CAP_GPU, k] = nodes_f[NF.FREE_GPU, k] = t.gpu
     nodes_f[NF.SPEED, k] = t.speed
     nodes_f[NF.PRICE_PER_S, k] = t.price_per_hour / 3600.0
     nodes_f[NF.CAP_SLOTS, k] = nodes_f[NF.FREE_SLOTS, k] = t.max_jobs
@@ -201,6 +207,19 @@ def fill_node(
     nodes_i[NI.UP_POS, k] = nodes_i[NI.DOWN_POS, k] = 0
     gpu_free[k, :] = 0.0
     gpu_free[k, : gpu_count(t)] = GPU_MILLI
+
+
+def static_nodes(spec: SimulationSpec) -> tuple[FloatArray, IntArray, FloatArray, IntArray]:
+    """The node rows of the scenario's nodes (up at time 0; at least one row) and each
+    one's type index, filled a type at a time (100,000 nodes in milliseconds)."""
+    m = len(spec.nodes)
+    nodes_f, nodes_i, gpu_free = empty_nodes(max(m, 1), max_gpus(spec))
+    index = {t.name: i for i, t in enumerate(spec.node_types)}
+    types = np.fromiter((index[name] for name in spec.nodes), dtype=np.int64, count=m)
+    for t in np.unique(types).tolist():
+        rows = np.flatnonzero(types == t)
+        fill_node(nodes_f, nodes_i, gpu_free, rows, spec.node_types[t], t, 0.0, NS.UP)
+    return nodes_f, nodes_i, gpu_free, types
 
 
 def max_gpus(spec: SimulationSpec) -> int:
@@ -254,6 +273,43 @@ def grown(array: npt.NDArray[Any], size: int, axis: int = -1, fill: float = 0) -
     return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
 
 
+def layout_bytes(gpus: int = 0, fit_index_rows: int = 0) -> dict[str, int]:
+    """Bytes the engine allocates per job and per node row (`Engine._build_state`), from
+    the layout, for node rows of up to `gpus` GPUs: a run of J jobs on N node rows holds
+    about J x `per_job` + N x `per_node` bytes of state, plus `fit_index` bytes for an index
+    over `fit_index_rows` rows (2 L rows of 3 values, 5 with GPUs; L the power of two at or
+    above the rows). Without a usage model, a world model, failure models or per-type run
+    times (each adds its rows). Pages a run never writes (the Python placers' scratch with a
+    compiled placer, the heap beyond the events pending at once, rows no job writes) are
+    not resident: the resident size is smaller (`benchmarks/scale.py` measures both)."""
+    word = 8
+    per_job = {
+        "jobs_f": len(JF) * word,
+        "jobs_i": len(JI) * word,
+        "heap": 2 * 3 * word,  # two entries of (time, id, kind) per job
+        "queue": word,
+        "members": word,
+        "decisions": 4 * word,  # (job, node, GPU mask) and the set-up delay of each
+        "wait": 4 * word,  # a waiting job's class and (cores, GB, GPU) request
+    }
+    per_node = {
+        "nodes_f": len(NF) * word,
+        "nodes_i": len(NI) * word,
+        "gpu_free": max(gpus, 1) * word,
+        "heap": 2 * 3 * word,  # a node-ready and a fault event per node row
+        "cached": word,  # one column without a world model
+    }
+    leaves = 1 << max(fit_index_rows - 1, 0).bit_length() if fit_index_rows else 0
+    columns = len(FX) if gpus > 0 else int(FX.GPU_SHARE)
+    return {
+        "per_job": sum(per_job.values()),
+        "per_node": sum(per_node.values()),
+        "fit_index": 2 * leaves * columns * word,
+        **{f"job_{k}": v for k, v in per_job.items()},
+        **{f"node_{k}": v for k, v in per_node.items()},
+    }
+
+
 @dataclass(frozen=True)
 class RunState:
     """A frozen snapshot of one replication's state, what metrics and results read.
@@ -294,9 +350,11 @@ __all__ = [
     "fill_node",
     "gpu_count",
     "grown",
+    "layout_bytes",
     "max_gpus",
     "pool_arrays",
     "read_only",
+    "static_nodes",
     "FS",
     "IS",
     "JF",

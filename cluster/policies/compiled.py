@@ -10,11 +10,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from cluster.fit_index import FIT_EPS, gpu_fits, has_room, node_fits
 from cluster.jit import inline_function, kernel_function
-from cluster.layout import GPU_MILLI, NF, NI, NodeStatus
+from cluster.layout import GPU_MILLI
 
-#: Tolerance on capacity checks (cores, GB, GPUs).
-FIT_EPS = 1e-9
+#: The fit rule lives with the index of free capacity (`cluster.fit_index`); re-exported.
+__all__ = [
+    "FIT_EPS",
+    "choose_gpus",
+    "first_fit",
+    "fit_mask",
+    "gpu_fits",
+    "has_room",
+    "holds_request",
+    "node_fits",
+    "splitmix64",
+    "uniform_index",
+]
 
 
 @kernel_function
@@ -31,26 +43,6 @@ def splitmix64(state: np.ndarray) -> np.uint64:
 def uniform_index(state: np.ndarray, n: int) -> int:
     """A uniform integer in [0, n) from the SplitMix64 stream."""
     return int(splitmix64(state) % np.uint64(n))
-
-
-@inline_function
-def gpu_fits(gpu_free: np.ndarray, k: int, gpu: float) -> bool:
-    """Whether node k has GPUs for a request: a share (< 1) fits one GPU with that much
-    milli-GPU free; n >= 1 GPUs need n wholly free GPUs."""
-    if gpu <= 0.0:
-        return True
-    if gpu < 1.0:
-        milli = np.floor(gpu * GPU_MILLI + 0.5)
-        for g in range(gpu_free.shape[1]):  # noqa: SIM110 (compiled: no generators)
-            if gpu_free[k, g] >= milli - FIT_EPS:
-                return True
-        return False
-    need = int(np.floor(gpu + 0.5))
-    have = 0
-    for g in range(gpu_free.shape[1]):
-        if gpu_free[k, g] >= GPU_MILLI - FIT_EPS:
-            have += 1
-    return have >= need
 
 
 @inline_function
@@ -97,50 +89,6 @@ def holds_request(
         and cap_cpu >= cpu - FIT_EPS
         and cap_mem >= mem - FIT_EPS
         and cap_gpu >= gpus - FIT_EPS
-    )
-
-
-@inline_function
-def has_room(
-    free_cpu: float,
-    free_mem: float,
-    free_slots: float,
-    gpu_free: np.ndarray,
-    k: int,
-    cpu: float,
-    mem: float,
-    gpu: float,
-) -> bool:
-    """The one fit rule: a free worker slot and room for the request (cores, GB, GPUs)."""
-    return (
-        free_slots >= 1.0
-        and free_cpu >= cpu - FIT_EPS
-        and free_mem >= mem - FIT_EPS
-        and gpu_fits(gpu_free, k, gpu)
-    )
-
-
-@inline_function
-def node_fits(
-    nodes_f: np.ndarray,
-    nodes_i: np.ndarray,
-    gpu_free: np.ndarray,
-    k: int,
-    cpu: float,
-    mem: float,
-    gpu: float,
-) -> bool:
-    """Node k is up and `has_room` for the request. Compiled placers, the Python placers
-    (`fit_mask`, `first_fit`) and the engine's check of Python decisions all use it."""
-    return nodes_i[NI.STATUS, k] == NodeStatus.UP and has_room(
-        nodes_f[NF.FREE_CPU, k],
-        nodes_f[NF.FREE_MEM, k],
-        nodes_f[NF.FREE_SLOTS, k],
-        gpu_free,
-        k,
-        cpu,
-        mem,
-        gpu,
     )
 
 

@@ -41,7 +41,8 @@ from numba.core.registry import CPUDispatcher
 from numba.experimental.function_type import _get_jit_address, _get_wrapper_address
 from numba.extending import intrinsic
 
-from cluster.jit import inline_function, signals_blocked
+from cluster.fit_index import covers
+from cluster.jit import inline_function, kernel_function, signals_blocked
 from cluster.layout import CF, JF, JI, NF, NI, JobState, NodeStatus
 from cluster.policies.compiled import has_room, uniform_index
 
@@ -58,6 +59,7 @@ __all__ = [
     "compiled_scorer",
     "ScorerView",
     "fits",
+    "first_fit",
     "uniform_index",
     "RENT",
     "RELEASE",
@@ -85,6 +87,9 @@ class PlacerView(NamedTuple):
     node_status: IntArray  #: (N,) `cluster.layout.NodeStatus`
     node_type: IntArray  #: (N,) node type index (scenario order)
     gpu_free: FloatArray  #: (N, G) free milli-GPU of each GPU (1000 = a whole free GPU)
+    #: the engine's index of free capacity (`cluster.fit_index`; (0, 0) when it keeps none):
+    #: `first_fit(view, job)` searches it
+    fit_index: FloatArray
     params: FloatArray  #: writable: the policy's `kernel_params()`
     rng: npt.NDArray[np.uint64]  #: writable: the policy's SplitMix64 state (`uniform_index`)
 
@@ -174,6 +179,7 @@ PLACER_VIEW = _view_type(
         "node_status": _I1,
         "node_type": _I1,
         "gpu_free": _F2,
+        "fit_index": _F2,
         "rng": _U1,
     },
     {"params", "rng"},
@@ -403,6 +409,7 @@ def placer_view(s) -> PlacerView:  # type: ignore[no-untyped-def]
         read_only(s.nodes_i[NI.STATUS]),
         read_only(s.nodes_i[NI.NODE_TYPE]),
         read_only(s.gpu_free),
+        read_only(s.fit_index),
         s.placer_params,
         s.rng,
     )
@@ -461,3 +468,40 @@ def fits(view, job: int, node: int) -> bool:  # type: ignore[no-untyped-def]
         view.request_mem[job],
         view.request_gpu[job],
     )
+
+
+@inline_function
+def first_fit(view, job: int) -> int:  # type: ignore[no-untyped-def]
+    """The first node in node order that `fits` the job, or -1: through the engine's index
+    of free capacity when it keeps one (`view.fit_index`, logarithmic in the nodes), else a
+    scan. Both give the same node."""
+    fx = view.fit_index
+    if fx.shape[0] == 0:
+        for k in range(view.free_cpu.shape[0]):
+            if fits(view, job, k):
+                return k
+        return -1
+    return _search(view, job)
+
+
+@kernel_function
+def _search(view, job: int) -> int:  # type: ignore[no-untyped-def]
+    """`cluster.fit_index.search` over a placer's view: skip every subtree whose maxima do
+    not cover the request, confirm a leaf with `fits`, go on to the right when it fails."""
+    fx = view.fit_index
+    cpu, mem, gpu = view.request_cpu[job], view.request_mem[job], view.request_gpu[job]
+    leaves = fx.shape[0] >> 1
+    i = 1
+    while True:
+        if covers(fx, i, cpu, mem, gpu):
+            if i < leaves:
+                i = 2 * i
+                continue
+            k = i - leaves
+            if k < view.free_cpu.shape[0] and fits(view, job, k):
+                return k
+        while i & 1:
+            i >>= 1
+        if i == 0:
+            return -1
+        i += 1

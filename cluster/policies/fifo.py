@@ -33,6 +33,7 @@ from cluster.policies.compiled_table import (
     PlacerView,
     compiled_allocator,
     compiled_placer,
+    first_fit,
     fits,
     uniform_index,
 )
@@ -43,11 +44,9 @@ FIT_EPS = rules.FIT_EPS
 
 @compiled_placer
 def place_first_fit(job: int, now_s: float, view: PlacerView) -> int:
-    """The first node in node order with room for the job, or -1."""
-    for k in range(view.free_cpu.shape[0]):
-        if fits(view, job, k):
-            return k
-    return -1
+    """The first node in node order with room for the job, or -1 (through the engine's
+    index of free capacity on large clusters: `first_fit`)."""
+    return first_fit(view, job)
 
 
 @compiled_placer
@@ -156,6 +155,8 @@ class FirstFit(FcfsPlacer):
     """FCFS queue; each job goes to the first node (in node order) that fits it."""
 
     compiled = place_first_fit
+    #: The engine keeps its index of free capacity for this placer on large clusters.
+    uses_fit_index = True
 
     def choose(self, fits: npt.NDArray[np.bool_], count: int, free_cpu: FloatArray) -> int:
         return int(np.argmax(fits))

@@ -282,7 +282,8 @@ def test_a_snapshot_never_changes_as_the_engine_moves_on() -> None:
 #: policy's own state may share (`gpu_free`, `queue`) are left to the read-only check.
 STATE_WRITE = re.compile(
     r"\.(jobs_f|jobs_i|nodes_f|nodes_i|pools_f|pools_i|classes_f|classes_i|"
-    r"istate|fstate|heap_t|heap_j|heap_k|n_class|area_class|run_by_type|fault_draws|timeline)"
+    r"istate|fstate|heap_t|heap_j|heap_k|n_class|area_class|run_by_type|fault_draws|timeline|"
+    r"fit_index)"
     r"\[[^\]]*\]\s*(=|\+=|-=|\*=|/=)(?!=)"
 )
 #: The engine (its modules: `Engine` and its mixins) and its compiled transitions: the
@@ -292,6 +293,7 @@ OWNERS = {
     "cluster/engine_feeding.py",
     "cluster/engine_operations.py",
     "cluster/engine_policies.py",
+    "cluster/fit_index.py",
     "cluster/kernel.py",
     "cluster/state.py",
 }

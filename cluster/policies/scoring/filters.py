@@ -45,7 +45,7 @@ class ResourceFit(FilterPlugin):
 def gpu_fit(gpu_free: np.ndarray, gpu: float) -> BoolArray:
     """Per node: room for a GPU request in the free milli-GPU of each GPU (n, GPUs): a share
     (< 1) fits one GPU with that much free; n >= 1 GPUs need n wholly free GPUs (the
-    engine's rule, `cluster.policies.compiled.gpu_fits`)."""
+    engine's rule, `cluster.fit_index.gpu_fits`)."""
     if gpu <= 0.0:
         return np.ones(gpu_free.shape[0], dtype=bool)
     if gpu < 1.0:

@@ -1,0 +1,251 @@
+"""The one fit rule (`node_fits`) and an index of free capacity that finds the first node
+row it admits in O(log N) instead of a scan of every row.
+
+The index (`EngineState.fit_index`, columns named by `cluster.layout.FX`) is a segment tree
+over node rows: row L + k holds node row k's free cores, free GB, free worker slots, the
+most free milli-GPU on one of its GPUs and its wholly free GPUs (-inf everywhere for a node
+that is not up), every inner row the most of each column over its two children. Each column
+is one of `node_fits`' conditions made monotone, so a subtree whose maxima do not cover a
+request holds no node that fits it; `first_fit` walks to the leftmost leaf whose maxima
+cover the request, confirms it with `node_fits` and goes on to the right when a leaf fails
+(the maxima of a subtree may come from different nodes). It returns exactly the node that a
+scan in node order returns.
+
+Only the engine's transitions write node rows; each one that changes a node's free cores,
+GB, slots, GPUs or status calls `index_update` for it (`cluster.kernel`; `Engine.rent`,
+`Engine.release`). An empty index ((0, 0): small clusters, placers that do not use it) costs
+those transitions one branch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cluster.jit import inline_function, kernel_function
+from cluster.layout import FX, GPU_MILLI, NF, NI, NodeStatus
+from cluster.state import EngineState
+
+#: Tolerance on capacity checks (cores, GB, GPUs).
+FIT_EPS = 1e-9
+
+#: Node rows from which the engine keeps an index for the compiled first-fit placer: below
+#: it a scan of the rows costs less than keeping the tree up to date (`benchmarks/scale.py`).
+MIN_ROWS = 512
+
+
+@inline_function
+def gpu_fits(gpu_free: np.ndarray, k: int, gpu: float) -> bool:
+    """Whether node k has GPUs for a request: a share (< 1) fits one GPU with that much
+    milli-GPU free; n >= 1 GPUs need n wholly free GPUs."""
+    if gpu <= 0.0:
+        return True
+    if gpu < 1.0:
+        milli = np.floor(gpu * GPU_MILLI + 0.5)
+        for g in range(gpu_free.shape[1]):  # noqa: SIM110 (compiled: no generators)
+            if gpu_free[k, g] >= milli - FIT_EPS:
+                return True
+        return False
+    need = int(np.floor(gpu + 0.5))
+    have = 0
+    for g in range(gpu_free.shape[1]):
+        if gpu_free[k, g] >= GPU_MILLI - FIT_EPS:
+            have += 1
+    return have >= need
+
+
+@inline_function
+def has_room(
+    free_cpu: float,
+    free_mem: float,
+    free_slots: float,
+    gpu_free: np.ndarray,
+    k: int,
+    cpu: float,
+    mem: float,
+    gpu: float,
+) -> bool:
+    """The one fit rule: a free worker slot and room for the request (cores, GB, GPUs)."""
+    return (
+        free_cpu >= cpu - FIT_EPS
+        and free_mem >= mem - FIT_EPS
+        and free_slots >= 1.0
+        and gpu_fits(gpu_free, k, gpu)
+    )
+
+
+@inline_function
+def node_fits(
+    nodes_f: np.ndarray,
+    nodes_i: np.ndarray,
+    gpu_free: np.ndarray,
+    k: int,
+    cpu: float,
+    mem: float,
+    gpu: float,
+) -> bool:
+    """Node k is up and `has_room` for the request. Compiled placers, the Python placers
+    (`fit_mask`, `first_fit`), the index and the engine's check of Python decisions all
+    use it."""
+    # Free cores first: the test that rejects most nodes of a busy cluster, so that a scan
+    # of node rows mostly reads one row of `nodes_f`.
+    return (
+        has_room(
+            nodes_f[NF.FREE_CPU, k],
+            nodes_f[NF.FREE_MEM, k],
+            nodes_f[NF.FREE_SLOTS, k],
+            gpu_free,
+            k,
+            cpu,
+            mem,
+            gpu,
+        )
+        and nodes_i[NI.STATUS, k] == NodeStatus.UP
+    )
+
+
+# --- the index ---------------------------------------------------------------------------
+
+
+def new_index(rows: int, gpus: bool = True) -> np.ndarray:
+    """An index for `rows` node rows, every row without room (fill it with `build`); without
+    `gpus` (no node type has a GPU) it leaves out the GPU columns."""
+    leaves = 1 << max(rows - 1, 0).bit_length()
+    return np.full((2 * leaves, len(FX) if gpus else int(FX.GPU_SHARE)), -math.inf)
+
+
+@inline_function
+def _put(fx: np.ndarray, i: int, c: int, value: float, bit: int) -> int:
+    """Write `value` into column c of row i; `bit` if that changed it, else 0."""
+    if fx[i, c] == value:
+        return 0
+    fx[i, c] = value
+    return bit
+
+
+@inline_function
+def _set_leaf(
+    fx: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, gpu_free: np.ndarray, k: int
+) -> int:
+    """Write node row k's leaf (its free capacity if it is up, else -inf); return the
+    columns that changed, as bits."""
+    i = (fx.shape[0] >> 1) + k
+    up = nodes_i[NI.STATUS, k] == NodeStatus.UP
+    changed = _put(fx, i, FX.CPU, nodes_f[NF.FREE_CPU, k] if up else -math.inf, 1)
+    changed |= _put(fx, i, FX.MEM, nodes_f[NF.FREE_MEM, k] if up else -math.inf, 2)
+    changed |= _put(fx, i, FX.SLOTS, nodes_f[NF.FREE_SLOTS, k] if up else -math.inf, 4)
+    if fx.shape[1] > FX.GPU_SHARE:
+        share = whole = -math.inf
+        if up:
+            share = whole = 0.0
+            for g in range(gpu_free.shape[1]):
+                free = gpu_free[k, g]
+                share = max(share, free)
+                if free >= GPU_MILLI - FIT_EPS:  # `gpu_fits`' rule for a whole GPU
+                    whole += 1.0
+        changed |= _put(fx, i, FX.GPU_SHARE, share, 8)
+        changed |= _put(fx, i, FX.GPU_WHOLE, whole, 16)
+    return changed
+
+
+@kernel_function
+def build(fx: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, gpu_free: np.ndarray) -> None:
+    """Fill index `fx` (from `new_index`) from the node rows."""
+    leaves = fx.shape[0] >> 1
+    for k in range(leaves):
+        if k < nodes_f.shape[1]:
+            _set_leaf(fx, nodes_f, nodes_i, gpu_free, k)
+        else:
+            for c in range(fx.shape[1]):
+                fx[leaves + k, c] = -math.inf
+    for i in range(leaves - 1, 0, -1):
+        for c in range(fx.shape[1]):
+            fx[i, c] = max(fx[2 * i, c], fx[2 * i + 1, c])
+
+
+@inline_function
+def update(
+    fx: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, gpu_free: np.ndarray, k: int
+) -> None:
+    """Node row k changed: its leaf, then, column by column, its ancestors up to the first
+    whose most does not change (nor then any above it)."""
+    changed = _set_leaf(fx, nodes_f, nodes_i, gpu_free, k)
+    i = ((fx.shape[0] >> 1) + k) >> 1
+    while changed != 0 and i >= 1:
+        for c in range(fx.shape[1]):
+            bit = 1 << c
+            if changed & bit and _put(fx, i, c, max(fx[2 * i, c], fx[2 * i + 1, c]), bit) == 0:
+                changed ^= bit
+        i >>= 1
+
+
+@inline_function
+def index_update(s, k: int) -> None:  # type: ignore[no-untyped-def]
+    """Node row k's free capacity or status changed: bring the index up to date (no-op
+    without an index)."""
+    if s.fit_index.shape[0] > 0:
+        update(s.fit_index, s.nodes_f, s.nodes_i, s.gpu_free, k)
+
+
+@inline_function
+def covers(fx: np.ndarray, i: int, cpu: float, mem: float, gpu: float) -> bool:
+    """Whether the maxima of index row i cover the request: `node_fits`' conditions, each on
+    its column (so a subtree where this fails holds no node that fits)."""
+    if not (
+        fx[i, FX.CPU] >= cpu - FIT_EPS and fx[i, FX.MEM] >= mem - FIT_EPS and fx[i, FX.SLOTS] >= 1.0
+    ):
+        return False
+    if gpu <= 0.0:
+        return True
+    if fx.shape[1] <= FX.GPU_SHARE:
+        return False  # no node has a GPU
+    if gpu < 1.0:
+        return fx[i, FX.GPU_SHARE] >= np.floor(gpu * GPU_MILLI + 0.5) - FIT_EPS
+    return fx[i, FX.GPU_WHOLE] >= np.floor(gpu + 0.5)
+
+
+@kernel_function
+def search(
+    fx: np.ndarray,
+    nodes_f: np.ndarray,
+    nodes_i: np.ndarray,
+    gpu_free: np.ndarray,
+    cpu: float,
+    mem: float,
+    gpu: float,
+) -> int:
+    """The first node row in node order that fits the request (`node_fits`), or -1, through
+    index `fx`: a depth-first walk that skips every subtree whose maxima do not cover the
+    request, and goes on to the right when a leaf does not fit.
+
+    A call, not inlined into the placer: inlined, its loop made the compiled scan of small
+    clusters (no index) about 5% slower."""
+    leaves = fx.shape[0] >> 1
+    i = 1
+    while True:
+        if covers(fx, i, cpu, mem, gpu):
+            if i < leaves:
+                i = 2 * i  # the left subtree first
+                continue
+            k = i - leaves
+            if node_fits(nodes_f, nodes_i, gpu_free, k, cpu, mem, gpu):
+                return k
+        # Nothing here: the next subtree to the right (climb past right children).
+        while i & 1:
+            i >>= 1
+        if i == 0:
+            return -1
+        i += 1
+
+
+@inline_function
+def first_fit(s, cpu: float, mem: float, gpu: float) -> int:  # type: ignore[no-untyped-def]
+    """`search` in the engine's index (which must exist)."""
+    return search(s.fit_index, s.nodes_f, s.nodes_i, s.gpu_free, cpu, mem, gpu)
+
+
+@kernel_function
+def first_fit_entry(t, cpu: float, mem: float, gpu: float) -> int:  # type: ignore[no-untyped-def]
+    """`first_fit` from Python (the engine's state as a plain tuple; tests)."""
+    return first_fit(EngineState(*t), cpu, mem, gpu)
