@@ -65,6 +65,7 @@ from cluster.layout import (
     IS,
     NI,
     PI,
+    SCALE_ACTIONS,
     Status,
 )
 from cluster.metrics import RunResult, build_result
@@ -105,8 +106,6 @@ _REDRAWS = int(Status.NEED_SIZE_REDRAWS)
 _ALLOC, _SCALE = int(Status.NEED_ALLOC_DECISION), int(Status.NEED_SCALE_DECISION)
 _BAD_COMPILED, _BAD_ALLOCATION = int(Status.BAD_COMPILED_DECISION), int(Status.BAD_ALLOCATION)
 _SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
-#: Most actions a compiled scaler may write at one call.
-SCALE_ACTIONS = 256
 
 #: Events per call of the compiled loop between progress reports.
 EVENTS_PER_CALL = 1 << 18
@@ -270,7 +269,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             alloc_params=np.asarray(self.allocator.kernel_params(), dtype=np.float64),
             scaler_params=np.asarray(self.scaler.kernel_params(), dtype=np.float64),
             alloc_out=np.zeros(max(n, 1)),
-            scale_actions=np.zeros((2, SCALE_ACTIONS), dtype=np.int64),
+            scale_actions=np.zeros((3, SCALE_ACTIONS), dtype=np.int64),
             decisions=np.zeros((3, max(n, 1)), dtype=np.int64),
             decision_setup_s=np.zeros(max(n, 1)),
             wait_i=np.zeros(max(n, 1), dtype=np.int64),

@@ -202,9 +202,9 @@ class PolicyCalls:
                 f"(expected 0 to {s.scale_actions.shape[1]})",
             )
         decisions: list[Rent | Release] = []
-        for kind, arg in s.scale_actions[:, :n].T.tolist():
+        for kind, arg, count in s.scale_actions[:, :n].T.tolist():
             if kind == RENT:
-                decisions.append(Rent(int(arg)))
+                decisions.append(Rent(int(arg), count=int(count)))
             elif kind == RELEASE:
                 decisions.append(Release(int(arg)))
             else:

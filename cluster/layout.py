@@ -293,6 +293,9 @@ class Refusal(IntEnum):
     NO_ROOM = 3
 
 
+#: Most actions a compiled scaler may write at one call (`scale_actions` columns).
+SCALE_ACTIONS = 64
+
 #: Milli-units per GPU.
 GPU_MILLI = 1000
 #: Most GPUs on one node (a job's GPUs are a bit mask in one int64).

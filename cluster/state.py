@@ -16,7 +16,22 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from cluster.layout import CF, CI, FS, FX, GPU_MILLI, IS, JF, JI, MAX_GPUS_PER_NODE, NF, NI, PF, PI
+from cluster.layout import (
+    CF,
+    CI,
+    FS,
+    FX,
+    GPU_MILLI,
+    IS,
+    JF,
+    JI,
+    MAX_GPUS_PER_NODE,
+    NF,
+    NI,
+    PF,
+    PI,
+    SCALE_ACTIONS,
+)
 from cluster.layout import NodeStatus as NS
 from cluster.model import NodeType, SimulationSpec
 from cluster.speedup import MAX_TABLE_POINTS
@@ -54,7 +69,7 @@ class EngineState(NamedTuple):
     alloc_params: FloatArray
     scaler_params: FloatArray
     alloc_out: FloatArray  #: (J,) scratch: a compiled allocator's cores per job
-    scale_actions: IntArray  #: (2, A) scratch: a compiled scaler's actions (kind, argument)
+    scale_actions: IntArray  #: (3, A) scratch: a compiled scaler's actions (kind, argument, count)
     decisions: IntArray  #: (3, D) Python placements to apply: job, node, GPU mask (-1: any)
     decision_setup_s: FloatArray  #: (D,) their set-up delays, s
     wait_i: IntArray  #: (Q,) scratch: classes of the waiting jobs (for a Python placer)
@@ -104,7 +119,7 @@ _EMPTY: dict[str, tuple[Any, tuple[int, ...]]] = {
     "alloc_params": (np.float64, (0,)),
     "scaler_params": (np.float64, (0,)),
     "alloc_out": (np.float64, (0,)),
-    "scale_actions": (np.int64, (2, 0)),
+    "scale_actions": (np.int64, (3, 0)),
     "decisions": (np.int64, (3, 0)),
     "decision_setup_s": (np.float64, (0,)),
     "wait_i": (np.int64, (0,)),
@@ -289,6 +304,7 @@ def layout_bytes(gpus: int = 0, fit_index_rows: int = 0) -> dict[str, int]:
         "heap": 2 * 3 * word,  # two entries of (time, id, kind) per job
         "queue": word,
         "members": word,
+        "alloc_out": word,  # a compiled allocator's cores per job
         "decisions": 4 * word,  # (job, node, GPU mask) and the set-up delay of each
         "wait": 4 * word,  # a waiting job's class and (cores, GB, GPU) request
     }
@@ -305,6 +321,7 @@ def layout_bytes(gpus: int = 0, fit_index_rows: int = 0) -> dict[str, int]:
         "per_job": sum(per_job.values()),
         "per_node": sum(per_node.values()),
         "fit_index": 2 * leaves * columns * word,
+        "fixed": 3 * SCALE_ACTIONS * word,  # a compiled scaler's actions
         **{f"job_{k}": v for k, v in per_job.items()},
         **{f"node_{k}": v for k, v in per_node.items()},
     }

@@ -287,8 +287,9 @@ def compiled_allocator(fn: Callable[..., None]) -> Any:
 def compiled_scaler(fn: Callable[..., int]) -> Any:
     """Register `scale(now_s, view: ScalerView, actions) -> count`.
 
-    Write action i as `actions[0, i] = RENT, actions[1, i] = node type index` or
-    `actions[0, i] = RELEASE, actions[1, i] = node`; return how many (0: nothing to do,
+    Write action i as `actions[0, i] = RENT, actions[1, i] = node type index,
+    actions[2, i] = how many` or `actions[0, i] = RELEASE, actions[1, i] = node`, at most
+    `actions.shape[1]` (64) actions; return how many (0: nothing to do,
     the loop goes on without leaving compiled code)."""
     return _register("scaler", fn)
 

@@ -211,11 +211,10 @@ def scale_queue(now_s, view, actions):  # type: ignore[no-untyped-def]
         if view.job_state[view.queue[i]] == JobState.QUEUED:
             waiting += 1
     if waiting > k + booting + idle:
-        m = waiting - k - booting - idle
-        for i in range(m):
-            actions[0, i] = RENT
-            actions[1, i] = 0
-        return m
+        actions[0, 0] = RENT
+        actions[1, 0] = 0
+        actions[2, 0] = waiting - k - booting - idle
+        return 1
     count = 0
     if waiting == 0:
         for n in range(view.node_count):
@@ -300,10 +299,10 @@ def scale_vms(now_s, view, actions):  # type: ignore[no-untyped-def]
         if view.job_state[view.queue[i]] == JobState.QUEUED:
             waiting += 1
     if waiting > k + booting + idle:
-        for i in range(waiting - k - booting - idle):
-            actions[0, i] = RENT
-            actions[1, i] = vm
-        return waiting - k - booting - idle
+        actions[0, 0] = RENT
+        actions[1, 0] = vm
+        actions[2, 0] = waiting - k - booting - idle
+        return 1
     count = 0
     if waiting == 0:
         for n in range(view.node_count):
