@@ -42,6 +42,7 @@ from cluster.layout import (
 )
 from cluster.policies.compiled import (
     ALLOC_PYTHON,
+    FIT_EPS,
     SCALE_PYTHON,
     allocate,
     choose_gpus,
@@ -69,6 +70,9 @@ _NEED_LIFT_DECISION = int(Status.NEED_LIFT_DECISION)
 _NEED_TIMELINE_ACTION = int(Status.NEED_TIMELINE_ACTION)
 _NEED_FAULT_DRAWS = int(Status.NEED_FAULT_DRAWS)
 _NEED_SIZE_REDRAWS = int(Status.NEED_SIZE_REDRAWS)
+
+#: `job` of `run_kernel` when the Python placer's last call placed nothing (-1: no call).
+NO_PLACEMENT = -2
 
 #: Heap kinds carry the job's attempt number above these bits (stale entries are skipped).
 KIND_BITS = 4
@@ -570,6 +574,49 @@ def gather_waiting(s) -> int:  # type: ignore[no-untyped-def]
 
 
 @kernel_function
+def may_place(s) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a Python placer could place a waiting job now; False proves it cannot (its
+    only legal answer is no placement), so the loop need not ask it.
+
+    A strict-FCFS placer starts nothing behind the head: the head must fit a node
+    (`node_fits`, the rule every placement is checked by). Otherwise some waiting job must
+    be within the largest free cores and GB of an up node with a free worker slot (GPUs
+    not checked: a job may be asked about that fits nowhere, never the reverse). O(nodes
+    + waiting jobs).
+    """
+    nodes_f, nodes_i = s.nodes_f, s.nodes_i
+    used = s.istate[IS.NODES_USED]
+    if s.istate[IS.PLACER_FCFS] == 1:
+        j = next_queued(s)
+        if j < 0:
+            return False
+        cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
+        fits = False
+        for k in range(used):
+            if node_fits(nodes_f, nodes_i, s.gpu_free, k, cpu, mem, gpu):
+                fits = True
+                break
+        return fits
+    max_cpu = -math.inf
+    max_mem = -math.inf
+    for k in range(used):
+        if nodes_i[NI.STATUS, k] == NodeStatus.UP and nodes_f[NF.FREE_SLOTS, k] >= 1.0:
+            max_cpu = max(max_cpu, nodes_f[NF.FREE_CPU, k])
+            max_mem = max(max_mem, nodes_f[NF.FREE_MEM, k])
+    if max_cpu == -math.inf:
+        return False
+    for h in range(next_queued_index(s), s.istate[IS.Q_TAIL]):
+        if _live(s, h):
+            j = s.queue[h]
+            if (
+                max_cpu >= s.jobs_f[JF.REQ_CPU, j] - FIT_EPS
+                and max_mem >= s.jobs_f[JF.REQ_MEM, j] - FIT_EPS
+            ):
+                return True
+    return False
+
+
+@kernel_function
 def next_queued_index(s) -> int:  # type: ignore[no-untyped-def]
     next_queued(s)
     return s.istate[IS.Q_HEAD]
@@ -670,6 +717,7 @@ def on_node_ready(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """A rented node finishes starting up and takes jobs."""
     if s.nodes_i[NI.STATUS, k] == NodeStatus.BOOTING:
         s.nodes_i[NI.STATUS, k] = NodeStatus.UP
+        s.istate[IS.STATUS_CHANGES] += 1
         if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
             s.istate[IS.NEED_PLACE] = 1
         s.istate[IS.NEED_SCALE] = 1
@@ -720,6 +768,7 @@ def _make_queue_room(s) -> None:  # type: ignore[no-untyped-def]
 def release_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """Node k (running no job) leaves at t: its price stops, its fault events go stale."""
     s.nodes_i[NI.STATUS, k] = NodeStatus.RELEASED
+    s.istate[IS.STATUS_CHANGES] += 1
     s.nodes_f[NF.RELEASED_AT, k] = t
     if s.nodes_f[NF.READY_AT, k] > t:
         s.nodes_f[NF.READY_AT, k] = t  # never ready: no operating time
@@ -767,6 +816,7 @@ def fail_node(s, k: int, t: float, random: bool) -> None:  # type: ignore[no-unt
         release_node(s, k, t)
         return
     s.nodes_i[NI.STATUS, k] = NodeStatus.DOWN
+    s.istate[IS.STATUS_CHANGES] += 1
     s.nodes_f[NF.DOWN_SINCE, k] = t
     if random and s.nodes_i[NI.FAILS, k] == 1:
         schedule_fault(s, k, t, Event.RECOVER)
@@ -781,6 +831,7 @@ def recover_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     _close_down_time(s, k, t)
     s.nodes_i[NI.EPOCH, k] += 1
     s.istate[IS.NEED_SCALE] = 1
+    s.istate[IS.STATUS_CHANGES] += 1
     if s.nodes_f[NF.READY_AT, k] > t:
         s.nodes_i[NI.STATUS, k] = NodeStatus.BOOTING  # its NODE_READY event is still due
         return
@@ -802,6 +853,7 @@ def drain_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
         return
     if status == NodeStatus.UP and s.nodes_f[NF.RUNNING_JOBS, k] > 0:
         s.nodes_i[NI.STATUS, k] = NodeStatus.DRAINING
+        s.istate[IS.STATUS_CHANGES] += 1
         s.istate[IS.NEED_SCALE] = 1
     else:
         release_node(s, k, t)
@@ -1022,7 +1074,8 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
         Returns a `Status`, or -n when a Python placer must decide for the n waiting jobs
         gathered in `members` (the commonest call back, answered without reading `istate`).
         `job` >= 0 is the Python placer's one placement (on `node`) of the last call, applied
-        first; several placements come through `decisions`.
+        first; `NO_PLACEMENT`: the last call placed nothing; several placements come through
+        `decisions`.
         """
         n_jobs = s.jobs_f.shape[1]
         n_pools = s.pools_f.shape[1]
@@ -1036,6 +1089,8 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                 return _BAD_DECISION
             next_queued(s)
             istate[IS.NEED_PLACE] = 0
+        elif job == NO_PLACEMENT:
+            istate[IS.NEED_PLACE] = 0
         while True:
             now = fstate[FS.NOW]
             # 0. Placements a Python placer returned at the last call.
@@ -1048,9 +1103,10 @@ def _make_loop(pools: bool, python_placer: bool):  # type: ignore[no-untyped-def
                 istate[IS.NEED_SCALE] = 0
             if istate[IS.NEED_PLACE] == 1:
                 if python_placer:
-                    n = gather_waiting(s)
-                    if n > 0:
-                        return -n
+                    if istate[IS.PLACER_ASK_ALWAYS] == 1 or may_place(s):
+                        n = gather_waiting(s)
+                        if n > 0:
+                            return -n
                     istate[IS.NEED_PLACE] = 0
                 else:
                     place_compiled(s, now)

@@ -194,6 +194,8 @@ class IS(IntEnum):
     HEAP_OVERFLOW = 37  #: 1: an event found no room in the heap (a bug: the engine raises)
     REDRAW = 38  #: 1: a job killed by a failure redoes freshly drawn work (`restart_work`)
     REDRAW_N = 39  #: with NEED_SIZE_REDRAWS: killed jobs (in `members`) to draw work for
+    PLACER_ASK_ALWAYS = 40  #: 1: ask the Python placer even when no waiting job fits
+    STATUS_CHANGES = 41  #: node status changes made by the loop (a placer's view rereads)
 
 
 class FS(IntEnum):
