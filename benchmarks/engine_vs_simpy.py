@@ -6,12 +6,18 @@ first-fit, through the same code path as `clusteremu run` (scenario dict -> load
 mean response times (which must agree with each other and with Erlang C), and events per
 second of EQUI on a 1,000-core pool.
 
-A second row measures the Python policy path: a user's own first-fit placer written in
-plain Python (`UserFirstFit` below, called back by the engine at every decision) on M/M/10
-at load 0.9, against the SimPy model of the same M/M/10 queue. Runs of the two are
-interleaved and the best of `--repeat` kept, so a busy machine slows both alike.
+Further rows measure the Python policy path: placers a user writes in Python, called back
+by the engine at every decision, on M/M/10 and M/M/100 at load 0.9, each against the SimPy
+model of the same queue. `UserFirstFit` is a tuned first-fit (strict FCFS declared, Python
+lists); `UserMostFreeNumpy` and `UserMostFreeLists` are written the plain way, from
+docs/adding_a_policy.md and the `PlacementView` fields only (the node with the most free
+cores among those that fit, FCFS), one with numpy and one with Python lists;
+`DocsFirstRoom` is the strict-FCFS first-fit of that document's "Make it fast". Runs of a
+placer and SimPy are interleaved and the best of `--repeat` kept, so a busy machine slows
+both alike.
 
     python benchmarks/engine_vs_simpy.py [--jobs 1000000] [--python-jobs 200000] [--json]
+    python benchmarks/engine_vs_simpy.py --python-only [--python-jobs 200000] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -47,12 +53,142 @@ class UserFirstFit(Placer):
         return out
 
 
-def run_python_policy(jobs: int, servers: int = 10) -> tuple[float, float]:
-    """Seconds and mean response of M/M/`servers` with `UserFirstFit` (Python path)."""
+class UserMostFreeNumpy(Placer):
+    """Most free cores among the nodes that fit, FCFS, with numpy: written the plain way,
+    from docs/adding_a_policy.md and the PlacementView fields only."""
+
+    name = "user-most-free-numpy"
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        free_cpu = view.free_cpu.copy()
+        free_mem = view.free_memory_gb.copy()
+        out = []
+        for i in range(view.queue.size):
+            cpu, mem = view.request_cpu[i], view.request_memory_gb[i]
+            fits = view.active & (free_cpu >= cpu) & (free_mem >= mem)
+            if not fits.any():
+                break  # FCFS: nothing starts behind a job that fits nowhere
+            k = int(np.argmax(np.where(fits, free_cpu, -np.inf)))
+            free_cpu[k] -= cpu
+            free_mem[k] -= mem
+            out.append(Placement(int(view.queue[i]), k))
+        return out
+
+
+class UserMostFreeLists(Placer):
+    """Most free cores among the nodes that fit, FCFS, with Python lists: written the plain
+    way, from docs/adding_a_policy.md and the PlacementView fields only."""
+
+    name = "user-most-free-lists"
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        free_cpu = view.free_cpu.tolist()
+        free_mem = view.free_memory_gb.tolist()
+        active = view.active.tolist()
+        out = []
+        for job, cpu, mem in zip(
+            view.queue.tolist(),
+            view.request_cpu.tolist(),
+            view.request_memory_gb.tolist(),
+            strict=True,
+        ):
+            best = -1
+            for k in range(len(free_cpu)):
+                fits = active[k] and free_cpu[k] >= cpu and free_mem[k] >= mem
+                if fits and (best < 0 or free_cpu[k] > free_cpu[best]):
+                    best = k
+            if best < 0:
+                break  # FCFS: nothing starts behind a job that fits nowhere
+            free_cpu[best] -= cpu
+            free_mem[best] -= mem
+            out.append(Placement(job, best))
+        return out
+
+
+class DocsFirstRoom(Placer):
+    """docs/adding_a_policy.md's `FirstRoom` ("Make it fast"), as written there: strict FCFS,
+    the first up node with a free slot and room for the cores and memory."""
+
+    name = "first-room"
+    strict_fcfs = True
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        cpu = view.free_cpu.tolist()  # one conversion per field, then plain Python
+        mem = view.free_memory_gb.tolist()
+        slots = view.free_slots.tolist()
+        up = view.active.tolist()
+        nodes = range(len(cpu))
+        out = []
+        for job, c, m, g in zip(
+            view.queue.tolist(),
+            view.request_cpu.tolist(),
+            view.request_memory_gb.tolist(),
+            view.request_gpu.tolist(),
+            strict=True,
+        ):
+            fits = (k for k in nodes if cpu[k] >= c and mem[k] >= m and slots[k] >= 1 and up[k])
+            k = next(fits, -1)
+            if k < 0 or g > 0:
+                break
+            cpu[k] -= c  # later jobs of this call see what earlier ones took
+            mem[k] -= m
+            slots[k] -= 1
+            out.append(Placement(job, k))
+        return out
+
+
+#: The user placers of the Python-policy rows, by the name the output gives them.
+USER_PLACERS: dict[str, type[Placer]] = {
+    "first_fit": UserFirstFit,
+    "most_free_numpy": UserMostFreeNumpy,
+    "most_free_lists": UserMostFreeLists,
+    "docs_first_room": DocsFirstRoom,
+}
+
+
+def run_python_policy(
+    jobs: int, servers: int = 10, placer: type[Placer] = UserFirstFit
+) -> tuple[float, float]:
+    """Seconds and mean response of M/M/`servers` with a user placer (Python path)."""
     spec = spec_from_dict(mmc_scenario(jobs, servers))
     start = time.perf_counter()
-    result = Engine(spec, placer=UserFirstFit()).run()
+    result = Engine(spec, placer=placer()).run()
     return time.perf_counter() - start, float(result.summary["mean_response_time_s"])
+
+
+def python_policy_rows(jobs: int, repeat: int) -> dict[str, Any]:
+    """Each user placer on M/M/10 and M/M/100 against SimPy on the same queue, interleaved,
+    best of `repeat`: jobs per second, the ratio, and the mean responses."""
+    out: dict[str, Any] = {}
+    run_python_policy(2_000)  # compile the entries used by Python policies
+    for servers in (10, 100):
+        for key, placer in USER_PLACERS.items():
+            py_runs, simpy_runs = [], []
+            for _ in range(repeat):  # interleaved: a busy machine slows both alike
+                py_runs.append(run_python_policy(jobs, servers, placer))
+                simpy_runs.append(run_simpy(jobs, servers=servers))
+            py_s, py_mean = min(py_runs)
+            simpy_s, simpy_mean = min(simpy_runs)
+            out[f"mm{servers}_{key}"] = {
+                "jobs_per_s": jobs / py_s,
+                "simpy_jobs_per_s": jobs / simpy_s,
+                "vs_simpy": simpy_s / py_s,
+                "mean_response_s": py_mean,
+                "simpy_mean_response_s": simpy_mean,
+                "erlang_c_mean_response_s": erlang_c(0.9 * servers, servers),
+            }
+    return out
+
+
+def print_python_rows(rows: dict[str, Any], jobs: int) -> None:
+    print(f"Python placers (user policies), {jobs:,} jobs, load 0.9, vs SimPy on the same queue:")
+    for name, row in rows.items():
+        print(
+            f"  {name:<22} {row['jobs_per_s']:>9,.0f} jobs/s vs SimPy "
+            f"{row['simpy_jobs_per_s']:>9,.0f} jobs/s -> {row['vs_simpy']:.2f}x "
+            f"(mean T {row['mean_response_s']:.4f} s, SimPy {row['simpy_mean_response_s']:.4f} s, "
+            f"Erlang C {row['erlang_c_mean_response_s']:.4f} s)"
+        )
 
 
 def mmc_scenario(jobs: int, servers: int = 100, load: float = 0.9) -> dict[str, Any]:
@@ -149,10 +285,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs for each")
-    parser.add_argument("--python-jobs", type=int, default=200_000, help="jobs of the M/M/10 row")
+    parser.add_argument(
+        "--python-jobs", type=int, default=200_000, help="jobs of the Python-placer rows"
+    )
+    parser.add_argument("--python-only", action="store_true", help="only the Python-placer rows")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
+    if args.python_only:
+        rows = python_policy_rows(args.python_jobs, args.repeat)
+        if args.json:
+            print(json.dumps({"python_policy_jobs": args.python_jobs, **rows}, indent=2))
+        else:
+            print_python_rows(rows, args.python_jobs)
+        return
     run_engine(mmc_scenario(20_000))  # compile (cached on disk after the first run)
     engine_runs = [run_engine(mmc_scenario(args.jobs)) for _ in range(args.repeat)]
     simpy_runs = [run_simpy(args.jobs) for _ in range(args.repeat)]
@@ -161,21 +307,17 @@ def main() -> None:
     equi_s, equi_summary = min(
         (run_engine(equi_scenario(args.jobs)) for _ in range(args.repeat)), key=lambda r: r[0]
     )
-    run_python_policy(2_000)  # compile the entries used by Python policies
-    py_runs, simpy10_runs = [], []
-    for _ in range(args.repeat):  # interleaved: a busy machine slows both alike
-        py_runs.append(run_python_policy(args.python_jobs))
-        simpy10_runs.append(run_simpy(args.python_jobs, servers=10))
-    py_s, py_mean = min(py_runs)
-    simpy10_s, simpy10_mean = min(simpy10_runs)
+    rows = python_policy_rows(args.python_jobs, args.repeat)
+    first_fit = rows["mm10_first_fit"]
     out = {
         "python_policy_jobs": args.python_jobs,
-        "python_policy_jobs_per_s": args.python_jobs / py_s,
-        "simpy_mm10_jobs_per_s": args.python_jobs / simpy10_s,
-        "python_policy_vs_simpy": simpy10_s / py_s,
-        "python_policy_mean_response_s": py_mean,
-        "simpy_mm10_mean_response_s": simpy10_mean,
+        "python_policy_jobs_per_s": first_fit["jobs_per_s"],
+        "simpy_mm10_jobs_per_s": first_fit["simpy_jobs_per_s"],
+        "python_policy_vs_simpy": first_fit["vs_simpy"],
+        "python_policy_mean_response_s": first_fit["mean_response_s"],
+        "simpy_mm10_mean_response_s": first_fit["simpy_mean_response_s"],
         "erlang_c_mm10_mean_response_s": erlang_c(9.0, 10),
+        **rows,
         "jobs": args.jobs,
         "repeat": args.repeat,
         "engine_first_run_jobs_per_s": args.jobs / engine_runs[0][0],
@@ -200,13 +342,7 @@ def main() -> None:
         f"  ratio engine / SimPy: {out['speedup_vs_simpy']:.1f}x "
         f"(engine's first run: {out['engine_first_run_jobs_per_s']:,.0f} jobs/s)"
     )
-    print(
-        f"Python first-fit (user policy) on M/M/10, {args.python_jobs:,} jobs: "
-        f"{out['python_policy_jobs_per_s']:,.0f} jobs/s vs SimPy "
-        f"{out['simpy_mm10_jobs_per_s']:,.0f} jobs/s -> {out['python_policy_vs_simpy']:.2f}x "
-        f"(mean T {py_mean:.4f} s, SimPy {simpy10_mean:.4f} s, "
-        f"Erlang C {out['erlang_c_mm10_mean_response_s']:.4f} s)"
-    )
+    print_python_rows(rows, args.python_jobs)
     print(
         f"EQUI, 1,000-core pool, Amdahl 0.95: {out['equi_1000_cores_events_per_s']:,.0f} events/s "
         f"({out['equi_1000_cores_jobs_per_s']:,.0f} jobs/s)"

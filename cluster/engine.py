@@ -103,6 +103,7 @@ _BAD = int(Status.BAD_DECISION)
 _LIFT = int(Status.NEED_LIFT_DECISION)
 _TIMELINE, _DRAWS = int(Status.NEED_TIMELINE_ACTION), int(Status.NEED_FAULT_DRAWS)
 _REDRAWS = int(Status.NEED_SIZE_REDRAWS)
+_NO_PLACEMENT = kernel.NO_PLACEMENT
 _ALLOC, _SCALE = int(Status.NEED_ALLOC_DECISION), int(Status.NEED_SCALE_DECISION)
 _BAD_COMPILED, _BAD_ALLOCATION = int(Status.BAD_COMPILED_DECISION), int(Status.BAD_ALLOCATION)
 _SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
@@ -218,6 +219,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         fcfs = istate[IS.PLACER_CODE] != 0 or bool(getattr(self.placer, "strict_fcfs", False))
         index = self._new_fit_index(nodes_f, nodes_i, gpu_free, int(istate[IS.PLACER_CODE]))
         istate[IS.PLACER_FCFS] = int(fcfs)
+        ask = bool(getattr(self.placer, "ask_when_nothing_fits", False))
+        istate[IS.PLACER_ASK_ALWAYS] = int(ask)
         istate[IS.HAS_USAGE] = int(spec.usage is not None or jobs.usage is not None)
         istate[IS.CPU_RULE] = CPU_RULES[spec.usage.cpu_rule if spec.usage else "proportional"]
         istate[IS.RETRY_LIMIT] = int(getattr(self.provisioner, "retry_limit", 3))
@@ -457,20 +460,18 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             run = self._run = direct_entry(entry, self._t, self._fns, until_s, max_events, -1, -1)
         job = node = -1
         fns = self._fns
+        place, cache = self.placer.place, self._view_cache
         while True:
             status = run(self._t, fns, until_s, max_events, job, node)
             job = -1
             if status < 0:  # a Python placer decides for -status waiting jobs
-                view = (self._view_cache.get("view") or self._new_view()).refill(-status)
-                decisions = self.placer.place(view)
+                decisions = place((cache.get("view") or self._new_view()).refill(-status))
                 self._pending = decisions
-                if (
-                    type(decisions) is list
-                    and len(decisions) == 1
-                    and type(d := decisions[0]) is Placement
-                    and d.gpus is None
-                    and d.setup_s == 0.0
-                ):
+                if type(decisions) is not list or len(decisions) > 1:
+                    self._queue_decisions(decisions)
+                elif not decisions:
+                    job = _NO_PLACEMENT
+                elif type(d := decisions[0]) is Placement and d.gpus is None and d.setup_s == 0.0:
                     job, node = d.job, d.node  # the loop applies it as it resumes
                 else:
                     self._queue_decisions(decisions)

@@ -42,6 +42,7 @@ from cluster.layout import (
     Status,
 )
 from cluster.policies.compiled import (
+    FIT_EPS,
     choose_gpus,
     holds_request,
     node_fits,
@@ -82,6 +83,9 @@ _NEED_SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
 _ALLOC_EPS = 1e-9
 #: Rows of the `fns` array the loop takes: (C wrapper, object, entry) addresses per kind.
 FN_PLACER, FN_ALLOCATOR, FN_SCALER = 0, 1, 2
+
+#: `job` of `run_kernel` when the Python placer's last call placed nothing (-1: no call).
+NO_PLACEMENT = -2
 
 #: Heap kinds carry the job's attempt number above these bits (stale entries are skipped).
 KIND_BITS = 4
@@ -585,6 +589,49 @@ def gather_waiting(s) -> int:  # type: ignore[no-untyped-def]
 
 
 @kernel_function
+def may_place(s) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a Python placer could place a waiting job now; False proves it cannot (its
+    only legal answer is no placement), so the loop need not ask it.
+
+    A strict-FCFS placer starts nothing behind the head: the head must fit a node
+    (`node_fits`, the rule every placement is checked by). Otherwise some waiting job must
+    be within the largest free cores and GB of an up node with a free worker slot (GPUs
+    not checked: a job may be asked about that fits nowhere, never the reverse). O(nodes
+    + waiting jobs).
+    """
+    nodes_f, nodes_i = s.nodes_f, s.nodes_i
+    used = s.istate[IS.NODES_USED]
+    if s.istate[IS.PLACER_FCFS] == 1:
+        j = next_queued(s)
+        if j < 0:
+            return False
+        cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
+        fits = False
+        for k in range(used):
+            if node_fits(nodes_f, nodes_i, s.gpu_free, k, cpu, mem, gpu):
+                fits = True
+                break
+        return fits
+    max_cpu = -math.inf
+    max_mem = -math.inf
+    for k in range(used):
+        if nodes_i[NI.STATUS, k] == NodeStatus.UP and nodes_f[NF.FREE_SLOTS, k] >= 1.0:
+            max_cpu = max(max_cpu, nodes_f[NF.FREE_CPU, k])
+            max_mem = max(max_mem, nodes_f[NF.FREE_MEM, k])
+    if max_cpu == -math.inf:
+        return False
+    for h in range(next_queued_index(s), s.istate[IS.Q_TAIL]):
+        if _live(s, h):
+            j = s.queue[h]
+            if (
+                max_cpu >= s.jobs_f[JF.REQ_CPU, j] - FIT_EPS
+                and max_mem >= s.jobs_f[JF.REQ_MEM, j] - FIT_EPS
+            ):
+                return True
+    return False
+
+
+@kernel_function
 def next_queued_index(s) -> int:  # type: ignore[no-untyped-def]
     next_queued(s)
     return s.istate[IS.Q_HEAD]
@@ -696,6 +743,7 @@ def node_up(s, k: int) -> bool:  # type: ignore[no-untyped-def]
 def set_status(s, k: int, status: int) -> None:  # type: ignore[no-untyped-def]
     """Node row k's status becomes `status` (a `NodeStatus`); the index follows."""
     s.nodes_i[NI.STATUS, k] = status
+    s.istate[IS.STATUS_CHANGES] += 1  # a Python placer's view rereads the statuses
     index_update(s, k)
 
 
@@ -1096,7 +1144,8 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
         Returns a `Status`, or -n when a Python placer must decide for the n waiting jobs
         gathered in `members` (the commonest call back, answered without reading `istate`).
         `job` >= 0 is the Python placer's one placement (on `node`) of the last call, applied
-        first; several placements come through `decisions`. `t` is the state as a plain
+        first; `NO_PLACEMENT`: the last call placed nothing; several placements come through
+        `decisions`. `t` is the state as a plain
         tuple (`tuple(EngineState)`: numba's dispatcher types a plain tuple of arrays in C,
         about 1 us a call, a NamedTuple through Python, about 2.4 us).
         """
@@ -1116,6 +1165,8 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                 return _BAD_DECISION
             next_queued(s)
             istate[IS.NEED_PLACE] = 0
+        elif job == NO_PLACEMENT:
+            istate[IS.NEED_PLACE] = 0
         while True:
             now = fstate[FS.NOW]
             # 0. Placements a Python placer returned at the last call.
@@ -1134,9 +1185,10 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                         return _NEED_SCALE_ACTIONS
             if istate[IS.NEED_PLACE] == 1:
                 if python_placer:
-                    n = gather_waiting(s)
-                    if n > 0:
-                        return -n
+                    if istate[IS.PLACER_ASK_ALWAYS] == 1 or may_place(s):
+                        n = gather_waiting(s)
+                        if n > 0:
+                            return -n
                     istate[IS.NEED_PLACE] = 0
                 elif not place_compiled(s, now, place, placer_view_):
                     return _BAD_COMPILED_DECISION

@@ -209,6 +209,8 @@ class IS(IntEnum):
     REDRAW_N = 39  #: with NEED_SIZE_REDRAWS: killed jobs (in `members`) to draw work for
     BAD_NODE = 40  #: with BAD_COMPILED_DECISION: the node the compiled placer chose
     SCALE_N = 41  #: with NEED_SCALE_ACTIONS: actions the compiled scaler wrote
+    PLACER_ASK_ALWAYS = 42  #: 1: ask the Python placer even when no waiting job fits
+    STATUS_CHANGES = 43  #: node status changes made by the loop (a placer's view rereads)
 
 
 class FS(IntEnum):

@@ -29,12 +29,24 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
+# Plain ints for the per-call path (reading an IntEnum member costs a dictionary lookup).
+_NOW, _STATUS, _UP = int(FS.NOW), int(NI.STATUS), int(NodeStatus.UP)
+_CHANGES = int(IS.STATUS_CHANGES)
+#: Queue lengths up to this keep their read-only slices for later calls (longer queues are
+#: sliced again at each call, so the kept slices stay few).
+KEEP_SLICES = 1024
+
+
 class LiveView(PlacementView):
     """The engine's reusable `PlacementView`: re-filled at each call, valid during it.
 
-    Free resources are read-only views of the engine's arrays (no copies); the queued
-    jobs' classes and requests and the `active` mask are gathered on first read, and
+    Free resources and node statuses are read-only views of the engine's arrays (no
+    copies); the queued jobs, their classes and requests are read-only slices of what the
+    loop gathered (made once per queue length and kept); `active` is recomputed only after
+    the loop changed a node's status (the engine's own node operations build a new view);
     `running_by_class` is counted on its first read in a call (then kept for the call).
+    Every field is a plain attribute but `time_s` and `running_by_class`: a placer pays
+    only for what it reads, and little for that.
     """
 
     def __init__(self, s: EngineState, static: dict[str, npt.NDArray[Any]]) -> None:
@@ -46,6 +58,7 @@ class LiveView(PlacementView):
             ("free_slots", s.nodes_f[NF.FREE_SLOTS]),
             ("gpu_free_milli", s.gpu_free),
             ("cached", s.cached if s.world_i.shape[0] else np.zeros((0, 0))),
+            ("node_status", s.nodes_i[_STATUS]),
         ):
             view = array.view()
             view.flags.writeable = False
@@ -53,8 +66,9 @@ class LiveView(PlacementView):
         for name in ("capacity_cpu", "capacity_memory_gb", "capacity_gpu", "speed", "node_type"):
             put(self, name, static[name])
         put(self, "_s", s)
-        put(self, "_slices", {})
-        put(self, "_n", 0)
+        put(self, "_slices", {})  # queue length -> its fields' read-only slices
+        put(self, "_n", -1)
+        put(self, "_changes", -1)  # the loop's STATUS_CHANGES when `active` was computed
         put(self, "_running", None)  # running_by_class of this call, once read
         put(self, "_ended", 0)  # every job row below this one has ended
 
@@ -62,56 +76,38 @@ class LiveView(PlacementView):
         """Ready the view for a new call with `n` waiting jobs gathered by the loop:
         `running_by_class` is counted again on the call's first read."""
         d = self.__dict__
-        d["_n"] = n
+        s = d["_s"]
         d["_running"] = None
+        if n != d["_n"]:
+            d["_n"] = n
+            d.update(d["_slices"].get(n) or self._slice(n))
+        changes = s.istate.item(_CHANGES)
+        if changes != d["_changes"]:
+            d["_changes"] = changes
+            active = s.nodes_i[_STATUS] == _UP
+            active.flags.writeable = False
+            d["active"] = active
         return self
 
-    def _slice(self, key: int, array: npt.NDArray[Any]) -> Any:
-        """The first `_n` entries of `array`, read-only (one slice object per length)."""
-        d = self.__dict__
-        n = d["_n"]
-        slices = d["_slices"]
-        got = slices.get((key, n))
-        if got is None:
-            got = slices[(key, n)] = array[:n]
-            got.flags.writeable = False
+    def _slice(self, n: int) -> dict[str, npt.NDArray[Any]]:
+        """The first `n` entries of the loop's gathered jobs, read-only, by field."""
+        s = self.__dict__["_s"]
+        got = {
+            "queue": s.members[:n],
+            "class_index": s.wait_i[:n],
+            "request_cpu": s.wait_f[0, :n],
+            "request_memory_gb": s.wait_f[1, :n],
+            "request_gpu": s.wait_f[2, :n],
+        }
+        for array in got.values():
+            array.flags.writeable = False
+        if n <= KEEP_SLICES:
+            self.__dict__["_slices"][n] = got
         return got
 
     @property
     def time_s(self) -> float:
-        return float(self.__dict__["_s"].fstate[FS.NOW])
-
-    @property
-    def queue(self) -> IntArray:
-        return self._slice(0, self.__dict__["_s"].members)
-
-    @property
-    def class_index(self) -> IntArray:
-        return self._slice(1, self.__dict__["_s"].wait_i)
-
-    @property
-    def request_cpu(self) -> FloatArray:
-        return self._slice(2, self.__dict__["_s"].wait_f[0])
-
-    @property
-    def request_memory_gb(self) -> FloatArray:
-        return self._slice(3, self.__dict__["_s"].wait_f[1])
-
-    @property
-    def request_gpu(self) -> FloatArray:
-        return self._slice(4, self.__dict__["_s"].wait_f[2])
-
-    @property
-    def active(self) -> npt.NDArray[np.bool_]:
-        """Node rows that are up now (computed at each read: nodes boot and leave)."""
-        return self.__dict__["_s"].nodes_i[NI.STATUS] == NodeStatus.UP
-
-    @property
-    def node_status(self) -> IntArray:
-        """Every node row's `NodeStatus` now (read-only)."""
-        status = self.__dict__["_s"].nodes_i[NI.STATUS].view()
-        status.flags.writeable = False
-        return status
+        return self.__dict__["_s"].fstate.item(_NOW)  # type: ignore[no-any-return]
 
     @property
     def running_by_class(self) -> IntArray:

@@ -110,6 +110,8 @@ class GpuSharePlacer(Placer):
     """One of `gpu_share.POLICIES`, deciding for the pod at the head of the queue."""
 
     strict_fcfs = True
+    #: RandomFit draws for the head before it knows a node fits.
+    ask_when_nothing_fits = True
 
     def __init__(
         self,

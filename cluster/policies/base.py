@@ -207,14 +207,24 @@ class Policy:
 
 
 class Placer(Policy):
-    """Chooses nodes for waiting jobs. Called whenever the queue or free capacity changes.
+    """Chooses nodes for waiting jobs. Called whenever the queue or free capacity changes
+    and some waiting job may fit a node.
+
+    When no waiting job fits any node (by the rule every placement is checked by), the only
+    legal answer is no placement, and the engine does not ask: it asks when some waiting
+    job is within the free cores and GB of an up node with a free worker slot. A placer
+    whose calls change its own state whatever they return (it draws random numbers before
+    it knows a job fits, counts its calls, seeds something at its first call) sets
+    `ask_when_nothing_fits = True` to be asked then too.
 
     A placer that never starts a job behind a waiting one (strict FCFS) sets
     `strict_fcfs = True`: the engine then asks it only when the head of the queue may move
-    (a job joins an empty queue, resources are freed), as it does for compiled placers.
+    (a job joins an empty queue, resources are freed) and the head fits a node, as it does
+    for compiled placers.
     """
 
     strict_fcfs: ClassVar[bool] = False
+    ask_when_nothing_fits: ClassVar[bool] = False
 
     def place(self, view: PlacementView) -> list[Placement]:
         raise NotImplementedError(f"placer {self.name!r} has no Python decision function")

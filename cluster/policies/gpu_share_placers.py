@@ -155,6 +155,8 @@ class GpuSharingPlacer(Placer):
     """One of `gpu_share.POLICIES` on a scenario's nodes (see the module doc)."""
 
     strict_fcfs = True
+    #: Random placement draws for each job it looks at before it knows a node fits.
+    ask_when_nothing_fits = True
     #: The `gpu_share.POLICIES` name whose score decides.
     policy: ClassVar[str] = ""
     #: Share of the classes' weight FGD's typical pods cover (`Fgd` takes it as a param).

@@ -165,6 +165,9 @@ def parse_pod(name: str, raw: Mapping[str, Any]) -> PodSpec:
 class ScoringPlacer(Placer):
     """Filter feasible nodes, score them with weighted plugins, take the best (seeded ties)."""
 
+    #: A call seeds replicas and moves the round-robin search start even when no node fits.
+    ask_when_nothing_fits = True
+
     def __init__(
         self,
         scorers: Sequence[str] | None = None,
