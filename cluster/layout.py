@@ -113,8 +113,9 @@ class NodeStatus(IntEnum):
 
 
 class FX(IntEnum):
-    """Columns of `fit_index` (float64[2 * L, len(FX)], L a power of two >= node rows): a
-    segment tree over node rows (`cluster.fit_index`). Row L + k is node row k, row i the
+    """Columns of `fit_index` (float64[2 * L, len(FX)], L a power of two >= node rows; the
+    first 3 columns only when no node type has GPUs): a segment tree over node rows
+    (`cluster.fit_index`). Row L + k is node row k, row i the
     most of each column over rows 2i and 2i + 1, row 1 the root. A node row that is not up
     (and a padding row) holds -inf everywhere: it takes no placement."""
 

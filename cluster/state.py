@@ -329,9 +329,10 @@ def layout_bytes(gpus: int = 0, fit_index_rows: int = 0) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class RunState:
-    """A frozen snapshot of one replication's state, what metrics and results read.
-
-    Arrays are read-only views (or copies) of the engine's; `now_s` is the simulated time.
+    """One replication's state as metrics and results read it: read-only copies of the
+    engine's arrays that never change (`Engine.snapshot`), or read-only views of its live
+    arrays, valid until the engine moves on (`Engine.result` builds its table from them at
+    once). `now_s` is the simulated time.
     """
 
     spec: SimulationSpec
