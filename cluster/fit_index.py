@@ -166,12 +166,14 @@ def build(fx: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, gpu_free: np
             fx[i, c] = max(fx[2 * i, c], fx[2 * i + 1, c])
 
 
-@inline_function
+@kernel_function
 def update(
     fx: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, gpu_free: np.ndarray, k: int
 ) -> None:
     """Node row k changed: its leaf, then, column by column, its ancestors up to the first
-    whose most does not change (nor then any above it)."""
+    whose most does not change (nor then any above it). A call, not inlined: inlined at
+    every transition that changes a node, it made a first run compile the loop half as
+    long again (`benchmarks/startup.py`)."""
     changed = _set_leaf(fx, nodes_f, nodes_i, gpu_free, k)
     i = ((fx.shape[0] >> 1) + k) >> 1
     while changed != 0 and i >= 1:

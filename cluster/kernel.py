@@ -1157,16 +1157,17 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
         n_pools = s.pools_f.shape[1]
         istate, fstate = s.istate, s.fstate
         events_at_entry = istate[IS.EVENTS]
-        if job >= 0:
-            why = start_checked(s, job, node, fstate[FS.NOW], 0.0, -1)
-            if why != 0:
-                istate[IS.DEC_BAD] = 0
-                istate[IS.DEC_WHY] = why
-                return _BAD_DECISION
-            next_queued(s)
-            istate[IS.NEED_PLACE] = 0
-        elif job == NO_PLACEMENT:
-            istate[IS.NEED_PLACE] = 0
+        if python_placer:  # the Python placer's answer of the last call (compile-time pruned)
+            if job >= 0:
+                why = start_checked(s, job, node, fstate[FS.NOW], 0.0, -1)
+                if why != 0:
+                    istate[IS.DEC_BAD] = 0
+                    istate[IS.DEC_WHY] = why
+                    return _BAD_DECISION
+                next_queued(s)
+                istate[IS.NEED_PLACE] = 0
+            elif job == NO_PLACEMENT:
+                istate[IS.NEED_PLACE] = 0
         while True:
             now = fstate[FS.NOW]
             # 0. Placements a Python placer returned at the last call.
