@@ -197,9 +197,9 @@ def test_a_bad_compiled_allocation_is_refused_naming_the_policy(function, messag
 
 
 @compiled_scaler
-def scale_queue(now_s, view, actions):  # type: ignore[no-untyped-def]
-    """`QueueScaler` (tests/cluster/test_lifecycle.py), compiled: node type 0 is the VM."""
-    k = int(view.params[0])
+def scale_vms(now_s, view, actions):  # type: ignore[no-untyped-def]
+    """The conformance suite's toy queue scaler, compiled: params = [k, vm type index]."""
+    k, vm = int(view.params[0]), int(view.params[1])
     booting = idle = 0
     for n in range(view.node_count):
         if view.node_status[n] == NodeStatus.BOOTING:
@@ -212,13 +212,14 @@ def scale_queue(now_s, view, actions):  # type: ignore[no-untyped-def]
             waiting += 1
     if waiting > k + booting + idle:
         actions[0, 0] = RENT
-        actions[1, 0] = 0
+        actions[1, 0] = vm
         actions[2, 0] = waiting - k - booting - idle
         return 1
     count = 0
     if waiting == 0:
         for n in range(view.node_count):
-            if view.node_status[n] == NodeStatus.UP and view.running_jobs[n] == 0:
+            up = view.node_status[n] == NodeStatus.UP
+            if up and view.running_jobs[n] == 0 and view.node_type[n] == vm:
                 actions[0, count] = RELEASE
                 actions[1, count] = n
                 count += 1
@@ -226,11 +227,14 @@ def scale_queue(now_s, view, actions):  # type: ignore[no-untyped-def]
 
 
 class CompiledQueueScaler(QueueScaler):
+    """`QueueScaler` (tests/cluster/test_lifecycle.py), compiled: `scale_vms` on a cluster of
+    VMs only (node type 0)."""
+
     name = "compiled-queue-scaler"
-    compiled = scale_queue
+    compiled = scale_vms
 
     def kernel_params(self):  # type: ignore[no-untyped-def]
-        return np.array([float(self.k)])
+        return np.array([float(self.k), 0.0])
 
 
 @pytest.mark.parametrize("k", [0, 2])
@@ -282,36 +286,6 @@ def test_a_function_is_compiled_for_one_extension_point_only() -> None:
         compiled_allocator(place_first)
     with pytest.raises(ValueError, match="not a registered compiled allocator"):
         compiled_table.code_of("allocator", place_first)
-
-
-@compiled_scaler
-def scale_vms(now_s, view, actions):  # type: ignore[no-untyped-def]
-    """The conformance suite's toy queue scaler, compiled: params = [k, vm type index]."""
-    k, vm = int(view.params[0]), int(view.params[1])
-    booting = idle = 0
-    for n in range(view.node_count):
-        if view.node_status[n] == NodeStatus.BOOTING:
-            booting += 1
-        elif view.node_status[n] == NodeStatus.UP and view.running_jobs[n] == 0:
-            idle += 1
-    waiting = 0
-    for i in range(view.queue_head, view.queue_tail):
-        if view.job_state[view.queue[i]] == JobState.QUEUED:
-            waiting += 1
-    if waiting > k + booting + idle:
-        actions[0, 0] = RENT
-        actions[1, 0] = vm
-        actions[2, 0] = waiting - k - booting - idle
-        return 1
-    count = 0
-    if waiting == 0:
-        for n in range(view.node_count):
-            up = view.node_status[n] == NodeStatus.UP
-            if up and view.running_jobs[n] == 0 and view.node_type[n] == vm:
-                actions[0, count] = RELEASE
-                actions[1, count] = n
-                count += 1
-    return count
 
 
 class CompiledVmScaler(ConformanceQueueScaler):
