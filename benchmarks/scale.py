@@ -39,6 +39,7 @@ JOB_ARRAYS = (
     "jobs_i",
     "queue",
     "members",
+    "alloc_out",
     "decisions",
     "decision_setup_s",
     "wait_i",

@@ -308,7 +308,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         }
         addresses = {k: f if used[k] else None for k, f in functions.items()}
         self._fns = np.array(
-            [compiled_table.function_addresses(kind, addresses[kind]) for kind in functions],
+            [compiled_table.address_row(kind, addresses[kind]) for kind in functions],
             dtype=np.int64,
         )
         self._compiled = functions  # keeps the functions (and their addresses) alive

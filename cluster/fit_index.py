@@ -212,16 +212,20 @@ def covers(fx: np.ndarray, i: int, cpu: float, mem: float, gpu: float) -> bool:
 @kernel_function
 def search(
     fx: np.ndarray,
-    nodes_f: np.ndarray,
-    nodes_i: np.ndarray,
+    free_cpu: np.ndarray,
+    free_mem: np.ndarray,
+    free_slots: np.ndarray,
+    status: np.ndarray,
     gpu_free: np.ndarray,
     cpu: float,
     mem: float,
     gpu: float,
 ) -> int:
-    """The first node row in node order that fits the request (`node_fits`), or -1, through
-    index `fx`: a depth-first walk that skips every subtree whose maxima do not cover the
-    request, and goes on to the right when a leaf does not fit.
+    """The first node row in node order that fits the request (`node_fits`' rule on the
+    node rows `free_*`, `status`, `gpu_free`), or -1, through index `fx`: a depth-first walk
+    that skips every subtree whose maxima do not cover the request, and goes on to the right
+    when a leaf does not fit. The engine's state and a compiled placer's view
+    (`compiled_table.first_fit`) both search through it.
 
     A call, not inlined into the placer: inlined, its loop made the compiled scan of small
     clusters (no index) about 5% slower."""
@@ -233,7 +237,8 @@ def search(
                 i = 2 * i  # the left subtree first
                 continue
             k = i - leaves
-            if node_fits(nodes_f, nodes_i, gpu_free, k, cpu, mem, gpu):
+            up = k < status.shape[0] and status[k] == NodeStatus.UP
+            if up and has_room(free_cpu[k], free_mem[k], free_slots[k], gpu_free, k, cpu, mem, gpu):
                 return k
         # Nothing here: the next subtree to the right (climb past right children).
         while i & 1:
@@ -246,7 +251,18 @@ def search(
 @inline_function
 def first_fit(s, cpu: float, mem: float, gpu: float) -> int:  # type: ignore[no-untyped-def]
     """`search` in the engine's index (which must exist)."""
-    return search(s.fit_index, s.nodes_f, s.nodes_i, s.gpu_free, cpu, mem, gpu)
+    nodes_f = s.nodes_f
+    return search(
+        s.fit_index,
+        nodes_f[NF.FREE_CPU],
+        nodes_f[NF.FREE_MEM],
+        nodes_f[NF.FREE_SLOTS],
+        s.nodes_i[NI.STATUS],
+        s.gpu_free,
+        cpu,
+        mem,
+        gpu,
+    )
 
 
 @kernel_function

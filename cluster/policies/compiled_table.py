@@ -41,8 +41,8 @@ from numba.core.registry import CPUDispatcher
 from numba.experimental.function_type import _get_jit_address, _get_wrapper_address
 from numba.extending import intrinsic
 
-from cluster.fit_index import covers
-from cluster.jit import inline_function, kernel_function, signals_blocked
+from cluster.fit_index import search
+from cluster.jit import inline_function, signals_blocked
 from cluster.layout import CF, JF, JI, NF, NI, JobState, NodeStatus
 from cluster.policies.compiled import has_room, uniform_index
 
@@ -482,27 +482,14 @@ def first_fit(view, job: int) -> int:  # type: ignore[no-untyped-def]
             if fits(view, job, k):
                 return k
         return -1
-    return _search(view, job)
-
-
-@kernel_function
-def _search(view, job: int) -> int:  # type: ignore[no-untyped-def]
-    """`cluster.fit_index.search` over a placer's view: skip every subtree whose maxima do
-    not cover the request, confirm a leaf with `fits`, go on to the right when it fails."""
-    fx = view.fit_index
-    cpu, mem, gpu = view.request_cpu[job], view.request_mem[job], view.request_gpu[job]
-    leaves = fx.shape[0] >> 1
-    i = 1
-    while True:
-        if covers(fx, i, cpu, mem, gpu):
-            if i < leaves:
-                i = 2 * i
-                continue
-            k = i - leaves
-            if k < view.free_cpu.shape[0] and fits(view, job, k):
-                return k
-        while i & 1:
-            i >>= 1
-        if i == 0:
-            return -1
-        i += 1
+    return search(
+        fx,
+        view.free_cpu,
+        view.free_mem,
+        view.free_slots,
+        view.node_status,
+        view.gpu_free,
+        view.request_cpu[job],
+        view.request_mem[job],
+        view.request_gpu[job],
+    )
