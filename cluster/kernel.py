@@ -1036,30 +1036,6 @@ def apply_decisions(s, now: float) -> bool:  # type: ignore[no-untyped-def]
 # --- the loop ------------------------------------------------------------------------------
 
 
-@inline_function
-def place_compiled(s, now: float, place, view) -> bool:  # type: ignore[no-untyped-def]
-    """The compiled placer (`place`) places queue heads in order until the head
-    fits nowhere; each answer is checked (`start_checked`). False on a refused answer
-    (IS.DEC_BAD: the job, IS.BAD_NODE: the node, IS.DEC_WHY: the `Refusal`). `place` and
-    its `view` are built once per call of the loop (the arrays change only between calls)."""
-    while True:
-        j = next_queued(s)
-        if j < 0:
-            break
-        k = place(j, now, view)
-        if k < 0:
-            break
-        why = start_if_fits(s, j, k, now, 0.0, -1)
-        if why != 0:
-            s.istate[IS.DEC_BAD] = j
-            s.istate[IS.BAD_NODE] = k
-            s.istate[IS.DEC_WHY] = why
-            return False
-        s.istate[IS.Q_HEAD] += 1
-    s.istate[IS.NEED_PLACE] = 0
-    return True
-
-
 @kernel_function
 def allocate_compiled(s, p: int, now: float, fns) -> bool:  # type: ignore[no-untyped-def]
     """The compiled allocator (`fns[FN_ALLOCATOR]`) gives pool p's jobs cores, checked
@@ -1191,8 +1167,22 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                         if n > 0:
                             return -n
                     istate[IS.NEED_PLACE] = 0
-                elif not place_compiled(s, now, place, placer_view_):
-                    return _BAD_COMPILED_DECISION
+                else:  # the compiled placer places queue heads until one fits nowhere
+                    while True:
+                        j = next_queued(s)
+                        if j < 0:
+                            break
+                        k = place(j, now, placer_view_)
+                        if k < 0:
+                            break
+                        why = start_if_fits(s, j, k, now, 0.0, -1)
+                        if why != 0:
+                            istate[IS.DEC_BAD] = j
+                            istate[IS.BAD_NODE] = k
+                            istate[IS.DEC_WHY] = why
+                            return _BAD_COMPILED_DECISION
+                        istate[IS.Q_HEAD] += 1
+                    istate[IS.NEED_PLACE] = 0
             if pools:
                 for p in range(n_pools):
                     if s.pools_i[PI.NEED_ALLOC, p] == 1:
