@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from cluster.capacity import fits_a_node_type, node_types_of_run
+from cluster.jit import kernel_function, signals_blocked
 from cluster.layout import CI, FS, IS, JF, JI, NF, NI, PF, JobState
 from cluster.state import RunState
 
@@ -63,6 +64,64 @@ def _dictionary(indices: np.ndarray, names: list[str]) -> pa.DictionaryArray:
     )
 
 
+@kernel_function
+def _fill_job_columns(  # type: ignore[no-untyped-def]
+    jobs_f,
+    jobs_i,
+    class_pool,
+    cap_cpu,
+    price_per_s,
+    now,
+    warm_by_time,
+    warmup_s,
+    warmup_jobs,
+    start,
+    end,
+    node,
+    pool,
+    core_seconds,
+    cost,
+    measured,
+    failed,
+):
+    """One pass over the jobs: the derived columns of the per-job table, written into the
+    arrays given (made in numpy: allocating here would compile numba's array constructors,
+    most of this function's first-run cost).
+
+    Placed jobs hold their request from start to end (or to `now` if still running), so
+    their cores, core-seconds and cost follow from start, end and their node.
+    """
+    for j in range(jobs_f.shape[1]):
+        state = jobs_i[JI.STATE, j]
+        if state == JobState.FUTURE:
+            continue
+        done = state == JobState.DONE
+        failed[j] = state == JobState.FAILED
+        began = state == JobState.RUNNING or done
+        if done:
+            end[j] = jobs_f[JF.END, j]
+            if warm_by_time:
+                measured[j] = jobs_f[JF.ARRIVAL, j] >= warmup_s
+            else:
+                measured[j] = j >= warmup_jobs
+        p = class_pool[jobs_i[JI.CLS, j]]
+        if p >= 0:
+            pool[j] = p
+            if jobs_f[JF.START, j] >= 0.0:
+                start[j] = jobs_f[JF.START, j]
+            core_seconds[j] = jobs_f[JF.CORE_SECONDS, j]
+            cost[j] = jobs_f[JF.COST, j]
+        elif began:
+            k = jobs_i[JI.NODE, j]
+            node[j] = k
+            start[j] = jobs_f[JF.START, j]
+            held = (jobs_f[JF.END, j] if done else now) - jobs_f[JF.START, j]
+            cpu = jobs_f[JF.REQ_CPU, j]
+            core_seconds[j] = cpu * held
+            share = cpu / cap_cpu[k] if cap_cpu[k] > 0 else 1.0
+            cost[j] = price_per_s[k] * held * share
+
+
 def _job_columns(  # noqa: PLR0913 - the state's columns and the warm-up rule
     jobs_f: np.ndarray,
     jobs_i: np.ndarray,
@@ -74,45 +133,35 @@ def _job_columns(  # noqa: PLR0913 - the state's columns and the warm-up rule
     warmup_s: float,
     warmup_jobs: int,
 ) -> tuple[np.ndarray, ...]:
-    """The derived columns of the per-job table (start, end, node, pool, core-seconds,
-    cost in $, measured, failed), vectorised.
-
-    Placed jobs hold their request from start to end (or to `now` if still running), so
-    their cores, core-seconds and cost follow from start, end and their node. A pool's jobs
-    carry their own core-seconds and cost. Jobs that have not arrived yet have none.
-    """
+    """The derived columns of the per-job table: start and end (s), node, pool,
+    core-seconds, cost ($), measured, failed (`_fill_job_columns`)."""
     n = jobs_f.shape[1]
-    state = jobs_i[JI.STATE]
-    arrived = state != JobState.FUTURE
-    done = state == JobState.DONE
-    failed = state == JobState.FAILED
-    end = np.where(done, jobs_f[JF.END], np.nan)
-    if warm_by_time:
-        measured = done & (jobs_f[JF.ARRIVAL] >= warmup_s)
-    else:
-        measured = done & (np.arange(n) >= warmup_jobs)
-    in_pool = arrived & (class_pool[jobs_i[JI.CLS]] >= 0)
-    pool = np.where(in_pool, class_pool[jobs_i[JI.CLS]], -1).astype(np.int32)
-    start = np.full(n, np.nan)
-    core_seconds = np.zeros(n)
-    cost = np.zeros(n)
-    started = np.flatnonzero(in_pool & (jobs_f[JF.START] >= 0.0))
-    start[started] = jobs_f[JF.START, started]
-    pooled = np.flatnonzero(in_pool)
-    core_seconds[pooled] = jobs_f[JF.CORE_SECONDS, pooled]
-    cost[pooled] = jobs_f[JF.COST, pooled]
-    placed = np.flatnonzero(~in_pool & ((state == JobState.RUNNING) | done))
-    k = jobs_i[JI.NODE, placed]
-    node = np.full(n, -1, dtype=np.int32)
-    node[placed] = k
-    start[placed] = jobs_f[JF.START, placed]
-    held = np.where(done[placed], jobs_f[JF.END, placed], now) - jobs_f[JF.START, placed]
-    cpu = jobs_f[JF.REQ_CPU, placed]
-    core_seconds[placed] = cpu * held
-    cap = cap_cpu[k]
-    share = np.divide(cpu, cap, out=np.ones_like(cpu), where=cap > 0)
-    cost[placed] = price_per_s[k] * held * share
-    return start, end, node, pool, core_seconds, cost, measured, failed
+    columns = (
+        np.full(n, np.nan),
+        np.full(n, np.nan),
+        np.full(n, -1, dtype=np.int32),
+        np.full(n, -1, dtype=np.int32),
+        np.zeros(n),
+        np.zeros(n),
+        np.zeros(n, dtype=np.bool_),
+        np.zeros(n, dtype=np.bool_),
+    )
+    # Held as for the engine's loop: SIGTERM while numba compiles or loads this function
+    # crashed the process (a segfault instead of exit 143 on a fresh numba cache).
+    with signals_blocked():
+        _fill_job_columns(
+            jobs_f,
+            jobs_i,
+            class_pool,
+            cap_cpu,
+            price_per_s,
+            now,
+            warm_by_time,
+            warmup_s,
+            warmup_jobs,
+            *columns,
+        )
+    return columns
 
 
 def node_names(
