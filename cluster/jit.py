@@ -101,8 +101,8 @@ def loop_optimisation() -> Iterator[None]:
 
 def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
     """The compiled function `dispatcher` runs for arguments of these types, callable with
-    no type dispatch (numba's per-signature entry point: a third of the call's cost when a
-    Python policy makes the engine re-enter the loop at every decision).
+    no type dispatch (numba's per-signature entry point: a third of the cost of a call
+    that passes the engine's state).
 
     Only valid while the argument types stay the same: the engine asks again whenever it
     swaps in new arrays. Falls back to the dispatcher itself.

@@ -4,10 +4,11 @@
 event by event. Between two events every rate is constant, so time jumps straight to the
 next arrival, completion, pool completion, node ready or patience timer. Each event kind
 has its own handler (`on_arrival`, `on_complete`, ...). Decisions are made at the top of
-the loop: by a compiled policy (`cluster.policies.compiled`) inside the loop, or by
-returning to Python (`NEED_SCALE_DECISION`, `NEED_PLACE_DECISION`, `NEED_ALLOC_DECISION`)
-when the policy is plain Python; the engine applies the Python decision through the same
-transitions (`start_job`, `apply_allocation`, ...) and calls the loop again. The loop also
+the loop: by a compiled policy (`cluster.policies.compiled_table`) inside the loop; by a
+Python placer called from inside the loop (a C callback into the engine, `FN_PYTHON_PLACER`),
+whose placements go through the same transitions (`start_job`); or, for the rarer Python
+decisions, by returning to Python (`NEED_SCALE_DECISION`, `NEED_ALLOC_DECISION`, ...), which
+applies them and calls the loop again. The loop also
 returns when the next event lies beyond `until_s` or after `max_events` events, so a run
 can be resumed at any point with exactly the same result.
 
