@@ -12,9 +12,11 @@ model of the same queue. `UserFirstFit` is a tuned first-fit (strict FCFS declar
 lists); `UserMostFreeNumpy` and `UserMostFreeLists` are written the plain way, from
 docs/adding_a_policy.md and the `PlacementView` fields only (the node with the most free
 cores among those that fit, FCFS), one with numpy and one with Python lists;
-`DocsFirstRoom` is the strict-FCFS first-fit of that document's "Make it fast". Runs of a
-placer and SimPy are interleaved and the best of `--repeat` kept, so a busy machine slows
-both alike.
+`DocsFirstRoom` is a strict-FCFS first-fit that scans the nodes in Python; `DocsFirstFit`
+and `DocsMostFree` are that document's placers ("Python placers: what a call costs"), which
+ask the view for the nodes each job fits (`fitting_nodes`, computed by compiled code)
+instead of scanning them. Runs of a placer and SimPy are interleaved and the best of
+`--repeat` kept, so a busy machine slows both alike.
 
     python benchmarks/engine_vs_simpy.py [--jobs 1000000] [--python-jobs 200000] [--json]
     python benchmarks/engine_vs_simpy.py --python-only [--python-jobs 200000] [--repeat 5]
@@ -137,12 +139,50 @@ class DocsFirstRoom(Placer):
         return out
 
 
+class DocsFirstFit(Placer):
+    """docs/adding_a_policy.md's `FirstFit` ("Python placers"), as written there: strict
+    FCFS, each waiting job to the first node `fitting_nodes` names."""
+
+    name = "docs-first-fit"
+    strict_fcfs = True
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        out, taken = [], set()
+        for i, job in enumerate(view.queue.tolist()):
+            k = next((k for k in view.fitting_nodes(i) if k not in taken), -1)
+            if k < 0:
+                break  # strict FCFS: nothing starts behind a job that fits nowhere
+            taken.add(k)  # one job per node and call: the engine asks again after an event
+            out.append(Placement(job, k))
+        return out
+
+
+class DocsMostFree(Placer):
+    """docs/adding_a_policy.md's `MostFree` ("Python placers"), as written there: each
+    waiting job in order to the node with the most free cores among those it fits."""
+
+    name = "docs-most-free"
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        free = view.free_cpu
+        out, taken = [], set()
+        for i, job in enumerate(view.queue.tolist()):
+            nodes = [k for k in view.fitting_nodes(i) if k not in taken]
+            if nodes:
+                k = max(nodes, key=free.__getitem__)
+                taken.add(k)
+                out.append(Placement(job, k))
+        return out
+
+
 #: The user placers of the Python-policy rows, by the name the output gives them.
 USER_PLACERS: dict[str, type[Placer]] = {
     "first_fit": UserFirstFit,
     "most_free_numpy": UserMostFreeNumpy,
     "most_free_lists": UserMostFreeLists,
     "docs_first_room": DocsFirstRoom,
+    "docs_first_fit": DocsFirstFit,
+    "docs_most_free": DocsMostFree,
 }
 
 

@@ -36,6 +36,7 @@ placers' reusable view and `cluster.decision_checks` the checks of their decisio
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -47,7 +48,7 @@ from cluster import fit_index, kernel
 from cluster.decision_checks import ALLOC_EPS, check_allocation
 from cluster.engine_feeding import JobFeeding, job_state
 from cluster.engine_operations import Operations
-from cluster.engine_policies import PolicyCalls
+from cluster.engine_policies import PLACER_CALLBACK, PolicyCalls
 from cluster.faults import FaultDraws, timeline_array
 from cluster.jit import direct_entry
 from cluster.jobs import (
@@ -103,10 +104,10 @@ _BAD = int(Status.BAD_DECISION)
 _LIFT = int(Status.NEED_LIFT_DECISION)
 _TIMELINE, _DRAWS = int(Status.NEED_TIMELINE_ACTION), int(Status.NEED_FAULT_DRAWS)
 _REDRAWS = int(Status.NEED_SIZE_REDRAWS)
-_NO_PLACEMENT = kernel.NO_PLACEMENT
 _ALLOC, _SCALE = int(Status.NEED_ALLOC_DECISION), int(Status.NEED_SCALE_DECISION)
 _BAD_COMPILED, _BAD_ALLOCATION = int(Status.BAD_COMPILED_DECISION), int(Status.BAD_ALLOCATION)
 _SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
+_HANDED_BACK = int(Status.PLACER_HANDED_BACK)
 
 #: Events per call of the compiled loop between progress reports.
 EVENTS_PER_CALL = 1 << 18
@@ -189,6 +190,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         self._ro: EngineState | None = None
         self._view_cache: dict[str, Any] = {}
         self._pending: list[Placement] | tuple[Placement, ...] = []
+        self._placer_error: BaseException | None = None  # raised by the placer in the loop
         self.status = -1
 
     # -- state ------------------------------------------------------------------------
@@ -307,10 +309,12 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             "scaler": True,
         }
         addresses = {k: f if used[k] else None for k, f in functions.items()}
-        self._fns = np.array(
-            [compiled_table.address_row(kind, addresses[kind]) for kind in functions],
-            dtype=np.int64,
-        )
+        rows = [compiled_table.address_row(kind, addresses[kind]) for kind in functions]
+        # The Python placer's way in (kernel.FN_PYTHON_PLACER): a C function pointer to
+        # `_placer_call`, kept alive with the engine.
+        self._placer_callback = PLACER_CALLBACK(self._placer_call)
+        callback = ctypes.cast(self._placer_callback, ctypes.c_void_p).value or 0
+        self._fns = np.array([*rows, (callback, 0, 0)], dtype=np.int64)
         self._compiled = functions  # keeps the functions (and their addresses) alive
         return functions
 
@@ -457,24 +461,13 @@ class Engine(JobFeeding, Operations, PolicyCalls):
                 python_placer=self._s.istate[IS.PLACER_CODE] == 0,
                 events=bool(self._s.istate[IS.FAULTS] or self._s.istate[IS.HAS_USAGE]),
             )
-            run = self._run = direct_entry(entry, self._t, self._fns, until_s, max_events, -1, -1)
-        job = node = -1
+            run = self._run = direct_entry(entry, self._t, self._fns, until_s, max_events)
         fns = self._fns
-        place, cache = self.placer.place, self._view_cache
         while True:
-            status = run(self._t, fns, until_s, max_events, job, node)
-            job = -1
-            if status < 0:  # a Python placer decides for -status waiting jobs
-                decisions = place((cache.get("view") or self._new_view()).refill(-status))
-                self._pending = decisions
-                if type(decisions) is not list or len(decisions) > 1:
-                    self._queue_decisions(decisions)
-                elif not decisions:
-                    job = _NO_PLACEMENT
-                elif type(d := decisions[0]) is Placement and d.gpus is None and d.setup_s == 0.0:
-                    job, node = d.job, d.node  # the loop applies it as it resumes
-                else:
-                    self._queue_decisions(decisions)
+            # A Python placer is called from inside the loop (`_placer_call`).
+            status = run(self._t, fns, until_s, max_events)
+            if status == _HANDED_BACK:
+                self._placer_handed_back()
             elif status == _SCALE:
                 self._python_scale()
             elif status == _ALLOC:

@@ -4,6 +4,7 @@ the compiled transitions), and refusals."""
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,13 @@ from cluster.state import (
 
 # Plain ints for the Python hot path (reading an IntEnum member costs a dictionary lookup).
 _NEED_PLACE, _NOW, _DEC_N = int(IS.NEED_PLACE), int(FS.NOW), int(IS.DEC_N)
+_NO_PLACEMENT, _QUEUED = kernel.NO_PLACEMENT, kernel.PLACEMENTS_QUEUED
+_HANDED_BACK = kernel.HANDED_BACK
+#: Jobs and nodes a packed placement (job << 32 | node) can name.
+_JOBS, _NODES = 1 << 31, 1 << 32
+
+#: The C type of the Python placer's callback (`PolicyCalls._placer_call`).
+PLACER_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)
 
 
 class PolicyCalls:
@@ -69,6 +77,49 @@ class PolicyCalls:
     def _new_view(self) -> LiveView:
         view = self._view_cache["view"] = LiveView(self._s, self._static_nodes())
         return view
+
+    def _placer_call(self, n: int) -> int:
+        """The Python placer decides for the n waiting jobs the loop gathered; called by the
+        loop itself (through `PLACER_CALLBACK`), which goes on with the answer.
+
+        Returns one plain placement packed as job << 32 | node (the commonest answer), or
+        `kernel.NO_PLACEMENT`, or `kernel.PLACEMENTS_QUEUED` (written to `decisions`), or
+        `kernel.HANDED_BACK`: the call raised (nothing may propagate through C), or its
+        placements need larger arrays than the running loop holds; the loop then returns
+        and `_placer_handed_back` finishes the call.
+        """
+        try:
+            view = self._view_cache.get("view") or self._new_view()
+            decisions = self._pending = self.placer.place(view.refill(n))
+            if type(decisions) is list and len(decisions) <= 1:
+                if not decisions:
+                    return _NO_PLACEMENT
+                d = decisions[0]
+                if (
+                    type(d) is Placement
+                    and type(d.job) is int
+                    and type(d.node) is int
+                    and 0 <= d.job < _JOBS
+                    and 0 <= d.node < _NODES
+                    and d.gpus is None
+                    and d.setup_s == 0.0
+                ):
+                    return (d.job << 32) | d.node
+            if isinstance(decisions, list | tuple) and len(decisions) > self._s.decisions.shape[1]:
+                return _HANDED_BACK  # growing the arrays under the running loop: never
+            self._queue_decisions(decisions)
+            return _QUEUED
+        except BaseException as error:  # noqa: BLE001 - raised again outside the loop
+            self._placer_error = error
+            return _HANDED_BACK
+
+    def _placer_handed_back(self) -> None:
+        """Finish the Python placer's call the loop handed back: raise what it raised, or
+        queue its placements after growing the arrays."""
+        error, self._placer_error = self._placer_error, None
+        if error is not None:
+            raise error
+        self._queue_decisions(self._pending)
 
     def _queue_decisions(self, decisions: object) -> None:
         """Hand a Python placer's placements to the loop, which applies them first."""

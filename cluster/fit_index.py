@@ -107,6 +107,37 @@ def node_fits(
     )
 
 
+@kernel_function
+def fitting_rows(  # type: ignore[no-untyped-def]
+    free_cpu, free_mem, free_slots, active, gpu_free, cpu: float, mem: float, gpu: float, out
+) -> int:
+    """Write to `out` the node rows, in order, that are `active` (up) and `has_room` for
+    the request (cores, GB, GPUs); return how many (`PlacementView.fitting_nodes`)."""
+    m = 0
+    for k in range(free_cpu.shape[0]):
+        if active[k] and has_room(
+            free_cpu[k], free_mem[k], free_slots[k], gpu_free, k, cpu, mem, gpu
+        ):
+            out[m] = k
+            m += 1
+    return m
+
+
+@kernel_function
+def fitting_waiting(  # type: ignore[no-untyped-def]
+    nodes_f, nodes_i, gpu_free, wait_f, i: int, out
+) -> int:
+    """`fitting_rows` for the engine's i-th gathered waiting job (`wait_f` column i: its
+    cores, GB and GPUs) over its node rows (`node_fits`)."""
+    cpu, mem, gpu = wait_f[0, i], wait_f[1, i], wait_f[2, i]
+    m = 0
+    for k in range(nodes_f.shape[1]):
+        if node_fits(nodes_f, nodes_i, gpu_free, k, cpu, mem, gpu):
+            out[m] = k
+            m += 1
+    return m
+
+
 # --- the index ---------------------------------------------------------------------------
 
 

@@ -12,11 +12,14 @@ allocate temporary arrays uses plain `numba.njit(cache=True)` instead.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
-from numba import njit
+from llvmlite import ir as llvm_ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 F = TypeVar("F")
 
@@ -40,6 +43,22 @@ def inline_function(fn: F) -> F:
     return cast(F, compiled)
 
 
+@intrinsic
+def call_c(typingctx: Any, address: Any, n: Any) -> Any:  # noqa: ARG001 - numba's protocol
+    """Call the C function `int64 f(int64)` at `address` with `n` (compiled code only).
+
+    The event loop calls a Python placer this way (a ctypes callback,
+    `cluster.engine_policies`): about 0.1 us, where leaving the loop and entering it
+    again costs its whole state's arguments, 1-2 us."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        word = llvm_ir.IntType(64)
+        function = builder.inttoptr(args[0], llvm_ir.FunctionType(word, [word]).as_pointer())
+        return builder.call(function, [args[1]])
+
+    return types.int64(types.int64, types.int64), codegen
+
+
 @contextlib.contextmanager
 def signals_blocked() -> Iterator[None]:
     """Hold SIGINT and SIGTERM while numba compiles or loads the loop from its cache (an
@@ -56,10 +75,34 @@ def signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+#: LLVM's optimisation level for the event loop (numba's `NUMBA_OPT`; numba's default is 3).
+#: The loop is one large function: at level 1 LLVM optimises it in about half the time
+#: (its scalar-replacement and value-propagation passes dominate), and the compiled
+#: loop runs as fast (`benchmarks/startup.py`, `benchmarks/compiled_policies.py`). A user's
+#: own `NUMBA_OPT` wins.
+LOOP_OPT_LEVEL = 1
+
+
+@contextlib.contextmanager
+def loop_optimisation() -> Iterator[None]:
+    """Compile at `LOOP_OPT_LEVEL` inside the block (unless `NUMBA_OPT` is set)."""
+    from numba.core import config
+
+    if "NUMBA_OPT" in os.environ:
+        yield
+        return
+    previous = config.OPT
+    config.OPT = type(previous)(LOOP_OPT_LEVEL)
+    try:
+        yield
+    finally:
+        config.OPT = previous
+
+
 def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
     """The compiled function `dispatcher` runs for arguments of these types, callable with
-    no type dispatch (numba's per-signature entry point: a third of the call's cost when a
-    Python policy makes the engine re-enter the loop at every decision).
+    no type dispatch (numba's per-signature entry point: a third of the cost of a call
+    that passes the engine's state).
 
     Only valid while the argument types stay the same: the engine asks again whenever it
     swaps in new arrays. Falls back to the dispatcher itself.
@@ -69,7 +112,7 @@ def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
     try:
         sig = tuple(typeof(a) for a in args)
         if sig not in dispatcher.overloads:
-            with signals_blocked():
+            with signals_blocked(), loop_optimisation():
                 dispatcher.compile(sig)
         return dispatcher.overloads[sig].entry_point
     except Exception:  # pragma: no cover - numba internals changed: dispatch normally

@@ -4,10 +4,11 @@
 event by event. Between two events every rate is constant, so time jumps straight to the
 next arrival, completion, pool completion, node ready or patience timer. Each event kind
 has its own handler (`on_arrival`, `on_complete`, ...). Decisions are made at the top of
-the loop: by a compiled policy (`cluster.policies.compiled`) inside the loop, or by
-returning to Python (`NEED_SCALE_DECISION`, `NEED_PLACE_DECISION`, `NEED_ALLOC_DECISION`)
-when the policy is plain Python; the engine applies the Python decision through the same
-transitions (`start_job`, `apply_allocation`, ...) and calls the loop again. The loop also
+the loop: by a compiled policy (`cluster.policies.compiled_table`) inside the loop; by a
+Python placer called from inside the loop (a C callback into the engine, `FN_PYTHON_PLACER`),
+whose placements go through the same transitions (`start_job`); or, for the rarer Python
+decisions, by returning to Python (`NEED_SCALE_DECISION`, `NEED_ALLOC_DECISION`, ...), which
+applies them and calls the loop again. The loop also
 returns when the next event lies beyond `until_s` or after `max_events` events, so a run
 can be resumed at any point with exactly the same result.
 
@@ -21,7 +22,7 @@ import math
 import numpy as np
 
 from cluster.fit_index import index_update
-from cluster.jit import inline_function, kernel_function
+from cluster.jit import call_c, inline_function, kernel_function
 from cluster.layout import (
     CF,
     CI,
@@ -78,14 +79,20 @@ _NEED_SIZE_REDRAWS = int(Status.NEED_SIZE_REDRAWS)
 _BAD_COMPILED_DECISION = int(Status.BAD_COMPILED_DECISION)
 _BAD_ALLOCATION = int(Status.BAD_ALLOCATION)
 _NEED_SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
+_PLACER_HANDED_BACK = int(Status.PLACER_HANDED_BACK)
 #: Over-allocation a compiled allocator may make (relative and absolute, cores), as in
 #: `cluster.decision_checks.ALLOC_EPS`.
 _ALLOC_EPS = 1e-9
-#: Rows of the `fns` array the loop takes: (C wrapper, object, entry) addresses per kind.
-FN_PLACER, FN_ALLOCATOR, FN_SCALER = 0, 1, 2
+#: Rows of the `fns` array the loop takes: (C wrapper, object, entry) addresses per kind;
+#: `FN_PYTHON_PLACER`: the engine's callback for a Python placer (`call_c`), then zeros.
+FN_PLACER, FN_ALLOCATOR, FN_SCALER, FN_PYTHON_PLACER = 0, 1, 2, 3
 
-#: `job` of `run_kernel` when the Python placer's last call placed nothing (-1: no call).
-NO_PLACEMENT = -2
+#: What the Python placer's callback returns besides one placement (job << 32 | node):
+#: it placed nothing; its placements wait in `decisions` (IS.DEC_N); the loop must return
+#: (`Status.PLACER_HANDED_BACK`: the call raised, or its placements need larger arrays).
+NO_PLACEMENT, PLACEMENTS_QUEUED, HANDED_BACK = -2, -3, -4
+#: The node of a packed placement: its low 32 bits.
+_NODE_BITS = (1 << 32) - 1
 
 #: Heap kinds carry the job's attempt number above these bits (stale entries are skipped).
 KIND_BITS = 4
@@ -1036,30 +1043,6 @@ def apply_decisions(s, now: float) -> bool:  # type: ignore[no-untyped-def]
 # --- the loop ------------------------------------------------------------------------------
 
 
-@inline_function
-def place_compiled(s, now: float, place, view) -> bool:  # type: ignore[no-untyped-def]
-    """The compiled placer (`place`) places queue heads in order until the head
-    fits nowhere; each answer is checked (`start_checked`). False on a refused answer
-    (IS.DEC_BAD: the job, IS.BAD_NODE: the node, IS.DEC_WHY: the `Refusal`). `place` and
-    its `view` are built once per call of the loop (the arrays change only between calls)."""
-    while True:
-        j = next_queued(s)
-        if j < 0:
-            break
-        k = place(j, now, view)
-        if k < 0:
-            break
-        why = start_if_fits(s, j, k, now, 0.0, -1)
-        if why != 0:
-            s.istate[IS.DEC_BAD] = j
-            s.istate[IS.BAD_NODE] = k
-            s.istate[IS.DEC_WHY] = why
-            return False
-        s.istate[IS.Q_HEAD] += 1
-    s.istate[IS.NEED_PLACE] = 0
-    return True
-
-
 @kernel_function
 def allocate_compiled(s, p: int, now: float, fns) -> bool:  # type: ignore[no-untyped-def]
     """The compiled allocator (`fns[FN_ALLOCATOR]`) gives pool p's jobs cores, checked
@@ -1133,21 +1116,16 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
     a plain node scenario compiles in about a third of the time of the full loop.
     """
 
-    def run_kernel(  # type: ignore[no-untyped-def]
-        t, fns, until_s: float, max_events: int, job: int = -1, node: int = -1
-    ) -> int:
+    def run_kernel(t, fns, until_s: float, max_events: int) -> int:  # type: ignore[no-untyped-def]
         """Run events until the end, a Python decision, time `until_s` or `max_events` events.
 
         `fns` holds the compiled policies' function addresses, a row per extension point
-        (`FN_PLACER`, ...; see `cluster.policies.compiled_table.function_addresses`).
-
-        Returns a `Status`, or -n when a Python placer must decide for the n waiting jobs
-        gathered in `members` (the commonest call back, answered without reading `istate`).
-        `job` >= 0 is the Python placer's one placement (on `node`) of the last call, applied
-        first; `NO_PLACEMENT`: the last call placed nothing; several placements come through
-        `decisions`. `t` is the state as a plain
-        tuple (`tuple(EngineState)`: numba's dispatcher types a plain tuple of arrays in C,
-        about 1 us a call, a NamedTuple through Python, about 2.4 us).
+        (`FN_PLACER`, ...; see `cluster.policies.compiled_table.function_addresses`), and
+        the engine's callback for a Python placer (`FN_PYTHON_PLACER`): the loop calls it
+        with the number of waiting jobs gathered in `members` and goes on with its answer,
+        without returning. Returns a `Status`. `t` is the state as a plain tuple
+        (`tuple(EngineState)`: numba's dispatcher types a plain tuple of arrays in C, about
+        1 us a call, a NamedTuple through Python, about 2.4 us).
         """
         s = EngineState(*t)
         if not python_placer:  # the compiled placer and its view, for the whole call
@@ -1157,17 +1135,6 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
         n_pools = s.pools_f.shape[1]
         istate, fstate = s.istate, s.fstate
         events_at_entry = istate[IS.EVENTS]
-        if python_placer:  # the Python placer's answer of the last call (compile-time pruned)
-            if job >= 0:
-                why = start_checked(s, job, node, fstate[FS.NOW], 0.0, -1)
-                if why != 0:
-                    istate[IS.DEC_BAD] = 0
-                    istate[IS.DEC_WHY] = why
-                    return _BAD_DECISION
-                next_queued(s)
-                istate[IS.NEED_PLACE] = 0
-            elif job == NO_PLACEMENT:
-                istate[IS.NEED_PLACE] = 0
         while True:
             now = fstate[FS.NOW]
             # 0. Placements a Python placer returned at the last call.
@@ -1189,10 +1156,38 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                     if istate[IS.PLACER_ASK_ALWAYS] == 1 or may_place(s):
                         n = gather_waiting(s)
                         if n > 0:
-                            return -n
+                            answer = call_c(fns[FN_PYTHON_PLACER, 0], n)
+                            if answer >= 0:  # one placement: job << 32 | node
+                                j, k = answer >> 32, answer & _NODE_BITS
+                                why = start_checked(s, j, k, now, 0.0, -1)
+                                if why != 0:
+                                    istate[IS.DEC_BAD] = 0
+                                    istate[IS.DEC_WHY] = why
+                                    return _BAD_DECISION
+                                next_queued(s)
+                            elif answer == HANDED_BACK:
+                                return _PLACER_HANDED_BACK
+                            # PLACEMENTS_QUEUED: applied first thing (0.) of the next round
+                            if answer != PLACEMENTS_QUEUED:
+                                istate[IS.NEED_PLACE] = 0
+                            continue
                     istate[IS.NEED_PLACE] = 0
-                elif not place_compiled(s, now, place, placer_view_):
-                    return _BAD_COMPILED_DECISION
+                else:  # the compiled placer places queue heads until one fits nowhere
+                    while True:
+                        j = next_queued(s)
+                        if j < 0:
+                            break
+                        k = place(j, now, placer_view_)
+                        if k < 0:
+                            break
+                        why = start_if_fits(s, j, k, now, 0.0, -1)
+                        if why != 0:
+                            istate[IS.DEC_BAD] = j
+                            istate[IS.BAD_NODE] = k
+                            istate[IS.DEC_WHY] = why
+                            return _BAD_COMPILED_DECISION
+                        istate[IS.Q_HEAD] += 1
+                    istate[IS.NEED_PLACE] = 0
             if pools:
                 for p in range(n_pools):
                     if s.pools_i[PI.NEED_ALLOC, p] == 1:

@@ -261,6 +261,9 @@ class Status(IntEnum):
     #: job with no finite non-negative count, or -1: more than the pool's cores).
     BAD_ALLOCATION = 12
     NEED_SCALE_ACTIONS = 13  #: the compiled scaler wrote IS.SCALE_N actions (`scale_actions`)
+    #: The Python placer's call raised, or returned more placements than `decisions` holds:
+    #: the engine finishes the call outside the loop (`kernel.HANDED_BACK`).
+    PLACER_HANDED_BACK = 14
 
 
 class TL(IntEnum):

@@ -3,6 +3,7 @@ re-filled at each call), and the node arrays that change only when nodes are ren
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,8 @@ class LiveView(PlacementView):
         put(self, "_changes", -1)  # the loop's STATUS_CHANGES when `active` was computed
         put(self, "_running", None)  # running_by_class of this call, once read
         put(self, "_ended", 0)  # every job row below this one has ended
+        put(self, "_rows", np.empty(s.nodes_f.shape[1], dtype=np.int64))  # fitting_nodes'
+        put(self, "_fit_entry", None)  # fitting_nodes' compiled entry, once used
 
     def refill(self, n: int) -> LiveView:
         """Ready the view for a new call with `n` waiting jobs gathered by the loop:
@@ -104,6 +107,24 @@ class LiveView(PlacementView):
         if n <= KEEP_SLICES:
             self.__dict__["_slices"][n] = got
         return got
+
+    def fitting_nodes(self, i: int) -> list[int]:
+        """`PlacementView.fitting_nodes`, read from the engine's node rows through the
+        compiled function's entry for their types (no type dispatch: about 0.3 us a call
+        on a hundred nodes)."""
+        d = self.__dict__
+        if not 0 <= i < d["_n"]:
+            raise IndexError(f"waiting job {i} of {d['_n']}")
+        rows, entry = d["_rows"], d["_fit_entry"]
+        if entry is None:
+            from cluster.fit_index import fitting_waiting  # compiled: imported on first use
+            from cluster.jit import direct_entry
+
+            s = d["_s"]
+            arrays = (s.nodes_f, s.nodes_i, s.gpu_free, s.wait_f)
+            entry = direct_entry(fitting_waiting, *arrays, i, rows)
+            entry = d["_fit_entry"] = partial(entry, *arrays)
+        return rows[: entry(i, rows)].tolist()  # type: ignore[no-any-return]
 
     @property
     def time_s(self) -> float:

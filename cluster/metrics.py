@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from cluster.capacity import fits_a_node_type, node_types_of_run
-from cluster.jit import signals_blocked
+from cluster.jit import kernel_function, signals_blocked
 from cluster.layout import CI, FS, IS, JF, JI, NF, NI, PF, JobState
 from cluster.state import RunState
 
@@ -65,25 +64,34 @@ def _dictionary(indices: np.ndarray, names: list[str]) -> pa.DictionaryArray:
     )
 
 
-@njit(cache=True)
-def _job_columns(  # type: ignore[no-untyped-def]
-    jobs_f, jobs_i, class_pool, cap_cpu, price_per_s, now, warm_by_time, warmup_s, warmup_jobs
+@kernel_function
+def _fill_job_columns(  # type: ignore[no-untyped-def]
+    jobs_f,
+    jobs_i,
+    class_pool,
+    cap_cpu,
+    price_per_s,
+    now,
+    warm_by_time,
+    warmup_s,
+    warmup_jobs,
+    start,
+    end,
+    node,
+    pool,
+    core_seconds,
+    cost,
+    measured,
+    failed,
 ):
-    """One pass over the jobs: the derived columns of the per-job table.
+    """One pass over the jobs: the derived columns of the per-job table, written into the
+    arrays given (made in numpy: allocating here would compile numba's array constructors,
+    most of this function's first-run cost).
 
     Placed jobs hold their request from start to end (or to `now` if still running), so
     their cores, core-seconds and cost follow from start, end and their node.
     """
-    n = jobs_f.shape[1]
-    start = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    node = np.full(n, -1, dtype=np.int32)
-    pool = np.full(n, -1, dtype=np.int32)
-    core_seconds = np.zeros(n)
-    cost = np.zeros(n)
-    measured = np.zeros(n, dtype=np.bool_)
-    failed = np.zeros(n, dtype=np.bool_)
-    for j in range(n):
+    for j in range(jobs_f.shape[1]):
         state = jobs_i[JI.STATE, j]
         if state == JobState.FUTURE:
             continue
@@ -112,7 +120,48 @@ def _job_columns(  # type: ignore[no-untyped-def]
             core_seconds[j] = cpu * held
             share = cpu / cap_cpu[k] if cap_cpu[k] > 0 else 1.0
             cost[j] = price_per_s[k] * held * share
-    return start, end, node, pool, core_seconds, cost, measured, failed
+
+
+def _job_columns(  # noqa: PLR0913 - the state's columns and the warm-up rule
+    jobs_f: np.ndarray,
+    jobs_i: np.ndarray,
+    class_pool: np.ndarray,
+    cap_cpu: np.ndarray,
+    price_per_s: np.ndarray,
+    now: float,
+    warm_by_time: bool,
+    warmup_s: float,
+    warmup_jobs: int,
+) -> tuple[np.ndarray, ...]:
+    """The derived columns of the per-job table: start and end (s), node, pool,
+    core-seconds, cost ($), measured, failed (`_fill_job_columns`)."""
+    n = jobs_f.shape[1]
+    columns = (
+        np.full(n, np.nan),
+        np.full(n, np.nan),
+        np.full(n, -1, dtype=np.int32),
+        np.full(n, -1, dtype=np.int32),
+        np.zeros(n),
+        np.zeros(n),
+        np.zeros(n, dtype=np.bool_),
+        np.zeros(n, dtype=np.bool_),
+    )
+    # Held as for the engine's loop: SIGTERM while numba compiles or loads this function
+    # crashed the process (a segfault instead of exit 143 on a fresh numba cache).
+    with signals_blocked():
+        _fill_job_columns(
+            jobs_f,
+            jobs_i,
+            class_pool,
+            cap_cpu,
+            price_per_s,
+            now,
+            warm_by_time,
+            warmup_s,
+            warmup_jobs,
+            *columns,
+        )
+    return columns
 
 
 def node_names(
@@ -142,20 +191,17 @@ def build_result(
     arrival = jf[JF.ARRIVAL]
     stop = spec.stop
 
-    # Held as for the engine's loop: SIGTERM while numba compiles or loads `_job_columns`
-    # crashed the process (a segfault instead of exit 143 on a fresh numba cache).
-    with signals_blocked():
-        start, end, node, pool, core_seconds, cost, measured, failed = _job_columns(
-            jf,
-            ji,
-            s.classes_i[CI.POOL],
-            s.nodes_f[NF.CAP_CPU],
-            s.nodes_f[NF.PRICE_PER_S],
-            run.now_s,
-            stop.time_s is not None,
-            stop.warmup_s,
-            stop.warmup_jobs,
-        )
+    start, end, node, pool, core_seconds, cost, measured, failed = _job_columns(
+        jf,
+        ji,
+        s.classes_i[CI.POOL],
+        s.nodes_f[NF.CAP_CPU],
+        s.nodes_f[NF.PRICE_PER_S],
+        run.now_s,
+        stop.time_s is not None,
+        stop.warmup_s,
+        stop.warmup_jobs,
+    )
     n = arrival.size
     used = run.nodes_used
     names = node_names(spec.nodes, s.nodes_i[0, :used], [t.name for t in spec.node_types])

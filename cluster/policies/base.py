@@ -117,6 +117,29 @@ class PlacementView:
     #: read in a call (a placer that never reads it pays nothing), read-only.
     running_by_class: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
 
+    def fitting_nodes(self, i: int) -> list[int]:
+        """The nodes (indices, ascending) where waiting job `i` (its position in `queue`)
+        fits as the call began: up (`active`), a free worker slot, and room for its cores,
+        memory and GPUs; the rule the engine checks a placement with. Computed by compiled
+        code: well under a microsecond on a hundred nodes, where a scan in Python costs
+        several. Your own placements of this call are not taken off: placing several jobs
+        in one call, keep a tally of what they took."""
+        from cluster.fit_index import fitting_rows  # compiled code: imported on first use
+
+        out = np.empty(self.free_cpu.shape[0], dtype=np.int64)
+        count = fitting_rows(
+            self.free_cpu,
+            self.free_memory_gb,
+            self.free_slots,
+            self.active,
+            self.gpu_free_milli,
+            float(self.request_cpu[i]),
+            float(self.request_memory_gb[i]),
+            float(self.request_gpu[i]),
+            out,
+        )
+        return out[:count].tolist()  # type: ignore[no-any-return]
+
 
 class Placement(NamedTuple):
     """Start job `job` (an id from PlacementView.queue) on node index `node` now.

@@ -16,7 +16,7 @@ import pytest
 from cluster.engine import Engine
 from cluster.layout import GPU_MILLI, NodeStatus
 from cluster.policies import compiled
-from cluster.policies.base import Placement, PlacementView, Placer
+from cluster.policies.base import Placement, PlacementView, Placer, PolicyError
 from cluster.policies.fifo import FirstFit, RandomFit
 from cluster.testing import equal_tables
 from scenarios.loader import load_scenario
@@ -42,6 +42,11 @@ class _Fitting(Placer):
             view.gpu_free_milli.copy()
         ]
         ok = np.zeros(view.free_cpu.size, dtype=np.bool_)
+        for i in range(view.queue.size):  # fitting_nodes: the engine's rule at the call's start
+            request = (view.request_cpu[i], view.request_memory_gb[i], view.request_gpu[i])
+            compiled.fit_mask(view.active, *free, *request, ok)
+            assert view.fitting_nodes(i) == np.flatnonzero(ok).tolist()
+            assert PlacementView.fitting_nodes(view, i) == view.fitting_nodes(i)  # hand-made
         out = []
         for i, job in enumerate(view.queue.tolist()):
             c = float(view.request_cpu[i])
@@ -141,3 +146,56 @@ def test_a_placer_that_places_nothing_is_not_asked_again_until_something_changes
     assert result.summary["jobs_completed"] == 0
     # Once per arrival at most (the only changes: jobs join; nothing frees a node).
     assert 0 < Hold.calls <= result.jobs.num_rows
+
+
+class _Raises(Placer):
+    """Raises `error` at its `at`-th call, from inside the compiled loop's call back."""
+
+    name = "test-raises"
+
+    def __init__(self, error: BaseException, at: int = 5) -> None:
+        self.error, self.at, self.calls = error, at, 0
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        self.calls += 1
+        if self.calls == self.at:
+            raise self.error
+        return [Placement(int(view.queue[0]), view.fitting_nodes(0)[0])]
+
+
+@pytest.mark.parametrize("error", [ValueError("my bug"), KeyboardInterrupt()])
+def test_what_a_placer_raises_reaches_the_caller_unchanged(error: BaseException) -> None:
+    """The loop calls a Python placer through C: what it raises (an interrupt too) comes
+    out of `run` as itself, and the engine stops where it was."""
+    spec = load_scenario("mm-c", ["stop.jobs=500", "stop.warmup_jobs=0"])
+    engine = Engine(spec, placer=_Raises(error))
+    with pytest.raises(type(error)) as raised:
+        engine.run()
+    assert raised.value is error
+    assert engine.placer.calls == 5  # type: ignore[attr-defined]
+    assert engine.jobs_done < 500
+
+
+def test_fitting_nodes_names_the_waiting_job_it_reads() -> None:
+    spec = load_scenario("mm-c", ["stop.jobs=50", "stop.warmup_jobs=0"])
+    engine = Engine(spec, placer=Backfill())
+    engine.step(until_s=1.0)
+    view = engine.placement_view()
+    with pytest.raises(IndexError, match="waiting job"):
+        view.fitting_nodes(view.queue.size)
+
+
+class _Duplicates(Placer):
+    """Places the head twice (more placements than there are waiting jobs)."""
+
+    name = "test-duplicates"
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        head = Placement(int(view.queue[0]), view.fitting_nodes(0)[0])
+        return [head] * (view.queue.size + 1)
+
+
+def test_more_placements_than_waiting_jobs_are_refused_by_name() -> None:
+    spec = load_scenario("mm-c", ["stop.jobs=50", "stop.warmup_jobs=0"])
+    with pytest.raises(PolicyError, match="test-duplicates.*not waiting"):
+        Engine(spec, placer=_Duplicates()).run()
