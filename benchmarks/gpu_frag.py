@@ -20,7 +20,7 @@ import numpy as np
 
 from cluster.experiments.gpu_frag import replay, workload
 from cluster.gpu_trace import load_nodes, load_pods
-from cluster.policies.gpu_share import POLICIES
+from cluster.policies.gpu_share import SCORERS
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 
@@ -66,7 +66,7 @@ def main() -> None:
     nodes = load_nodes(args.trace / "openb_node_list_gpu_node.csv")
     pods = load_pods(args.trace / "openb_pod_list_default.csv", nodes.models)
     out: dict[str, float] = {}
-    for policy in POLICIES:
+    for policy in SCORERS:
         replay(nodes, pods, policy, args.seed + 1)  # compile / warm up
         start = time.perf_counter()
         replay(nodes, pods, policy, args.seed)
@@ -76,7 +76,7 @@ def main() -> None:
         print(json.dumps(out, indent=2))
         return
     for name, wall in out.items():
-        target = "10 s" if name == "fgd" else "2 s" if name in POLICIES else "reference"
+        target = "10 s" if name == "fgd" else "2 s" if name in SCORERS else "reference"
         print(f"{name:<22} {wall:7.2f} s   (target {target})")
 
 

@@ -59,6 +59,24 @@ def call_c(typingctx: Any, address: Any, n: Any) -> Any:  # noqa: ARG001 - numba
     return types.int64(types.int64, types.int64), codegen
 
 
+def argument_function(fn: F) -> F:
+    """`kernel_function` (cached, no reference counting: it allocates no array) for a
+    function that compiled code receives as an argument (a policy's score, say): the
+    caller compiles once per function it is passed.
+
+    numba files the caller's on-disk cache entry under the argument function's id, a
+    random one per process unless set, so the caller would never find its entry and would
+    compile again in every process (adding an entry each time). The id set here is the
+    function's module and name, the same in every process.
+    """
+    py_fn: Any = fn
+    compiled: Any = kernel_function(py_fn)
+    set_id = getattr(compiled, "_set_uuid", None)  # numba's private API (absent: no cache)
+    if set_id is not None:
+        set_id(f"{py_fn.__module__}.{py_fn.__qualname__}")
+    return cast(F, compiled)
+
+
 @contextlib.contextmanager
 def signals_blocked() -> Iterator[None]:
     """Hold SIGINT and SIGTERM while numba compiles or loads the loop from its cache (an

@@ -429,7 +429,7 @@ def _description(path: Path) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from cluster.policies.gpu_share import POLICIES as GPU_PLACERS
+    from cluster.policies.gpu_share import SCORERS as GPU_PLACERS
 
     paths = shipped_scenarios()
     folder = paths[0].parent if paths else ""

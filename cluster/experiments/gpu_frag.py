@@ -30,12 +30,13 @@ from cluster.layout import JI, JobState
 from cluster.model import JobClass, NodeType, SimulationSpec, StopRule
 from cluster.policies.base import Placement, PlacementView, Placer
 from cluster.policies.gpu_share import (
-    CODES,
     CPU_NORM,
     GPU_NORM,
     TypicalPods,
     choose,
+    choose_random,
     fragment,
+    scorer,
     typical_pods,
 )
 from cluster.speedup import LinearSpeedup
@@ -107,7 +108,7 @@ def pod_jobs(pods: Pods) -> Jobs:
 
 
 class GpuSharePlacer(Placer):
-    """One of `gpu_share.POLICIES`, deciding for the pod at the head of the queue."""
+    """One of `gpu_share.SCORERS`, deciding for the pod at the head of the queue."""
 
     strict_fcfs = True
     #: RandomFit draws for the head before it knows a node fits.
@@ -122,10 +123,8 @@ class GpuSharePlacer(Placer):
         order: IntArray,
         rng: np.random.Generator,
     ) -> None:
-        if policy not in CODES:
-            raise ValueError(f"unknown GPU policy {policy!r}; expected one of {', '.join(CODES)}")
+        scorer(policy)  # an unknown name: UnknownPolicyError (a ValueError)
         self.name = policy  # type: ignore[misc]
-        self.code = CODES[policy]
         self.pods, self.typical, self.order, self.rng = pods, typical, order, rng
         self.n_gpus = nodes.gpus
         self.node_model = nodes.model
@@ -139,32 +138,25 @@ class GpuSharePlacer(Placer):
         j = int(view.queue[0])
         p, t = self.pods, self.typical
         k, d = int(p.num_gpu[j]), int(p.gpu_milli[j])
-        u1, u2 = (self.rng.random(), self.rng.random()) if self.code == 0 else (0.0, 0.0)
-        node, mask = choose(
-            self.code,
+        nodes = (
             view.gpu_free_milli,
             self.n_gpus,
             self.node_model,
             view.free_cpu * 1000.0,
             view.free_memory_gb,
             self.order,
-            int(p.cpu_milli[j]),
-            float(self.mem_gb[j]),
-            k,
-            d,
-            int(p.model_mask[j]),
-            t.cpu_milli,
-            t.gpu_milli,
-            t.num_gpu,
-            t.model_mask,
-            t.p,
-            self.f_cache,
-            self.affinity,
-            u1,
-            u2,
-            CPU_NORM,
-            GPU_NORM,
         )
+        pod = (int(p.cpu_milli[j]), float(self.mem_gb[j]), k, d, int(p.model_mask[j]))
+        score = scorer(self.name)
+        if score is None:  # random-fit
+            u1 = self.rng.random()
+            u2 = self.rng.random()
+            node, mask = choose_random(*nodes, *pod, u1, u2)
+        else:
+            typical = (t.cpu_milli, t.gpu_milli, t.num_gpu, t.model_mask, t.p)
+            node, mask = choose(
+                score, *nodes, *pod, *typical, self.f_cache, self.affinity, CPU_NORM, GPU_NORM
+            )
         if node < 0:
             return []
         self.f_cache[node] = -1.0  # its F changes

@@ -7,7 +7,8 @@ node's GPU model (a node without GPUs takes CPU-only pods only). Which node and 
 GPU(s) is the policy's decision; ties between equal scores go to the first node of a
 per-seed random node order (`order`).
 
-Policies (scores; the best node wins):
+Policies (`SCORERS`: each one's compiled node score, `choose` takes the best node;
+random-fit has none, `choose_random` draws):
 
 - `random-fit`: a uniformly random feasible node, a random GPU with room.
 - `best-fit`: floor(100 (1 - [0.5 (C - c) / 128000 + 0.5 (R - k d) / 8000])), C and R
@@ -39,17 +40,18 @@ milli-GPU of its GPUs with less than d_m free. Memory is ignored there.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from cluster.jit import argument_function, kernel_function
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-POLICIES = ("random-fit", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "fgd")
-CODES = {name: i for i, name in enumerate(POLICIES)}
 GPU = 1000.0
 #: Best-fit, dot-product and clustering normalisers on the trace: the largest node's
 #: milli-CPU and milli-GPU (the published simulator's `MaxSpecCpu`, `MaxSpecGpu`); `choose`
@@ -108,7 +110,7 @@ def typical_pods(
     return TypicalPods(a[:, 0], a[:, 1], a[:, 2], a[:, 3], n_kept / n_kept.sum())
 
 
-@njit(cache=True)
+@kernel_function
 def fragment(
     free: FloatArray,
     gpus: int,
@@ -144,7 +146,7 @@ def fragment(
     return out
 
 
-@njit(cache=True)
+@kernel_function
 def _fits(free: FloatArray, gpus: int, k: int, d: int) -> bool:
     if k == 0:
         return True
@@ -160,7 +162,7 @@ def _fits(free: FloatArray, gpus: int, k: int, d: int) -> bool:
     return whole >= k
 
 
-@njit(cache=True)
+@kernel_function
 def _whole_mask(free: FloatArray, gpus: int, k: int) -> int:
     mask = 0
     taken = 0
@@ -171,7 +173,7 @@ def _whole_mask(free: FloatArray, gpus: int, k: int) -> int:
     return mask
 
 
-@njit(cache=True)
+@kernel_function
 def _tightest(free: FloatArray, gpus: int, d: int) -> int:
     best, best_free = -1, 1e300
     for g in range(gpus):
@@ -180,9 +182,300 @@ def _tightest(free: FloatArray, gpus: int, d: int) -> int:
     return best
 
 
+@kernel_function
+def _feasible(
+    free: FloatArray,
+    gpus: int,
+    bit: int,
+    cpu_left: float,
+    mem_left: float,
+    c: int,
+    mem: float,
+    k: int,
+    d: int,
+    mask: int,
+) -> bool:
+    """The pod fits the node: CPU (milli) and memory (GB) left, an allowed GPU model for a
+    GPU pod (`bit`: the node's model bit, 0 without GPUs), and GPUs with room."""
+    if c > cpu_left + 1e-6 or mem > mem_left + 1e-9:
+        return False
+    if k > 0 and (gpus == 0 or (mask & bit) == 0):
+        return False
+    return _fits(free, gpus, k, d)
+
+
+@kernel_function
+def _model_bit(node_model: IntArray, n: int) -> int:
+    """Node n's GPU model as a mask bit (0: no GPUs)."""
+    return 0 if node_model[n] < 0 else (1 << node_model[n])
+
+
+@kernel_function
+def _default_mask(free: FloatArray, gpus: int, k: int, d: int) -> int:
+    """The GPUs most policies give the pod on a node: none (CPU-only), the tightest GPU with
+    room (sharing), or the first k wholly free GPUs."""
+    if k == 0:
+        return 0
+    if k == 1 and d < GPU:
+        return 1 << _tightest(free, gpus, d)
+    return _whole_mask(free, gpus, k)
+
+
+# -- the scores ---------------------------------------------------------------------------
+#
+# One compiled function per policy, all with the same arguments: node `n` (its row in
+# `f_cache` and `affinity`), its GPUs' free milli-GPU `free` (the first `gpus` entries),
+# `total` their sum, `bit` its GPU model bit, `cpu_left` its free milli-CPU before the pod;
+# the pod (c milli-CPU, k GPUs, d milli-GPU each); `node_mask` the GPUs `_default_mask`
+# gives it; FGD's typical pods (`t_*`), the F_n cache, the pods of each kind per node, a
+# scratch row of the GPU width; the normalisers (milli-CPU, milli-GPU). Each returns the
+# node's score (an integer, as a float; the highest wins) and the GPUs the pod takes there,
+# and allocates no array (`argument_function`: compiled without reference counting).
+
+#: A policy's compiled node score (the arguments above): (score, GPU mask).
+Scorer = Callable[..., tuple[float, int]]
+
+
+@argument_function
+def score_best_fit(
+    n: int,
+    free: FloatArray,
+    gpus: int,
+    total: float,
+    bit: int,
+    cpu_left: float,
+    c: int,
+    k: int,
+    d: int,
+    node_mask: int,
+    t_cpu: IntArray,
+    t_d: IntArray,
+    t_k: IntArray,
+    t_mask: IntArray,
+    t_p: FloatArray,
+    f_cache: FloatArray,
+    affinity: IntArray,
+    scratch: FloatArray,
+    cpu_norm: float,
+    gpu_norm: float,
+) -> tuple[float, int]:
+    """best-fit: the least leftover CPU and GPU, the tightest GPU (module doc)."""
+    left = 0.5 * (cpu_left - c) / cpu_norm + 0.5 * (total - k * d) / gpu_norm
+    return float(math.floor(100.0 * (1.0 - left))), node_mask
+
+
+@argument_function
+def score_dot_product(
+    n: int,
+    free: FloatArray,
+    gpus: int,
+    total: float,
+    bit: int,
+    cpu_left: float,
+    c: int,
+    k: int,
+    d: int,
+    node_mask: int,
+    t_cpu: IntArray,
+    t_d: IntArray,
+    t_k: IntArray,
+    t_mask: IntArray,
+    t_p: FloatArray,
+    f_cache: FloatArray,
+    affinity: IntArray,
+    scratch: FloatArray,
+    cpu_norm: float,
+    gpu_norm: float,
+) -> tuple[float, int]:
+    """dot-product: the simulator's integer score (truncated), the tightest GPU."""
+    cpu_whole = math.floor(cpu_left + 0.5)  # whole milli-CPU, as the simulator's
+    dot = (cpu_whole / cpu_norm) * (c / cpu_norm) + (total / gpu_norm) * (k * d / gpu_norm)
+    return float(math.trunc(100.0 * (1.0 - dot / 2.0))), node_mask
+
+
+@kernel_function
+def _least_free_gpus(free: FloatArray, gpus: int, k: int, d: int) -> tuple[int, int, int]:
+    """gpu-packing's GPUs on a used node: k GPUs with room by free milli ascending (index
+    order on ties); (their mask, how many of them are idle, sum of their free % (0..100))."""
+    node_mask = 0
+    idle = 0
+    ratio = 0
+    for _ in range(k):
+        pick = -1
+        for g in range(gpus):
+            if not (node_mask >> g) & 1 and free[g] >= d and (pick < 0 or free[g] < free[pick]):
+                pick = g
+        node_mask |= 1 << pick
+        if free[pick] >= GPU:
+            idle += 1
+        ratio += int(free[pick]) * 100 // 1000
+    return node_mask, idle, ratio
+
+
+@argument_function
+def score_gpu_packing(
+    n: int,
+    free: FloatArray,
+    gpus: int,
+    total: float,
+    bit: int,
+    cpu_left: float,
+    c: int,
+    k: int,
+    d: int,
+    node_mask: int,
+    t_cpu: IntArray,
+    t_d: IntArray,
+    t_k: IntArray,
+    t_mask: IntArray,
+    t_p: FloatArray,
+    f_cache: FloatArray,
+    affinity: IntArray,
+    scratch: FloatArray,
+    cpu_norm: float,
+    gpu_norm: float,
+) -> tuple[float, int]:
+    """gpu-packing: the published simulator's three cases (module doc)."""
+    if k == 0:
+        return 0.0, node_mask
+    idle_gpus = 0
+    for g in range(gpus):
+        if free[g] >= GPU:
+            idle_gpus += 1
+    if idle_gpus == gpus:  # an idle node: fewer GPUs first
+        sharing = k == 1 and d < GPU
+        return float(max(33 - gpus, gpus)), (1 if sharing else _whole_mask(free, gpus, k))
+    mask, idle, ratio = _least_free_gpus(free, gpus, k, d)
+    if idle > 0:
+        return float(max(50 - idle, 33)), mask
+    return float(max(100 - ratio // 10, 50)), mask
+
+
+@argument_function
+def score_gpu_clustering(
+    n: int,
+    free: FloatArray,
+    gpus: int,
+    total: float,
+    bit: int,
+    cpu_left: float,
+    c: int,
+    k: int,
+    d: int,
+    node_mask: int,
+    t_cpu: IntArray,
+    t_d: IntArray,
+    t_k: IntArray,
+    t_mask: IntArray,
+    t_p: FloatArray,
+    f_cache: FloatArray,
+    affinity: IntArray,
+    scratch: FloatArray,
+    cpu_norm: float,
+    gpu_norm: float,
+) -> tuple[float, int]:
+    """gpu-clustering: the published simulator's four tiers by the kinds of GPU pods on
+    the node (`affinity[n]`), the tightest GPU."""
+    if k == 0:
+        return 0.0, node_mask
+    tag = 0 if (k == 1 and d < GPU) else k
+    tags = 0
+    for a in range(affinity.shape[1]):
+        if affinity[n, a] > 0:
+            tags += 1
+    used_part = (25 * int(gpu_norm - total)) // int(gpu_norm)
+    if affinity[n, tag] > 0:
+        return float(used_part + (75 if tags == 1 else 50)), node_mask
+    return float(used_part + (25 if tags == 0 else 0)), node_mask
+
+
+@kernel_function
+def _fgd_score(before: float, after: float) -> float:
+    """floor(100 sigma((F_before - F_after) / 1000)): FGD's score of a placement."""
+    return float(math.floor(100.0 / (1.0 + math.exp(-(before - after) / 1000.0))))
+
+
+@argument_function
+def score_fgd(
+    n: int,
+    free: FloatArray,
+    gpus: int,
+    total: float,
+    bit: int,
+    cpu_left: float,
+    c: int,
+    k: int,
+    d: int,
+    node_mask: int,
+    t_cpu: IntArray,
+    t_d: IntArray,
+    t_k: IntArray,
+    t_mask: IntArray,
+    t_p: FloatArray,
+    f_cache: FloatArray,
+    affinity: IntArray,
+    scratch: FloatArray,
+    cpu_norm: float,
+    gpu_norm: float,
+) -> tuple[float, int]:
+    """fgd: the placement that grows F_n least; a sharing pod's best GPU (lowest index on
+    ties), a whole-GPU pod's first k free GPUs. Fills `f_cache[n]` when stale (< 0)."""
+    if f_cache[n] < 0.0:
+        f_cache[n] = fragment(free, gpus, cpu_left, bit, t_cpu, t_d, t_k, t_mask, t_p)
+    before = f_cache[n]
+    for g in range(gpus):
+        scratch[g] = free[g]
+    if k == 1 and d < GPU:
+        best_g, best_score = -1, -1e300
+        for g in range(gpus):
+            if free[g] < d:
+                continue
+            scratch[g] = free[g] - d
+            after = fragment(scratch, gpus, cpu_left - c, bit, t_cpu, t_d, t_k, t_mask, t_p)
+            scratch[g] = free[g]
+            s = _fgd_score(before, after)
+            if s > best_score:
+                best_g, best_score = g, s
+        return best_score, 1 << best_g
+    for g in range(gpus):
+        if (node_mask >> g) & 1:
+            scratch[g] = 0.0
+    after = fragment(scratch, gpus, cpu_left - c, bit, t_cpu, t_d, t_k, t_mask, t_p)
+    return _fgd_score(before, after), node_mask
+
+
+#: The six policies by name (as users name them): the compiled node score `choose`
+#: maximises, or None for random-fit, which draws a feasible node (`choose_random`).
+SCORERS: dict[str, Scorer | None] = {
+    "random-fit": None,
+    "best-fit": score_best_fit,
+    "dot-product": score_dot_product,
+    "gpu-packing": score_gpu_packing,
+    "gpu-clustering": score_gpu_clustering,
+    "fgd": score_fgd,
+}
+
+
+class UnknownPolicyError(ValueError):
+    """A GPU-sharing policy name that is not in `SCORERS`."""
+
+    def __init__(self, policy: str) -> None:
+        super().__init__(f"unknown GPU policy {policy!r}; expected one of {', '.join(SCORERS)}")
+        self.policy = policy
+
+
+def scorer(policy: str) -> Scorer | None:
+    """The compiled score of `policy` (None for random-fit); `UnknownPolicyError` if the
+    table has no such policy."""
+    try:
+        return SCORERS[policy]
+    except (KeyError, TypeError):
+        raise UnknownPolicyError(policy) from None
+
+
 @njit(cache=True)
-def choose(  # noqa: PLR0912, PLR0915
-    code: int,
+def choose(
+    score: Scorer,
     gpu_free: FloatArray,
     n_gpus: IntArray,
     node_model: IntArray,
@@ -201,12 +494,11 @@ def choose(  # noqa: PLR0912, PLR0915
     t_p: FloatArray,
     f_cache: FloatArray,
     affinity: IntArray,
-    u1: float,
-    u2: float,
     cpu_norm: float,
     gpu_norm: float,
 ) -> tuple[int, int]:
-    """The node and GPU mask (bit g: GPU g) for one pod, or (-1, 0) if it fits nowhere.
+    """The node and GPU mask (bit g: GPU g) with the best `score` (a `SCORERS` function;
+    compiled once per function) for one pod, or (-1, 0) if it fits nowhere.
 
     `cpu_free` in milli-CPU, `mem_free` and `mem` in GB; only the nodes of `order` are
     considered, in that order (ties: the first); `f_cache[n]` holds F_n or -1 (stale:
@@ -214,139 +506,94 @@ def choose(  # noqa: PLR0912, PLR0915
     pods of k whole GPUs; `cpu_norm` and `gpu_norm` normalise best-fit, dot-product and
     gpu-clustering (milli-CPU and milli-GPU, `CPU_NORM` and `GPU_NORM` on the trace).
     """
-    n_nodes = order.size
     best_node, best_mask = -1, 0
     best_score = -1e300
-    feasible = 0
     scratch = np.empty(gpu_free.shape[1])
-    cand = np.empty(n_nodes, dtype=np.int64)
-    for i in range(n_nodes):
+    for i in range(order.size):
         n = order[i]
         gpus = n_gpus[n]
         free = gpu_free[n]
-        if c > cpu_free[n] + 1e-6 or mem > mem_free[n] + 1e-9:
+        bit = _model_bit(node_model, n)
+        if not _feasible(free, gpus, bit, cpu_free[n], mem_free[n], c, mem, k, d, mask):
             continue
-        bit = 0 if node_model[n] < 0 else (1 << node_model[n])
-        if k > 0 and (gpus == 0 or (mask & bit) == 0):
-            continue
-        if not _fits(free, gpus, k, d):
-            continue
-        feasible += 1
-        sharing = k == 1 and d < GPU
         total = 0.0
         for g in range(gpus):
             total += free[g]
-        node_mask = 0
-        score = 0.0
-        if code == 0:  # random-fit: collect, pick one after the loop
-            cand[feasible - 1] = n
-            continue
-        if k == 0:
-            node_mask = 0
-        elif sharing:
-            node_mask = 1 << _tightest(free, gpus, d)
-        else:
-            node_mask = _whole_mask(free, gpus, k)
-        if code == 1:  # best-fit
-            left = 0.5 * (cpu_free[n] - c) / cpu_norm + 0.5 * (total - k * d) / gpu_norm
-            score = math.floor(100.0 * (1.0 - left))
-        elif code == 2:  # dot-product: the simulator's integer score (truncated)
-            cpu_left = math.floor(cpu_free[n] + 0.5)  # whole milli-CPU, as the simulator's
-            dot = (cpu_left / cpu_norm) * (c / cpu_norm) + (total / gpu_norm) * (k * d / gpu_norm)
-            score = float(math.trunc(100.0 * (1.0 - dot / 2.0)))
-        elif code == 3:  # gpu-packing (the published simulator's three cases)
-            if k == 0:
-                score = 0.0
-            else:
-                fully = 0
-                for g in range(gpus):
-                    if free[g] >= GPU:
-                        fully += 1
-                if fully == gpus:  # an idle node: fewer GPUs first
-                    score = float(max(33 - gpus, gpus))
-                    node_mask = _whole_mask(free, gpus, max(k, 1)) if not sharing else 1
-                else:
-                    # GPUs by free milli ascending (index order on ties), k that fit.
-                    node_mask = 0
-                    fully_used = 0
-                    ratio = 0
-                    want = k
-                    taken = np.zeros(gpus, dtype=np.bool_)
-                    while want > 0:
-                        pick = -1
-                        for g in range(gpus):
-                            if not taken[g] and free[g] >= d and (pick < 0 or free[g] < free[pick]):
-                                pick = g
-                        taken[pick] = True
-                        node_mask |= 1 << pick
-                        if free[pick] >= GPU:
-                            fully_used += 1
-                        ratio += int(free[pick]) * 100 // 1000
-                        want -= 1
-                    if fully_used > 0:
-                        score = float(max(50 - fully_used, 33))
-                    else:
-                        score = float(max(100 - ratio // 10, 50))
-        elif code == 4:  # gpu-clustering (the published simulator's four tiers)
-            if k == 0:
-                score = 0.0
-            else:
-                tag = 0 if sharing else k
-                tags = 0
-                for a in range(affinity.shape[1]):
-                    if affinity[n, a] > 0:
-                        tags += 1
-                used_part = (25 * int(gpu_norm - total)) // int(gpu_norm)
-                if affinity[n, tag] > 0:
-                    score = float(used_part + (75 if tags == 1 else 50))
-                else:
-                    score = float(used_part + (25 if tags == 0 else 0))
-        else:  # fgd
-            if f_cache[n] < 0.0:
-                f_cache[n] = fragment(free, gpus, cpu_free[n], bit, t_cpu, t_d, t_k, t_mask, t_p)
-            before = f_cache[n]
-            for g in range(gpus):
-                scratch[g] = free[g]
-            if sharing:
-                best_g, best_g_score = -1, -1e300
-                for g in range(gpus):
-                    if free[g] < d:
-                        continue
-                    scratch[g] = free[g] - d
-                    after = fragment(
-                        scratch, gpus, cpu_free[n] - c, bit, t_cpu, t_d, t_k, t_mask, t_p
-                    )
-                    scratch[g] = free[g]
-                    s = math.floor(100.0 / (1.0 + math.exp(-(before - after) / 1000.0)))
-                    if s > best_g_score:
-                        best_g, best_g_score = g, s
-                node_mask = 1 << best_g
-                score = best_g_score
-            else:
-                for g in range(gpus):
-                    if (node_mask >> g) & 1:
-                        scratch[g] = 0.0
-                after = fragment(scratch, gpus, cpu_free[n] - c, bit, t_cpu, t_d, t_k, t_mask, t_p)
-                score = math.floor(100.0 / (1.0 + math.exp(-(before - after) / 1000.0)))
-        if score > best_score:
-            best_node, best_mask, best_score = n, node_mask, score
-    if code == 0 and feasible > 0:
-        n = cand[min(int(u1 * feasible), feasible - 1)]
-        free = gpu_free[n]
-        gpus = n_gpus[n]
-        best_node, best_mask = n, 0
-        if k == 1 and d < GPU:
-            fits = 0
-            for g in range(gpus):
-                if free[g] >= d:
-                    fits += 1
-            pick = min(int(u2 * fits), fits - 1)
-            for g in range(gpus):
-                if free[g] >= d:
-                    if pick == 0:
-                        best_mask = 1 << g
-                        break
-                    pick -= 1
-        elif k > 0:
-            best_mask = _whole_mask(free, gpus, k)
+        s, node_mask = score(
+            n,
+            free,
+            gpus,
+            total,
+            bit,
+            cpu_free[n],
+            c,
+            k,
+            d,
+            _default_mask(free, gpus, k, d),
+            t_cpu,
+            t_d,
+            t_k,
+            t_mask,
+            t_p,
+            f_cache,
+            affinity,
+            scratch,
+            cpu_norm,
+            gpu_norm,
+        )
+        if s > best_score:
+            best_node, best_mask, best_score = n, node_mask, s
     return best_node, best_mask
+
+
+@kernel_function
+def _random_gpu(free: FloatArray, gpus: int, d: int, u: float) -> int:
+    """The mask of a uniformly random GPU (by `u` in [0, 1)) with d milli-GPU free."""
+    fits = 0
+    for g in range(gpus):
+        if free[g] >= d:
+            fits += 1
+    pick = min(int(u * fits), fits - 1)
+    for g in range(gpus):
+        if free[g] >= d:
+            if pick == 0:
+                return 1 << g
+            pick -= 1
+    return 0
+
+
+@njit(cache=True)
+def choose_random(
+    gpu_free: FloatArray,
+    n_gpus: IntArray,
+    node_model: IntArray,
+    cpu_free: FloatArray,
+    mem_free: FloatArray,
+    order: IntArray,
+    c: int,
+    mem: float,
+    k: int,
+    d: int,
+    mask: int,
+    u1: float,
+    u2: float,
+) -> tuple[int, int]:
+    """random-fit: a uniformly random feasible node (by `u1` in [0, 1), over the feasible
+    nodes in `order`) and a random GPU with room (by `u2`) or its first k free GPUs; (-1, 0)
+    if the pod fits nowhere. Arguments as `choose`'s."""
+    cand = np.empty(order.size, dtype=np.int64)
+    feasible = 0
+    for i in range(order.size):
+        n = order[i]
+        bit = _model_bit(node_model, n)
+        if _feasible(gpu_free[n], n_gpus[n], bit, cpu_free[n], mem_free[n], c, mem, k, d, mask):
+            cand[feasible] = n
+            feasible += 1
+    if feasible == 0:
+        return -1, 0
+    n = cand[min(int(u1 * feasible), feasible - 1)]
+    if k == 1 and d < GPU:
+        return n, _random_gpu(gpu_free[n], n_gpus[n], d, u2)
+    if k > 0:
+        return n, _whole_mask(gpu_free[n], n_gpus[n], k)
+    return n, 0

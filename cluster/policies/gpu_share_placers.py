@@ -54,7 +54,14 @@ import numpy.typing as npt
 from cluster.layout import GPU_MILLI
 from cluster.model import JobClass, SimulationSpec
 from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.gpu_share import CODES, TypicalPods, choose, typical_pods
+from cluster.policies.gpu_share import (
+    TypicalPods,
+    choose,
+    choose_random,
+    score_gpu_clustering,
+    scorer,
+    typical_pods,
+)
 from cluster.policies.registry import register
 from cluster.workload import BatchArrivals, TraceArrivals
 
@@ -65,8 +72,6 @@ IntArray = npt.NDArray[np.int64]
 MODEL_LABEL = "gpu_model"
 #: The most GPU models the compiled scores tell apart (bits of a mask).
 MAX_MODELS = 62
-#: The compiled score code of gpu-clustering (the one that reads the nodes' pods).
-CLUSTERING = CODES["gpu-clustering"]
 
 
 def pod_of(cpu: float, gpu: float) -> tuple[int, int, int]:
@@ -152,19 +157,24 @@ def _check_weights(weights: Any) -> dict[str, float]:
 
 
 class GpuSharingPlacer(Placer):
-    """One of `gpu_share.POLICIES` on a scenario's nodes (see the module doc)."""
+    """One of `gpu_share.SCORERS` on a scenario's nodes (see the module doc)."""
 
     strict_fcfs = True
     #: Random placement draws for each job it looks at before it knows a node fits.
     ask_when_nothing_fits = True
-    #: The `gpu_share.POLICIES` name whose score decides.
+    #: The `gpu_share.SCORERS` name whose score decides.
     policy: ClassVar[str] = ""
     #: Share of the classes' weight FGD's typical pods cover (`Fgd` takes it as a param).
     coverage: float = 0.95
 
     def __init__(self) -> None:
-        self.code = CODES[self.policy]
+        scorer(self.policy)  # an unknown name: UnknownPolicyError (a ValueError)
         self.typical: TypicalPods | None = None
+
+    @property
+    def counts_kinds(self) -> bool:
+        """The score reads the kinds of GPU pods on each node (gpu-clustering's)."""
+        return scorer(self.policy) is score_gpu_clustering
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -287,6 +297,10 @@ class GpuSharingPlacer(Placer):
         t = self.typical
         assert t is not None, "setup() first"
         affinity = self.affinity(view, n)
+        score, counts_kinds = scorer(self.policy), self.counts_kinds
+        nodes = (gpu_free, n_gpus, node_model, cpu_free, mem_free)
+        typical = (t.cpu_milli, t.gpu_milli, t.num_gpu, t.model_mask, t.p)
+        rest = (self.f_cache, affinity, self.cpu_norm, self.gpu_norm)
         out: list[Placement] = []
         for i in range(queue.size):
             cls = int(view.class_index[i])
@@ -294,32 +308,13 @@ class GpuSharingPlacer(Placer):
             order = self.order[ok[self.order]]
             c, k, d = pod_of(float(view.request_cpu[i]), float(view.request_gpu[i]))
             mem = float(view.request_memory_gb[i])
-            u1, u2 = (self.rng.random(), self.rng.random()) if self.code == 0 else (0.0, 0.0)
-            node, mask = choose(
-                self.code,
-                gpu_free,
-                n_gpus,
-                node_model,
-                cpu_free,
-                mem_free,
-                order,
-                c,
-                mem,
-                k,
-                d,
-                int(self.class_mask[cls]),
-                t.cpu_milli,
-                t.gpu_milli,
-                t.num_gpu,
-                t.model_mask,
-                t.p,
-                self.f_cache,
-                affinity,
-                u1,
-                u2,
-                self.cpu_norm,
-                self.gpu_norm,
-            )
+            pod = (c, mem, k, d, int(self.class_mask[cls]))
+            if score is None:  # random-fit
+                u1 = self.rng.random()
+                u2 = self.rng.random()
+                node, mask = choose_random(*nodes, order, *pod, u1, u2)
+            else:
+                node, mask = choose(score, *nodes, order, *pod, *typical, *rest)
             if node < 0:
                 break  # strict FCFS: nothing starts behind a blocked head
             gpus = tuple(b for b in range(int(n_gpus[node])) if (mask >> b) & 1) if k else None
@@ -330,7 +325,7 @@ class GpuSharingPlacer(Placer):
             for b in gpus or ():
                 gpu_free[node, b] -= d
             self.f_cache[node] = -1.0
-            if k and self.code == CLUSTERING:  # the node hosts one more pod of the kind
+            if k and counts_kinds:  # the node hosts one more pod of the kind
                 affinity[node, kind_of(k, d, affinity.shape[1])] += 1
         self.seen_gpu = gpu_free
         self.seen_cpu = cpu_free
@@ -340,7 +335,7 @@ class GpuSharingPlacer(Placer):
         """(nodes, kinds): the GPU pods of each kind on each node (gpu-clustering's input,
         the replay's `affinity`): the view's `running_by_class` summed over the classes of
         each kind; a single unused column for the other policies."""
-        if self.code != CLUSTERING:
+        if not self.counts_kinds:
             return np.zeros((n, 1), dtype=np.int64)
         running = np.asarray(view.running_by_class)
         if running.size == 0:  # not given (a hand-made view), or no node or class

@@ -67,11 +67,11 @@ def _replay_task(nodes: Any, pods: Any, policy: str, seed: int, typical: Any) ->
 def cmd_gpu_frag(args: argparse.Namespace) -> int:
     from cluster.experiments.gpu_frag import medians
     from cluster.gpu_trace import TraceError, load_nodes, load_pods
-    from cluster.policies.gpu_share import POLICIES, typical_pods
+    from cluster.policies.gpu_share import SCORERS, typical_pods
     from clusteremu.cli import UsageError, check_out
     from scenarios import option_checks
 
-    policies = option_checks.name_list(args.policy, "--policy", list(POLICIES), everything="all")
+    policies = option_checks.name_list(args.policy, "--policy", list(SCORERS), everything="all")
     seeds = option_checks.seeds(args.seeds, "--seeds", BYTES_PER_REPLAY * len(policies), "seeds")
     option_checks.workers(args.workers)
     check_out(args, "gpu-frag")

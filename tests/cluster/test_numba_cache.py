@@ -48,3 +48,37 @@ def test_compiled_code_and_what_it_imports_name_the_cache(tmp_path: Path) -> Non
         now = cluster._source_hash(root)
         assert now not in seen, rel
         seen.add(now)
+
+
+def test_a_function_passed_to_compiled_code_keeps_its_callers_cache(tmp_path: Path) -> None:
+    """numba files a compiled caller under its function argument's id: `argument_function`
+    makes that id the same in every process, so the next process loads the caller (as
+    `gpu_share.choose` with a policy's score) instead of compiling it again."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "passed.py").write_text(
+        "from numba import njit\n"
+        "from cluster.jit import argument_function\n\n\n"
+        "@argument_function\n"
+        "def plus_one(x):\n"
+        "    return x + 1.0\n\n\n"
+        "@njit(cache=True)\n"
+        "def apply(f, x):\n"
+        "    return f(x)\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE.parent), str(tmp_path)])
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "cache")
+    env["NUMBA_DEBUG_CACHE"] = "1"
+    code = "import passed; print(passed.apply(passed.plus_one, 1.0))"
+    logs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        assert done.stdout.splitlines()[-1] == "2.0"
+        logs.append(done.stdout + done.stderr)
+    assert "passed.apply" in logs[0] and "data saved" in logs[0]
+    assert "data saved" not in logs[1] and "data loaded" in logs[1]

@@ -110,7 +110,7 @@ def test_list_describes_every_shipped_scenario_and_names_every_policy(
     import yaml
 
     from cluster.policies import registry
-    from cluster.policies.gpu_share import POLICIES as GPU_PLACERS
+    from cluster.policies.gpu_share import SCORERS as GPU_PLACERS
     from scenarios.loader import shipped_scenarios
 
     assert main(["list"]) == 0

@@ -5,13 +5,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cluster.policies.gpu_share import CODES, CPU_NORM, GPU_NORM, choose, fragment, typical_pods
+from cluster.experiments.gpu_frag import GpuSharePlacer
+from cluster.policies.gpu_share import (
+    CPU_NORM,
+    GPU_NORM,
+    SCORERS,
+    UnknownPolicyError,
+    choose,
+    choose_random,
+    fragment,
+    scorer,
+    typical_pods,
+)
+from cluster.policies.gpu_share_placers import GpuSharingPlacer
 
 I = np.int64
 
 
 def run(
-    code: str,
+    policy: str,
     free: list[list[float]],
     pod: tuple[int, float, int, int],
     cpu=None,
@@ -20,8 +32,10 @@ def run(
     affinity=None,
     typical=None,
     order=None,
+    u=(0.0, 0.0),
 ):
-    """choose() on nodes with the given free milli-GPU per GPU (1000 = a free GPU)."""
+    """The policy's choice (`choose` with its scorer, or `choose_random` with the draws
+    `u`) on nodes with the given free milli-GPU per GPU (1000 = a free GPU)."""
     n = len(free)
     g = max(len(f) for f in free)
     gpu_free = np.zeros((n, g))
@@ -39,30 +53,20 @@ def run(
         np.array([-1], dtype=I),
     )
     aff = affinity if affinity is not None else np.zeros((n, 10), dtype=I)
-    return choose(
-        CODES[code],
+    nodes = (
         gpu_free,
         n_gpus,
         node_model,
         cpu_free,
         mem,
         np.array(order or list(range(n)), dtype=I),
-        c,
-        m,
-        k,
-        d,
-        mask,
-        t.cpu_milli,
-        t.gpu_milli,
-        t.num_gpu,
-        t.model_mask,
-        t.p,
-        np.full(n, -1.0),
-        aff,
-        0.0,
-        0.0,
-        CPU_NORM,
-        GPU_NORM,
+    )
+    score = scorer(policy)
+    if score is None:
+        return choose_random(*nodes, c, m, k, d, mask, *u)
+    typical_arrays = (t.cpu_milli, t.gpu_milli, t.num_gpu, t.model_mask, t.p)
+    return choose(
+        score, *nodes, c, m, k, d, mask, *typical_arrays, np.full(n, -1.0), aff, CPU_NORM, GPU_NORM
     )
 
 
@@ -166,3 +170,91 @@ def test_fgd_takes_the_gpu_that_grows_fragmentation_least() -> None:
     )
     assert run("fgd", [[1000, 600]], (1000, 1.0, 1, 400), typical=typical) == (0, 0b1)
     assert run("best-fit", [[1000, 600]], (1000, 1.0, 1, 400)) == (0, 0b10)
+
+
+# --- the table of policies -----------------------------------------------------------------
+
+
+def test_the_table_lists_the_six_policies_of_the_paper() -> None:
+    assert list(SCORERS) == [
+        "random-fit",
+        "best-fit",
+        "dot-product",
+        "gpu-packing",
+        "gpu-clustering",
+        "fgd",
+    ]
+    assert SCORERS["random-fit"] is None  # it draws (choose_random) instead of scoring
+    assert len({id(f) for f in SCORERS.values()}) == 6
+
+
+@pytest.mark.parametrize("name", ["first-fit", "gpu-random-fit", "FGD", ""])
+def test_an_unknown_policy_is_refused_naming_it_and_the_known_ones(name: str) -> None:
+    with pytest.raises(UnknownPolicyError, match=f"unknown GPU policy {name!r}") as err:
+        scorer(name)
+    assert isinstance(err.value, ValueError) and err.value.policy == name
+    assert ", ".join(SCORERS) in str(err.value)
+    with pytest.raises(ValueError, match=f"unknown GPU policy {name!r}"):
+        GpuSharePlacer(name, None, None, None, None, None)  # type: ignore[arg-type]
+
+    class Unknown(GpuSharingPlacer):
+        policy = name
+
+    with pytest.raises(ValueError, match=f"unknown GPU policy {name!r}"):
+        Unknown()
+
+
+#: Six nodes (models 0, 1, 0, 1, 0 and one without GPUs), their pods of each kind
+#: (gpu-clustering), four typical pods (FGD), and four pods: (c, mem GB, k, d).
+MIXED_FREE = [
+    [1000, 1000, 1000, 1000],
+    [1000, 600, 300, 1000],
+    [250, 0],
+    [1000] * 8,
+    [700],
+    [],
+]
+MIXED_PODS = {
+    "share": (4000, 8.0, 1, 500),
+    "quarter": (2000, 4.0, 1, 250),
+    "whole": (8000, 16.0, 2, 1000),
+    "cpu": (4000, 4.0, 0, 0),
+}
+#: Each policy's (node, GPU mask) per pod, as the single compiled chooser of every policy
+#: (selected by a number) gave them before the scores became one function each.
+MIXED_CHOICES = {
+    "random-fit": {"share": (1, 1), "quarter": (1, 2), "whole": (1, 9), "cpu": (1, 0)},
+    "best-fit": {"share": (4, 1), "quarter": (2, 1), "whole": (1, 9), "cpu": (2, 0)},
+    "dot-product": {"share": (4, 1), "quarter": (2, 1), "whole": (1, 9), "cpu": (2, 0)},
+    "gpu-packing": {"share": (1, 2), "quarter": (2, 1), "whole": (1, 9), "cpu": (2, 0)},
+    "gpu-clustering": {"share": (1, 2), "quarter": (2, 1), "whole": (0, 3), "cpu": (2, 0)},
+    "fgd": {"share": (1, 2), "quarter": (2, 1), "whole": (0, 3), "cpu": (2, 0)},
+}
+
+
+@pytest.mark.parametrize("policy", list(SCORERS))
+def test_every_policy_of_the_table_chooses_as_before(policy: str) -> None:
+    aff = np.zeros((6, 10), dtype=I)
+    aff[1, 0], aff[1, 1], aff[2, 0], aff[4, 1] = 2, 1, 3, 1
+    typical = typical_pods(
+        np.array([2000, 4000, 8000, 1000], dtype=I),
+        np.array([1, 1, 2, 0], dtype=I),
+        np.array([250, 500, 1000, 0], dtype=I),
+        np.array([-1, -1, -1, -1], dtype=I),
+        weight=np.array([4.0, 3.0, 2.0, 1.0]),
+    )
+    got = {
+        name: run(
+            policy,
+            MIXED_FREE,
+            pod,
+            cpu=[64000.0, 30000.0, 8000.0, 96000.0, 16000.0, 32000.0],
+            models=[0, 1, 0, 1, 0, -1],
+            affinity=aff,
+            typical=typical,
+            order=[2, 0, 4, 1, 5, 3],
+            u=(0.6, 0.3),
+        )
+        for name, pod in MIXED_PODS.items()
+    }
+    assert got == MIXED_CHOICES[policy]
