@@ -1,0 +1,63 @@
+"""numba plumbing: the event loop's optimisation level and the per-job columns kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba.core import config
+
+from cluster import jit
+from cluster.layout import JF, JI, JobState
+from cluster.metrics import _job_columns
+
+
+def test_the_loop_compiles_at_its_own_level_and_the_level_comes_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("NUMBA_OPT", raising=False)
+    before = config.OPT
+    with pytest.raises(RuntimeError), jit.loop_optimisation():
+        assert config.OPT == jit.LOOP_OPT_LEVEL
+        assert type(config.OPT) is type(before)  # numba reads `.is_opt_max` from it
+        raise RuntimeError("a failed compile")
+    assert config.OPT is before
+
+
+def test_a_users_numba_opt_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMBA_OPT", "3")
+    before = config.OPT
+    with jit.loop_optimisation():
+        assert config.OPT is before
+
+
+def test_job_columns_of_each_kind_of_job() -> None:
+    """Not arrived, done on a node, running (held up to now), on a node without cores
+    (its whole price), in a pool (its own core-seconds and cost), failed unplaced."""
+    n = 6
+    jobs_f = np.zeros((len(JF), n))
+    jobs_i = np.zeros((len(JI), n), dtype=np.int64)
+    state = [JobState.FUTURE, JobState.DONE, JobState.RUNNING, JobState.DONE, JobState.DONE]
+    jobs_i[JI.STATE] = [*state, JobState.FAILED]
+    jobs_i[JI.CLS] = [0, 0, 0, 0, 1, 0]
+    jobs_i[JI.NODE] = [-1, 0, 0, 1, -1, -1]
+    jobs_f[JF.ARRIVAL] = [9.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    jobs_f[JF.START] = [0.0, 1.0, 2.0, 3.0, 4.0, 0.0]
+    jobs_f[JF.END] = [0.0, 3.0, 0.0, 5.0, 7.0, 0.0]
+    jobs_f[JF.REQ_CPU] = [1.0, 2.0, 1.0, 1.0, 0.0, 1.0]
+    jobs_f[JF.CORE_SECONDS, 4] = 6.0
+    jobs_f[JF.COST, 4] = 0.5
+    class_pool = np.array([-1, 0])
+    cap_cpu = np.array([4.0, 0.0])
+    price_per_s = np.array([0.4, 0.1])
+    start, end, node, pool, core_s, cost, measured, failed = _job_columns(
+        jobs_f, jobs_i, class_pool, cap_cpu, price_per_s, 6.0, True, 2.5, 0
+    )
+    np.testing.assert_array_equal(start, [np.nan, 1.0, 2.0, 3.0, 4.0, np.nan])
+    np.testing.assert_array_equal(end, [np.nan, 3.0, np.nan, 5.0, 7.0, np.nan])
+    assert node.tolist() == [-1, 0, 0, 1, -1, -1]
+    assert pool.tolist() == [-1, -1, -1, -1, 0, -1]
+    np.testing.assert_allclose(core_s, [0.0, 4.0, 4.0, 2.0, 6.0, 0.0])
+    # price * held * (cores / node cores); a node without cores: its whole price
+    np.testing.assert_allclose(cost, [0.0, 0.4 * 2 * 0.5, 0.4 * 4 * 0.25, 0.1 * 2, 0.5, 0.0])
+    assert measured.tolist() == [False, False, False, True, True, False]
+    assert failed.tolist() == [False, False, False, False, False, True]
