@@ -32,6 +32,13 @@ run with the checkout on the path as well, and marked `slow`),
 else a skip naming PATH and REASON: data that lives outside the repository, such as the
 Alibaba trace in `../shared`) or `<!-- docs-test: slow -->` (marked `slow`, still run by
 CI).
+
+Two halves: this module runs the blocks of README.md and of docs/a*.md to docs/o*.md,
+`tests/test_docs_p_to_z.py` those of docs/p*.md to docs/z*.md (`half_of`). The suite runs
+on two workers with each test module on one (`--dist loadfile`, pyproject.toml); in one
+module the documents' commands (about ten minutes) kept one worker busy for nearly the
+whole run. A document stays whole in one module, its blocks in order in its own scratch
+folder.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SECOND_HALF_FROM = "p"  # docs/p*.md to docs/z*.md run in tests/test_docs_p_to_z.py
 SHELL = {"", "bash", "sh", "shell", "console"}
 SETUP_DONE = (  # the README's install steps, done by .ci/run before the tests
     re.compile(r"^python3? -m venv \.venv$"),
@@ -150,14 +158,20 @@ RUN_BLOCKS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
-    """One scratch folder per document: shipped folders linked in (`scenarios/`,
+def half_of(path: Path) -> int:
+    """0 for README.md and docs/a*.md to docs/o*.md (this module), 1 for docs/p*.md to
+    docs/z*.md (`tests/test_docs_p_to_z.py`)."""
+    in_docs = path.parent == ROOT / "docs"
+    return int(in_docs and path.name[:1].lower() >= SECOND_HALF_FROM)
+
+
+def scratch_folders(tmp_path_factory: pytest.TempPathFactory, half: int) -> dict[Path, Path]:
+    """One scratch folder per document of `half`: shipped folders linked in (`scenarios/`,
     `monitoring/`), a `docs/` of its own (outputs such as `--out docs/wham` land here, not
     on the committed figures), and `clusteremu` on PATH and in `.venv/bin` as the small
     wrapper."""
     folders = {}
-    for path in DOCS:
+    for path in (d for d in DOCS if half_of(d) == half):
         folder = tmp_path_factory.mktemp(path.stem.replace(".", "-"))
         for name in ("scenarios", "monitoring", "ray-config.yaml"):
             (folder / name).symlink_to(ROOT / name)
@@ -171,6 +185,11 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
         wrapper.chmod(0o755)
         folders[path] = folder
     return folders
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
+    return scratch_folders(tmp_path_factory, 0)
 
 
 def environment(folder: Path, checkout: bool = False) -> dict[str, str]:
@@ -240,7 +259,8 @@ def run_block(block: Block, folder: Path) -> None:
         )
 
 
-def _param(block: Block) -> object:
+def param(block: Block) -> object:
+    """`block` as a parameter of `test_doc_block_runs`, with the marks its steer asks for."""
     marks = []
     if block.steer == "skip":
         marks.append(pytest.mark.skip(reason=f"{block.id}: {block.reason or 'marked skip'}"))
@@ -254,11 +274,21 @@ def _param(block: Block) -> object:
     return pytest.param(block, id=block.id, marks=marks)
 
 
-@pytest.mark.parametrize("block", [_param(b) for b in RUN_BLOCKS])
-def test_doc_block_runs(block: Block, scratch: dict[Path, Path]) -> None:
+def run_in_scratch(block: Block, scratch: dict[Path, Path]) -> None:
     if shutil.which("bash") is None:
         pytest.skip("no bash")
     run_block(block, scratch[block.path])
+
+
+@pytest.mark.parametrize("block", [param(b) for b in RUN_BLOCKS if half_of(b.path) == 0])
+def test_doc_block_runs(block: Block, scratch: dict[Path, Path]) -> None:
+    run_in_scratch(block, scratch)
+
+
+def test_the_two_halves_hold_every_document() -> None:
+    halves = [[d.relative_to(ROOT).as_posix() for d in DOCS if half_of(d) == h] for h in (0, 1)]
+    assert halves[0][0] == "README.md" and "docs/cluster.md" in halves[0], halves
+    assert "docs/pennyworth.md" in halves[1] and "docs/tuning.md" in halves[1], halves
 
 
 def test_the_readme_starts_with_the_install_and_test_commands() -> None:
