@@ -159,19 +159,22 @@ class DocsFirstFit(Placer):
 
 class DocsMostFree(Placer):
     """docs/adding_a_policy.md's `MostFree` ("Python placers"), as written there: each
-    waiting job in order to the node with the most free cores among those it fits."""
+    waiting job in order to the node with the most free cores among those it fits, strict
+    FCFS."""
 
     name = "docs-most-free"
+    strict_fcfs = True
 
     def place(self, view: PlacementView) -> list[Placement]:
         free = view.free_cpu
         out, taken = [], set()
         for i, job in enumerate(view.queue.tolist()):
             nodes = [k for k in view.fitting_nodes(i) if k not in taken]
-            if nodes:
-                k = max(nodes, key=free.__getitem__)
-                taken.add(k)
-                out.append(Placement(job, k))
+            if not nodes:
+                break  # nothing starts behind a job that fits nowhere
+            k = max(nodes, key=free.__getitem__)
+            taken.add(k)
+            out.append(Placement(job, k))
         return out
 
 

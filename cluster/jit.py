@@ -12,7 +12,6 @@ allocate temporary arrays uses plain `numba.njit(cache=True)` instead.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
@@ -93,30 +92,6 @@ def signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-#: LLVM's optimisation level for the event loop (numba's `NUMBA_OPT`; numba's default is 3).
-#: The loop is one large function: at level 1 LLVM optimises it in about half the time
-#: (its scalar-replacement and value-propagation passes dominate), and the compiled
-#: loop runs as fast (`benchmarks/startup.py`, `benchmarks/compiled_policies.py`). A user's
-#: own `NUMBA_OPT` wins.
-LOOP_OPT_LEVEL = 1
-
-
-@contextlib.contextmanager
-def loop_optimisation() -> Iterator[None]:
-    """Compile at `LOOP_OPT_LEVEL` inside the block (unless `NUMBA_OPT` is set)."""
-    from numba.core import config
-
-    if "NUMBA_OPT" in os.environ:
-        yield
-        return
-    previous = config.OPT
-    config.OPT = type(previous)(LOOP_OPT_LEVEL)
-    try:
-        yield
-    finally:
-        config.OPT = previous
-
-
 def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
     """The compiled function `dispatcher` runs for arguments of these types, callable with
     no type dispatch (numba's per-signature entry point: a third of the cost of a call
@@ -130,7 +105,7 @@ def direct_entry(dispatcher: Any, *args: Any) -> Callable[..., Any]:
     try:
         sig = tuple(typeof(a) for a in args)
         if sig not in dispatcher.overloads:
-            with signals_blocked(), loop_optimisation():
+            with signals_blocked():
                 dispatcher.compile(sig)
         return dispatcher.overloads[sig].entry_point
     except Exception:  # pragma: no cover - numba internals changed: dispatch normally

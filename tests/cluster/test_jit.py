@@ -1,33 +1,11 @@
-"""numba plumbing: the event loop's optimisation level and the per-job columns kernel."""
+"""numba plumbing: the per-job columns kernel."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from numba.core import config
 
-from cluster import jit
 from cluster.layout import JF, JI, JobState
 from cluster.metrics import _job_columns
-
-
-def test_the_loop_compiles_at_its_own_level_and_the_level_comes_back(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("NUMBA_OPT", raising=False)
-    before = config.OPT
-    with pytest.raises(RuntimeError), jit.loop_optimisation():
-        assert config.OPT == jit.LOOP_OPT_LEVEL
-        assert type(config.OPT) is type(before)  # numba reads `.is_opt_max` from it
-        raise RuntimeError("a failed compile")
-    assert config.OPT is before
-
-
-def test_a_users_numba_opt_wins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NUMBA_OPT", "3")
-    before = config.OPT
-    with jit.loop_optimisation():
-        assert config.OPT is before
 
 
 def test_job_columns_of_each_kind_of_job() -> None:
