@@ -108,6 +108,7 @@ _ALLOC, _SCALE = int(Status.NEED_ALLOC_DECISION), int(Status.NEED_SCALE_DECISION
 _BAD_COMPILED, _BAD_ALLOCATION = int(Status.BAD_COMPILED_DECISION), int(Status.BAD_ALLOCATION)
 _SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
 _HANDED_BACK = int(Status.PLACER_HANDED_BACK)
+_PYTHON_PLACER, _PLACER_CODE = kernel.FN_PYTHON_PLACER, int(IS.PLACER_CODE)
 
 #: Events per call of the compiled loop between progress reports.
 EVENTS_PER_CALL = 1 << 18
@@ -310,11 +311,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         }
         addresses = {k: f if used[k] else None for k, f in functions.items()}
         rows = [compiled_table.address_row(kind, addresses[kind]) for kind in functions]
-        # The Python placer's way in (kernel.FN_PYTHON_PLACER): a C function pointer to
-        # `_placer_call`, kept alive with the engine.
-        self._placer_callback = PLACER_CALLBACK(self._placer_call)
-        callback = ctypes.cast(self._placer_callback, ctypes.c_void_p).value or 0
-        self._fns = np.array([*rows, (callback, 0, 0)], dtype=np.int64)
+        # The Python placer's way in (kernel.FN_PYTHON_PLACER) is set by `step`.
+        self._fns = np.array([*rows, (0, 0, 0)], dtype=np.int64)
         self._compiled = functions  # keeps the functions (and their addresses) alive
         return functions
 
@@ -463,8 +461,23 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             )
             run = self._run = direct_entry(entry, self._t, self._fns, until_s, max_events)
         fns = self._fns
+        # A Python placer is called from inside the loop through a C function pointer to
+        # `_placer_call`, made for this call only: held by the engine, it would tie the
+        # engine to itself (a cycle), and its arrays would outlive the run until the
+        # garbage collector found them.
+        python_placer = self._s.istate.item(_PLACER_CODE) == 0
+        callback = PLACER_CALLBACK(self._placer_call) if python_placer else None
+        fns[_PYTHON_PLACER, 0] = ctypes.cast(callback, ctypes.c_void_p).value or 0
+        try:
+            return self._answer_calls(run, fns, until_s, max_events)
+        finally:
+            fns[_PYTHON_PLACER, 0] = 0
+
+    def _answer_calls(
+        self, run: Callable[..., int], fns: IntArray, until_s: float, max_events: int
+    ) -> int:
+        """Run the loop (`run`), answering what it hands back, until it stops."""
         while True:
-            # A Python placer is called from inside the loop (`_placer_call`).
             status = run(self._t, fns, until_s, max_events)
             if status == _HANDED_BACK:
                 self._placer_handed_back()

@@ -199,3 +199,23 @@ def test_more_placements_than_waiting_jobs_are_refused_by_name() -> None:
     spec = load_scenario("mm-c", ["stop.jobs=50", "stop.warmup_jobs=0"])
     with pytest.raises(PolicyError, match="test-duplicates.*not waiting"):
         Engine(spec, placer=_Duplicates()).run()
+
+
+@pytest.mark.parametrize("placer", [Backfill, None])
+def test_an_engine_is_freed_when_its_last_reference_goes(placer: type[Placer] | None) -> None:
+    """The loop's callback into a Python placer lives for one `step` only: were the engine
+    to hold it, engine and callback would form a cycle and a run's arrays would outlive it
+    until the garbage collector ran (a run of 10^6 jobs then paid for fresh memory)."""
+    import gc
+    import weakref
+
+    spec = load_scenario("mm-c", ["stop.jobs=200", "stop.warmup_jobs=0"])
+    engine = Engine(spec, placer=placer() if placer else None)
+    engine.run()
+    gone = weakref.ref(engine)
+    gc.disable()
+    try:
+        del engine
+        assert gone() is None
+    finally:
+        gc.enable()
