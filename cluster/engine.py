@@ -464,10 +464,11 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         # A Python placer is called from inside the loop through a C function pointer to
         # `_placer_call`, made for this call only: held by the engine, it would tie the
         # engine to itself (a cycle), and its arrays would outlive the run until the
-        # garbage collector found them.
-        python_placer = self._s.istate.item(_PLACER_CODE) == 0
-        callback = PLACER_CALLBACK(self._placer_call) if python_placer else None
-        fns[_PYTHON_PLACER, 0] = ctypes.cast(callback, ctypes.c_void_p).value or 0
+        # garbage collector found them. (`ctypes.cast` would make such a cycle too: the
+        # pointer is read from the callback's own buffer.)
+        if self._s.istate.item(_PLACER_CODE) == 0:
+            callback = PLACER_CALLBACK(self._placer_call)
+            fns[_PYTHON_PLACER, 0] = ctypes.c_void_p.from_buffer(callback).value or 0
         try:
             return self._answer_calls(run, fns, until_s, max_events)
         finally:
