@@ -453,10 +453,11 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         or YIELDED (`max_events` events done).
         """
         run = self._run
+        python_placer = self._s.istate.item(_PLACER_CODE) == 0
         if run is None:
             entry = kernel.loop_entry(
                 pools=self._s.pools_f.shape[1] > 0,
-                python_placer=self._s.istate[IS.PLACER_CODE] == 0,
+                python_placer=python_placer,
                 events=bool(self._s.istate[IS.FAULTS] or self._s.istate[IS.HAS_USAGE]),
             )
             run = self._run = direct_entry(entry, self._t, self._fns, until_s, max_events)
@@ -466,7 +467,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         # engine to itself (a cycle), and its arrays would outlive the run until the
         # garbage collector found them. (`ctypes.cast` would make such a cycle too: the
         # pointer is read from the callback's own buffer.)
-        if self._s.istate.item(_PLACER_CODE) == 0:
+        if python_placer:
             callback = PLACER_CALLBACK(self._placer_call)
             fns[_PYTHON_PLACER, 0] = ctypes.c_void_p.from_buffer(callback).value or 0
         try:

@@ -72,7 +72,7 @@ class LiveView(PlacementView):
         put(self, "_changes", -1)  # the loop's STATUS_CHANGES when `active` was computed
         put(self, "_running", None)  # running_by_class of this call, once read
         put(self, "_ended", 0)  # every job row below this one has ended
-        put(self, "_rows", np.empty(s.nodes_f.shape[1], dtype=np.int64))  # fitting_nodes'
+        put(self, "_rows", None)  # fitting_nodes' output rows, once used
         put(self, "_fit_entry", None)  # fitting_nodes' compiled entry, once used
 
     def refill(self, n: int) -> LiveView:
@@ -121,6 +121,7 @@ class LiveView(PlacementView):
             from cluster.jit import direct_entry
 
             s = d["_s"]
+            rows = d["_rows"] = np.empty(s.nodes_f.shape[1], dtype=np.int64)
             arrays = (s.nodes_f, s.nodes_i, s.gpu_free, s.wait_f)
             entry = direct_entry(fitting_waiting, *arrays, i, rows)
             entry = d["_fit_entry"] = partial(entry, *arrays)
