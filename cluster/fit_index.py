@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from cluster.jit import inline_function, kernel_function
+from cluster.jit import inline_function, internal_function, kernel_function
 from cluster.layout import FX, GPU_MILLI, NF, NI, NodeStatus
 from cluster.state import EngineState
 
@@ -197,7 +197,7 @@ def build(fx: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, gpu_free: np
             fx[i, c] = max(fx[2 * i, c], fx[2 * i + 1, c])
 
 
-@kernel_function
+@internal_function
 def update(
     fx: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, gpu_free: np.ndarray, k: int
 ) -> None:
@@ -240,7 +240,7 @@ def covers(fx: np.ndarray, i: int, cpu: float, mem: float, gpu: float) -> bool:
     return fx[i, FX.GPU_WHOLE] >= np.floor(gpu + 0.5)
 
 
-@kernel_function
+@internal_function
 def search(
     fx: np.ndarray,
     free_cpu: np.ndarray,

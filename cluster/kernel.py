@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from cluster.fit_index import index_update
-from cluster.jit import call_c, inline_function, kernel_function
+from cluster.jit import call_c, inline_function, internal_function, kernel_function
 from cluster.layout import (
     CF,
     CI,
@@ -99,7 +99,7 @@ KIND_BITS = 4
 KIND_MASK = (1 << KIND_BITS) - 1
 
 
-@kernel_function
+@internal_function
 def speedup_value(
     c: int,
     cores: float,
@@ -199,7 +199,7 @@ def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
     _sift_down(ht, hj, hk, 0, n)
 
 
-@kernel_function
+@internal_function
 def purge_heap(s) -> None:  # type: ignore[no-untyped-def]
     """Drop every stale entry from the heap and restore the heap order."""
     ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
@@ -438,7 +438,7 @@ def _enqueue(s, j: int) -> None:  # type: ignore[no-untyped-def]
     s.istate[IS.Q_TAIL] = tail + 1
 
 
-@kernel_function
+@internal_function
 def kill_job(s, j: int, now: float, requeue: bool) -> None:  # type: ignore[no-untyped-def]
     """Kill running placed job j at `now`: its work is lost (counted as waste).
 
@@ -475,7 +475,7 @@ def advance_pool(s, p: int, now: float) -> None:  # type: ignore[no-untyped-def]
     pools_f[PF.LAST, p] = now
 
 
-@kernel_function
+@internal_function
 def pool_members(s, p: int) -> int:  # type: ignore[no-untyped-def]
     """Write the jobs of pool p in arrival order into `members`; return how many."""
     n = 0
@@ -487,7 +487,7 @@ def pool_members(s, p: int) -> int:  # type: ignore[no-untyped-def]
     return n
 
 
-@kernel_function
+@internal_function
 def apply_allocation(s, p: int, now: float) -> None:  # type: ignore[no-untyped-def]
     """Turn the cores in jobs_f[CORES] of pool p's jobs into rates and its next completion."""
     jobs_f, pools_f = s.jobs_f, s.pools_f
@@ -569,7 +569,7 @@ def _live(s, h: int) -> bool:  # type: ignore[no-untyped-def]
     return s.jobs_i[JI.STATE, j] == JobState.QUEUED and s.jobs_i[JI.QPOS, j] == h
 
 
-@kernel_function
+@internal_function
 def waiting_jobs(s, out) -> int:  # type: ignore[no-untyped-def]
     """Write the waiting jobs in queue order into `out`; return how many."""
     n = 0
@@ -580,7 +580,7 @@ def waiting_jobs(s, out) -> int:  # type: ignore[no-untyped-def]
     return n
 
 
-@kernel_function
+@internal_function
 def gather_waiting(s) -> int:  # type: ignore[no-untyped-def]
     """For a Python placer: the waiting jobs into `members`, their class into `wait_i`
     and their (cpu, GB, GPU) requests into `wait_f`; return how many."""
@@ -595,7 +595,7 @@ def gather_waiting(s) -> int:  # type: ignore[no-untyped-def]
     return n
 
 
-@kernel_function
+@internal_function
 def may_place(s) -> bool:  # type: ignore[no-untyped-def]
     """Whether a Python placer could place a waiting job now; False proves it cannot (its
     only legal answer is no placement), so the loop need not ask it.
@@ -638,7 +638,7 @@ def may_place(s) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
-@kernel_function
+@internal_function
 def next_queued_index(s) -> int:  # type: ignore[no-untyped-def]
     next_queued(s)
     return s.istate[IS.Q_HEAD]
@@ -764,7 +764,7 @@ def on_node_ready(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
 # --- node faults (docs/faults.md) ----------------------------------------------------------
 
 
-@kernel_function
+@internal_function
 def schedule_fault(s, k: int, t: float, kind: int) -> None:  # type: ignore[no-untyped-def]
     """Schedule node k's next random `Event.FAIL` (after an up time) or `Event.RECOVER`
     (after a down time) from its own draws; when they ran out, an `Event.DRAW_UP` /
@@ -800,7 +800,7 @@ def _make_queue_room(s) -> None:  # type: ignore[no-untyped-def]
     istate[IS.Q_TAIL] = w
 
 
-@kernel_function
+@internal_function
 def release_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """Node k (running no job) leaves at t: its price stops, its fault events go stale."""
     set_status(s, k, NodeStatus.RELEASED)
@@ -821,7 +821,7 @@ def _close_down_time(s, k: int, t: float) -> None:  # type: ignore[no-untyped-de
     nodes_f[NF.DOWN_SINCE, k] = -1.0
 
 
-@kernel_function
+@internal_function
 def fail_node(s, k: int, t: float, random: bool) -> None:  # type: ignore[no-untyped-def]
     """Node k fails at t: the jobs running there are killed (their work is lost, counted
     as waste) and re-queued or failed (`IS.ON_FAILURE`); the node takes no placement until
@@ -856,7 +856,7 @@ def fail_node(s, k: int, t: float, random: bool) -> None:  # type: ignore[no-unt
         schedule_fault(s, k, t, Event.RECOVER)
 
 
-@kernel_function
+@internal_function
 def recover_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """Down node k comes back at t, empty (booting still if its start-up is not over); with
     a failure model its next up time starts."""
@@ -875,7 +875,7 @@ def recover_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
         schedule_fault(s, k, t, Event.FAIL)
 
 
-@kernel_function
+@internal_function
 def drain_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
     """Node k takes no new placement from t; released when its last running job leaves
     (at once if it runs none, is down or still booting)."""
@@ -913,7 +913,7 @@ def _node_action(s, k: int, action: int, t: float) -> None:  # type: ignore[no-u
         drain_node(s, k, t)
 
 
-@kernel_function
+@internal_function
 def on_timeline(s, e: int, t: float) -> bool:  # type: ignore[no-untyped-def]
     """Timeline event e at t: fail, recover or drain nodes, or set a class's speed-up
     (pools are brought up to t and their rates follow; placed jobs started from now on
@@ -1015,7 +1015,7 @@ def start_if_fits(  # type: ignore[no-untyped-def]
     return 0
 
 
-@kernel_function
+@internal_function
 def start_checked(  # type: ignore[no-untyped-def]
     s, j: int, k: int, now: float, setup_s: float, gpu_mask: int
 ) -> int:
@@ -1023,7 +1023,7 @@ def start_checked(  # type: ignore[no-untyped-def]
     return start_if_fits(s, j, k, now, setup_s, gpu_mask)
 
 
-@kernel_function
+@internal_function
 def apply_decisions(s, now: float) -> bool:  # type: ignore[no-untyped-def]
     """Apply the Python placer's placements in order; stop at the first refused one."""
     d = s.decisions
@@ -1043,7 +1043,7 @@ def apply_decisions(s, now: float) -> bool:  # type: ignore[no-untyped-def]
 # --- the loop ------------------------------------------------------------------------------
 
 
-@kernel_function
+@internal_function
 def allocate_compiled(s, p: int, now: float, fns) -> bool:  # type: ignore[no-untyped-def]
     """The compiled allocator (`fns[FN_ALLOCATOR]`) gives pool p's jobs cores, checked
     like a Python allocation (finite, non-negative, at most the pool's cores) before they
@@ -1087,7 +1087,7 @@ def scale_compiled(s, now: float, fns) -> int:  # type: ignore[no-untyped-def]
     return scale(now, view, s.scale_actions)
 
 
-@kernel_function
+@internal_function
 def next_event_time(s) -> float:  # type: ignore[no-untyped-def]
     """Time of the next event (after dropping stale heap entries), or +inf."""
     while s.istate[IS.HEAP_N] > 0 and _stale(s, 0):

@@ -40,7 +40,7 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
-from cluster.jit import kernel_function
+from cluster.jit import internal_function
 from cluster.layout import JI, NI
 from cluster.model import Image, JobClass, NodeType, SimulationSpec
 
@@ -312,7 +312,7 @@ def initial_cache(spec: SimulationSpec, node_type: int, items: int) -> FloatArra
     return row
 
 
-@kernel_function
+@internal_function
 def setup_delay(s, j: int, k: int) -> float:  # type: ignore[no-untyped-def]
     """Seconds job j needs on node row k before it runs (pulls of the items the node does
     not hold, data transfer; see the module doc); marks what it fetched as cached on k and

@@ -49,6 +49,8 @@ FIXED: tuple[float, ...] = tuple(FIXED_WEIGHTS[n] for n in WEIGHT_NAMES)
 RUN_TIME_S = 100.0
 #: Seconds a request may wait for a node before it fails.
 TIMEOUT_S = 30.0
+#: Fresh seeds each tuner's chosen weights are judged on by default (`tuners.out_of_sample`).
+DEFAULT_TEST_SEEDS = 5
 
 
 @dataclass(frozen=True)

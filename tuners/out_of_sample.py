@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tuners.domains import FIXED
+from tuners.domains import DEFAULT_TEST_SEEDS, FIXED
 from tuners.evaluate import Experiment, evaluate
 from tuners.protocol import (
     REPORTED_SPLIT,
@@ -52,8 +52,6 @@ from tuners.protocol import (
 
 #: The protocol split the fresh seeds come from.
 TEST_SPLIT = REPORTED_SPLIT
-#: Fresh seeds per experiment by default.
-DEFAULT_TEST_SEEDS = 5
 #: The ablation rows of every tuner's comparison: the Fixed weights and random search.
 FIXED_POLICY = "Fixed"
 RANDOM_POLICY = "random search"

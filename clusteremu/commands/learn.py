@@ -26,15 +26,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cluster.experiments.mdp_learner import LearnResult, learn, tracking_delays
 from cluster.io import output_folder, to_json, write_json, write_parquet
 from cluster.policies.mdp.learn_config import ALGORITHMS, LearnConfig
 from cluster.policies.mdp.model import MdpModelError
 from scenarios import limits
 from scenarios.errors import ScenarioError
 from scenarios.loader import load_scenario
+
+if TYPE_CHECKING:  # the learner (scipy.optimize) loads when the command runs, not at start-up
+    from cluster.experiments.mdp_learner import LearnResult
 
 PARAMS = "scheduler.allocator.params"
 
@@ -74,6 +76,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_learn(args: argparse.Namespace) -> int:
+    from cluster.experiments.mdp_learner import learn
+
     from clusteremu.cli import UsageError, check_out, progress_bar
 
     if args.iterations is not None and args.iterations < 1:
@@ -153,6 +157,8 @@ def cmd_learn(args: argparse.Namespace) -> int:
 
 
 def summary_of(result: LearnResult, config: LearnConfig) -> dict[str, Any]:
+    from cluster.experiments.mdp_learner import tracking_delays
+
     names = result.class_names
     gap = 100.0 * (result.mean_jobs_learned / result.mean_jobs_optimal - 1.0)
     return {

@@ -45,8 +45,7 @@ from clusteremu.progress import Progress
 
 
 def add_parser(sub: Any) -> None:
-    from tuners.domains import DOMAINS
-    from tuners.out_of_sample import DEFAULT_TEST_SEEDS
+    from tuners.domains import DEFAULT_TEST_SEEDS, DOMAINS
 
     p = sub.add_parser(
         "tune", help="tune the scoring placer's weights on Ray Tune (Learning to Score)"
