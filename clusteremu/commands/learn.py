@@ -77,7 +77,6 @@ def add_parser(sub: Any) -> None:
 
 def cmd_learn(args: argparse.Namespace) -> int:
     from cluster.experiments.mdp_learner import learn
-
     from clusteremu.cli import UsageError, check_out, progress_bar
 
     if args.iterations is not None and args.iterations < 1:
