@@ -46,7 +46,8 @@ def internal_function(fn: F) -> F:
     """`kernel_function` for a function only compiled code calls: compiled without the
     wrapper that lets Python call it (which unboxes every argument, the whole state for
     most: a tenth to a third of such a function's compile on a first run)."""
-    compiled: Any = njit(**_KERNEL_OPTIONS, no_cpython_wrapper=True)(fn)
+    options: dict[str, Any] = {**_KERNEL_OPTIONS, "no_cpython_wrapper": True}
+    compiled: Any = njit(**options)(fn)
     return cast(F, compiled)
 
 
