@@ -78,12 +78,12 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
     """Stand-ins that fail the test if a bad option reaches work of any command; yields a
     function to call before each command (it resets the count of scenarios loaded)."""
     import cluster.engine
+    import cluster.experiments.mdp_learner
     import cluster.policies.pennyworth.exact
     import cluster.policies.pennyworth.problem
     import cluster.policies.provisioner.sizing
     import clusteremu.cli
     import clusteremu.commands.gpu_frag
-    import clusteremu.commands.learn
     import tuners.domains
     import tuners.evaluate
     import tuners.rl
@@ -106,7 +106,7 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
     monkeypatch.setattr(tuners.domains, "sample_configs", _work("drawing experiments"))
     monkeypatch.setattr(tuners.evaluate, "experiment_from_file", _work("building experiments"))
     monkeypatch.setattr(clusteremu.cli, "run_spec", _work("a run"))
-    monkeypatch.setattr(clusteremu.commands.learn, "learn", _work("learning"))
+    monkeypatch.setattr(cluster.experiments.mdp_learner, "learn", _work("learning"))
     sweep_load = Limited(tuners.sweep.load_scenario, 20, "sweep")
     monkeypatch.setattr(tuners.sweep, "load_scenario", sweep_load)
     compare_load = Limited(clusteremu.cli.load_scenario, 20, "compare --grid")
