@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -341,6 +342,8 @@ _local_pids: list[int] = []
 #: `ray.shutdown()`, then after SIGTERM, before SIGKILL.
 STOP_GRACE_S = 2.0
 STOP_TERM_S = 1.0
+#: How often `stop_ray` looks whether the instance's processes are gone, s.
+STOP_POLL_S = 0.05
 
 
 def _child_pids() -> list[int]:
@@ -439,6 +442,36 @@ def _instance_processes() -> list[Any]:
     return [p for pid, p in found.items() if pid != reaper]
 
 
+def _running_after(processes: list[Any], timeout_s: float) -> list[Any]:
+    """Wait up to `timeout_s` for `processes` to exit; the ones still running then.
+
+    A process that has exited but is not yet reaped (a zombie) counts as gone: Ray's
+    processes that outlive their parent are reparented to PID 1, which in a container need
+    not reap them for seconds, and `psutil.wait_procs` waits for them its whole timeout."""
+    import psutil
+
+    our_pid = os.getpid()
+
+    def running(process: Any) -> bool:
+        try:
+            if process.status() != psutil.STATUS_ZOMBIE:
+                return True
+            if process.ppid() == our_pid:  # our own child: reap it now
+                process.wait(timeout=0)
+            return False
+        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            return False
+        except psutil.Error:
+            return True
+
+    deadline = time.monotonic() + timeout_s
+    left = [p for p in processes if running(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(STOP_POLL_S)
+        left = [p for p in left if running(p)]
+    return left
+
+
 def stop_ray(started: bool) -> None:
     """End what `ensure_ray` started (nothing when `started` is False): `ray.shutdown()`,
     then wait until every process of the local instance is gone -- Ray's dashboard and
@@ -455,15 +488,15 @@ def stop_ray(started: bool) -> None:
     with signals_held():
         processes = _instance_processes()
         ray.shutdown()
-        _, left = psutil.wait_procs(processes, timeout=STOP_GRACE_S)
+        left = _running_after(processes, STOP_GRACE_S)
         for process in left:
             with contextlib.suppress(psutil.Error):
                 process.terminate()
-        _, left = psutil.wait_procs(left, timeout=STOP_TERM_S)
+        left = _running_after(left, STOP_TERM_S)
         for process in left:
             with contextlib.suppress(psutil.Error):
                 process.kill()
-        psutil.wait_procs(left, timeout=STOP_TERM_S)
+        _running_after(left, STOP_TERM_S)
         _local_pids = []
         if _reaper is not None and _reaper.stdin is not None and not _reaper.stdin.closed:
             _reaper.stdin.close()  # nothing is left for the watchdog: let it exit

@@ -175,3 +175,38 @@ def test_check_reachable_gives_up_on_silent_or_missing_servers() -> None:
 @pytest.mark.usefixtures("ray_local")
 def test_check_reachable_accepts_a_real_gcs() -> None:
     check_reachable(ray.get_runtime_context().gcs_address, timeout_s=5)
+
+
+def test_stopping_counts_an_exited_unreaped_process_as_gone() -> None:
+    """`stop_ray` waits for the instance's processes. One that has exited but that its
+    parent has not reaped (a zombie: in a container PID 1 may leave Ray's orphans so for
+    seconds) must not hold it for its whole grace period (`psutil.wait_procs` did); one
+    still running must."""
+    import psutil  # Ray's copy (importing ray put it on sys.path)
+
+    from actors.launch import _running_after
+
+    # A parent that starts a child, waits until it has exited without reaping it, prints
+    # its pid and sleeps: the child is a zombie that is not ours.
+    parent_code = (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
+        "os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE)
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        assert parent.stdout is not None
+        zombie = psutil.Process(int(parent.stdout.readline()))
+        assert zombie.status() == psutil.STATUS_ZOMBIE and zombie.ppid() == parent.pid
+        began = time.monotonic()
+        assert _running_after([zombie], 30.0) == []
+        assert time.monotonic() - began < 15.0  # not the 30 s timeout
+        left = _running_after([psutil.Process(running.pid)], 0.2)
+        assert [p.pid for p in left] == [running.pid]
+    finally:
+        for process in (parent, running):
+            process.kill()
+            process.wait()
