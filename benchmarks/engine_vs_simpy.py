@@ -108,8 +108,9 @@ class UserMostFreeLists(Placer):
 
 
 class DocsFirstRoom(Placer):
-    """docs/adding_a_policy.md's `FirstRoom` ("Make it fast"), as written there: strict FCFS,
-    the first up node with a free slot and room for the cores and memory."""
+    """A strict-FCFS first-fit that scans every node in Python (the example
+    docs/adding_a_policy.md showed before `fitting_nodes`): the first up node with a free
+    slot and room for the cores and memory."""
 
     name = "first-room"
     strict_fcfs = True
