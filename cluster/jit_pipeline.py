@@ -14,6 +14,10 @@ and `b` is set before the copy: in a block that strictly dominates the copy's, o
 in the copy's own block. Then no path from the copy to a use of `a` sets `b` again
 without passing the copy again after it, so `a` and `b` hold the same value at every use.
 
+**Each field read once.** Reading a field of the state (`s.heap_t`) loads the whole
+struct first; `hoist_attribute_reads` reads each field once, where the state is set, and
+the reads at each use become copies that the pass above removes.
+
 **No defensive copies of the inlined IR.** numba deep-copies a callee's IR twice at every
 call site it inlines, block by block, so each block copies the callee's whole variable
 scope again: most of the inlining pass's time (numba issues #8989 and #9204). Here the
@@ -129,6 +133,61 @@ def _set_before(
     return False
 
 
+def hoist_attribute_reads(func_ir: ir.FunctionIR) -> int:
+    """Read each attribute of a variable once, right where the variable is set, instead of
+    at every use (`s.heap_t` at every heap operation of every inlined transition): each
+    read of a field of the state loads the whole struct, hundreds of values, that LLVM
+    must break up again. Returns how many reads now copy a hoisted one (they go with
+    `propagate_copies`).
+
+    Only for variables assigned once and never written through an attribute (`x.a = ...`),
+    and not for globals (modules, functions): an attribute of such a value is the same
+    wherever it is read after the value is set (a NamedTuple's field, an array's shape).
+    Kernel functions hold no objects whose attributes a call could change (no jitclass).
+    """
+    blocks = func_ir.blocks
+    defined: dict[str, tuple[int, int]] = {}
+    counts: dict[str, int] = {}
+    written: set[str] = set()
+    for label, block in blocks.items():
+        for index, stmt in enumerate(block.body):
+            if isinstance(stmt, ir.Assign):
+                counts[stmt.target.name] = counts.get(stmt.target.name, 0) + 1
+                defined[stmt.target.name] = (label, index)
+            elif isinstance(stmt, ir.SetAttr):
+                written.add(stmt.target.name)
+    hoisted: dict[tuple[str, str], ir.Var] = {}
+    replaced = 0
+    for block in blocks.values():
+        for index, stmt in enumerate(block.body):
+            value = stmt.value if isinstance(stmt, ir.Assign) else None
+            if not (isinstance(value, ir.Expr) and value.op == "getattr"):
+                continue
+            name = value.value.name
+            if counts.get(name) != 1 or name in written:
+                continue
+            label, where = defined[name]
+            source = blocks[label].body[where].value
+            if isinstance(source, (ir.Global, ir.FreeVar)):
+                continue
+            key = (name, value.attr)
+            if key not in hoisted:
+                hoisted[key] = block.scope.redefine(f"$hoisted.{name}.{value.attr}", value.loc)
+            block.body[index] = ir.Assign(hoisted[key], stmt.target, stmt.loc)
+            replaced += 1
+    by_definition: dict[tuple[int, int], list[ir.Assign]] = {}
+    for (name, attr), var in hoisted.items():
+        label, where = defined[name]
+        read = ir.Expr.getattr(blocks[label].body[where].target, attr, var.loc)
+        by_definition.setdefault((label, where), []).append(ir.Assign(read, var, var.loc))
+    for (label, where), reads in sorted(by_definition.items(), reverse=True):
+        body = blocks[label].body
+        body[where + 1 : where + 1] = reads
+    if replaced:
+        func_ir._definitions = ir_utils.build_definitions(blocks)
+    return replaced
+
+
 def _copied_before_uses(block: ir.Block, name: str) -> bool:
     """Whether `name` is assigned in `block` before any statement of it reads it."""
     for stmt in block.body:
@@ -141,7 +200,8 @@ def _copied_before_uses(block: ir.Block, name: str) -> bool:
 
 @register_pass(mutates_CFG=False, analysis_only=False)
 class PropagateStateCopies(FunctionPass):
-    """`propagate_copies`, run right after numba inlines the `inline_function` calls."""
+    """`propagate_copies` and `hoist_attribute_reads`, run right after numba inlines the
+    `inline_function` calls."""
 
     _name = "propagate_state_copies"
 
@@ -149,7 +209,11 @@ class PropagateStateCopies(FunctionPass):
         FunctionPass.__init__(self)
 
     def run_pass(self, state: Any) -> bool:
-        return propagate_copies(state.func_ir) > 0
+        changed = propagate_copies(state.func_ir) > 0
+        if hoist_attribute_reads(state.func_ir) > 0:
+            propagate_copies(state.func_ir)
+            changed = True
+        return changed
 
 
 class _NoCopy:

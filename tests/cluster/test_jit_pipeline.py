@@ -12,7 +12,7 @@ from numba import njit
 from numba.core import inline_closurecall, ir
 from numba.core.compiler import run_frontend
 
-from cluster.jit_pipeline import KernelCompiler, propagate_copies
+from cluster.jit_pipeline import KernelCompiler, hoist_attribute_reads, propagate_copies
 
 
 class Pair(NamedTuple):
@@ -104,3 +104,53 @@ def test_a_copy_read_in_the_next_iteration_is_kept() -> None:
     func_ir = run_frontend(_loop_carried)
     propagate_copies(func_ir)
     assert "a" in _names(func_ir)
+
+
+def _attribute_reads(func_ir: ir.FunctionIR, of: str) -> list[str]:
+    return [
+        stmt.value.attr
+        for block in func_ir.blocks.values()
+        for stmt in block.body
+        if isinstance(stmt, ir.Assign)
+        and isinstance(stmt.value, ir.Expr)
+        and stmt.value.op == "getattr"
+        and stmt.value.value.name == of
+    ]
+
+
+def test_each_field_of_the_state_is_read_once() -> None:
+    def reads(s: Any, n: int) -> float:
+        total = 0.0
+        for j in range(n):
+            if s.left[j] > 0.0:
+                total += s.right[j]
+            total += s.left[j] * np.floor(s.right[j])
+        return total
+
+    func_ir = run_frontend(reads)
+    assert sorted(_attribute_reads(func_ir, "s")) == ["left", "left", "right", "right"]
+    assert hoist_attribute_reads(func_ir) == 4
+    propagate_copies(func_ir)
+    assert sorted(_attribute_reads(func_ir, "s")) == ["left", "right"]
+    floors = [
+        stmt
+        for block in func_ir.blocks.values()
+        for stmt in block.body
+        if isinstance(stmt, ir.Assign)
+        and isinstance(stmt.value, ir.Expr)
+        and stmt.value.op == "getattr"
+        and stmt.value.attr == "floor"
+    ]
+    assert len(floors) == 1  # a module's attribute stays where it was read
+    compiled = njit(pipeline_class=KernelCompiler, _nrt=False)(reads)
+    pair = Pair(np.array([1.0, -2.0, 3.0]), np.array([0.5, 2.5, 4.0]))
+    assert compiled(pair, 3) == reads(pair, 3)
+
+
+def test_an_attribute_written_is_not_hoisted() -> None:
+    def writes(x: Any) -> Any:
+        first = x.a
+        x.a = 1
+        return first + x.a
+
+    assert hoist_attribute_reads(run_frontend(writes)) == 0
