@@ -133,6 +133,10 @@ def _set_before(
     return False
 
 
+#: Attributes whose every read makes a new object (an array's `flat` iterator): not hoisted.
+_FRESH_EACH_READ = frozenset({"flat"})
+
+
 def hoist_attribute_reads(func_ir: ir.FunctionIR) -> int:
     """Read each attribute of a variable once, right where the variable is set, instead of
     at every use (`s.heap_t` at every heap operation of every inlined transition): each
@@ -164,7 +168,7 @@ def hoist_attribute_reads(func_ir: ir.FunctionIR) -> int:
             if not (isinstance(value, ir.Expr) and value.op == "getattr"):
                 continue
             name = value.value.name
-            if counts.get(name) != 1 or name in written:
+            if counts.get(name) != 1 or name in written or value.attr in _FRESH_EACH_READ:
                 continue
             label, where = defined[name]
             source = blocks[label].body[where].value

@@ -154,3 +154,16 @@ def test_an_attribute_written_is_not_hoisted() -> None:
         return first + x.a
 
     assert hoist_attribute_reads(run_frontend(writes)) == 0
+
+
+def test_an_iterator_made_at_each_read_is_not_shared() -> None:
+    def two_passes(a: np.ndarray) -> float:
+        total = 0.0
+        for v in a.flat:
+            total += v
+        for v in a.flat:  # a fresh iterator: the array again from its start
+            total += 2.0 * v
+        return total
+
+    a = np.arange(6.0).reshape(2, 3)
+    assert njit(pipeline_class=KernelCompiler)(two_passes)(a) == two_passes(a) == 45.0
