@@ -41,13 +41,13 @@ from numba.core.compiler_machinery import FunctionPass, register_pass
 from numba.core.untyped_passes import InlineInlinables
 
 
-def _assignments(blocks: dict[int, ir.Block]) -> dict[str, list[int]]:
-    """Each variable's defining blocks (one entry per assignment)."""
-    where: dict[str, list[int]] = {}
+def _assignments(blocks: dict[int, ir.Block]) -> dict[str, list[tuple[int, int]]]:
+    """Where each variable is assigned: (block, statement index), one per assignment."""
+    where: dict[str, list[tuple[int, int]]] = {}
     for label, block in blocks.items():
-        for stmt in block.body:
+        for index, stmt in enumerate(block.body):
             if isinstance(stmt, ir.Assign):
-                where.setdefault(stmt.target.name, []).append(label)
+                where.setdefault(stmt.target.name, []).append((label, index))
     return where
 
 
@@ -86,7 +86,7 @@ def _propagate_once(func_ir: ir.FunctionIR) -> int:
             a, b = stmt.target.name, stmt.value.name
             if len(defined.get(a, ())) != 1 or len(defined.get(b, ())) != 1:
                 continue
-            if not _set_before(blocks, dominators, defined[b][0], b, label, index):
+            if not _set_before(blocks, dominators, defined[b][0][0], b, label, index):
                 continue
             if any(label not in dominators[use] for use in used.get(a, ())):
                 continue
@@ -150,16 +150,14 @@ def hoist_attribute_reads(func_ir: ir.FunctionIR) -> int:
     Kernel functions hold no objects whose attributes a call could change (no jitclass).
     """
     blocks = func_ir.blocks
-    defined: dict[str, tuple[int, int]] = {}
-    counts: dict[str, int] = {}
-    written: set[str] = set()
-    for label, block in blocks.items():
-        for index, stmt in enumerate(block.body):
-            if isinstance(stmt, ir.Assign):
-                counts[stmt.target.name] = counts.get(stmt.target.name, 0) + 1
-                defined[stmt.target.name] = (label, index)
-            elif isinstance(stmt, ir.SetAttr):
-                written.add(stmt.target.name)
+    assigned = _assignments(blocks)
+    defined = {name: places[0] for name, places in assigned.items() if len(places) == 1}
+    written = {
+        stmt.target.name
+        for block in blocks.values()
+        for stmt in block.body
+        if isinstance(stmt, ir.SetAttr)
+    }
     hoisted: dict[tuple[str, str], ir.Var] = {}
     replaced = 0
     for block in blocks.values():
@@ -168,7 +166,7 @@ def hoist_attribute_reads(func_ir: ir.FunctionIR) -> int:
             if not (isinstance(value, ir.Expr) and value.op == "getattr"):
                 continue
             name = value.value.name
-            if counts.get(name) != 1 or name in written or value.attr in _FRESH_EACH_READ:
+            if name not in defined or name in written or value.attr in _FRESH_EACH_READ:
                 continue
             label, where = defined[name]
             source = blocks[label].body[where].value
