@@ -17,11 +17,13 @@ import ray
 
 from actors.launch import (
     CONNECT_TIMEOUT_S,
+    DASHBOARD_ENV,
     check_reachable,
     init_kwargs,
     options_from_args,
     parse_shard_resources,
 )
+from cluster.errors import UsageError
 from clusteremu.cli import build_parser, main
 from tests.actors.helpers import assert_same_jobs
 
@@ -112,6 +114,7 @@ def test_local_ray_started_for_the_run_uses_token_auth_and_loopback(tmp_path: Pa
     """Without --address a private Ray instance starts (Ray's default token authentication
     left on) and reports its dashboard on 127.0.0.1."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    env[DASHBOARD_ENV] = "1"  # the suite turns it off elsewhere
     done = subprocess.run(
         [
             sys.executable,
@@ -210,3 +213,16 @@ def test_stopping_counts_an_exited_unreaped_process_as_gone() -> None:
         for process in (parent, running):
             process.kill()
             process.wait()
+
+
+def test_the_dashboard_is_on_unless_the_environment_says_0(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(DASHBOARD_ENV, raising=False)
+    assert init_kwargs(None)["include_dashboard"] is True
+    monkeypatch.setenv(DASHBOARD_ENV, "0")
+    assert init_kwargs(None)["include_dashboard"] is False
+    assert "include_dashboard" not in init_kwargs("127.0.0.1:6379")  # a cluster's own
+    monkeypatch.setenv(DASHBOARD_ENV, "off")
+    with pytest.raises(UsageError, match="CLUSTEREMU_DASHBOARD='off': expected 1"):
+        init_kwargs(None)

@@ -84,6 +84,7 @@ def _alive(keys: list[tuple[int, float]]) -> list[psutil.Process]:
 
 def test_local_run_listens_on_loopback_only_and_dies_with_its_driver(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}  # token auth on
+    env["CLUSTEREMU_DASHBOARD"] = "1"  # its listeners are checked too
     stderr = tmp_path / "stderr.txt"
     with stderr.open("wb") as err:
         run = subprocess.Popen(
