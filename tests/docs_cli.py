@@ -19,7 +19,8 @@ says on stderr what it changed:
   with `--scenario FILE`, the run length
   is cut as above); `train-rl` trains `MAX_RL_STEPS` steps of small networks on the
   ``tiny`` domain, on one environment;
-* `--realtime X` paces `REALTIME_SPEEDUP` times faster.
+* `--realtime X` paces `REALTIME_SPEEDUP` times faster;
+* `synthesize` plans at most `MAX_BATCHES` example sets (`--batches`).
 
 Without the variable it is the real `clusteremu`, unchanged.
 """
@@ -44,6 +45,7 @@ MAX_RL_STEPS = 120
 MAX_TRIALS = 5
 MAX_BUDGET = 4
 REALTIME_SPEEDUP = 100.0
+MAX_BATCHES = 20
 SCENARIO_COMMANDS = {"run", "compare", "sweep", "learn", "bound"}
 
 
@@ -122,6 +124,13 @@ def shrink(argv: list[str]) -> tuple[list[str], list[str]]:
         trials = [int(v) for v in _option_values(argv, "--trials") if v.isdigit()]
         if trials and max(trials) > MAX_TRIALS:
             return _replace_option(argv, "--trials", str(MAX_TRIALS)), [f"--trials {MAX_TRIALS}"]
+        return argv, []
+    if positionals and positionals[0] == "synthesize":  # plans each example set exactly
+        batches = [int(v) for v in _option_values(argv, "--batches") if v.isdigit()]
+        if batches and max(batches) > MAX_BATCHES:
+            return _replace_option(argv, "--batches", str(MAX_BATCHES)), [
+                f"--batches {MAX_BATCHES}"
+            ]
         return argv, []
     if positionals and positionals[0] == "gpu-frag":  # replays the trace per policy and seed
         return _shrink_options(list(argv), [], "gpu-frag")

@@ -20,7 +20,9 @@ venv's):
 
 Small sizes: `clusteremu` is `tests/docs_cli.py` with `CLUSTEREMU_DOCS_SMALL=1`, which cuts
 run lengths, replications and seeds (and says what it cut on stderr) but nothing else, so
-the commands users see are the commands that run. Two install steps of the README's first
+the commands users see are the commands that run. Local Ray instances start without their
+dashboard, as everywhere in the suite (`CLUSTEREMU_DASHBOARD=0`, tests/conftest.py;
+tests/actors/test_launch.py checks the dashboard itself). Two install steps of the README's first
 command (`python3 -m venv .venv`, `.venv/bin/pip install ...`) are what `.ci/run` does
 before this test and are not repeated; the README's test command is this suite itself.
 
