@@ -86,7 +86,7 @@ def _propagate_once(func_ir: ir.FunctionIR) -> int:
             a, b = stmt.target.name, stmt.value.name
             if len(defined.get(a, ())) != 1 or len(defined.get(b, ())) != 1:
                 continue
-            if not _set_before(blocks, dominators, defined[b][0][0], b, label, index):
+            if not _set_before(dominators, defined[b][0], (label, index)):
                 continue
             if any(label not in dominators[use] for use in used.get(a, ())):
                 continue
@@ -114,23 +114,15 @@ def _propagate_once(func_ir: ir.FunctionIR) -> int:
 
 
 def _set_before(
-    blocks: dict[int, ir.Block],
-    dominators: dict[int, set[int]],
-    where: int,
-    name: str,
-    label: int,
-    index: int,
+    dominators: dict[int, set[int]], where: tuple[int, int], copy: tuple[int, int]
 ) -> bool:
-    """Whether `name`, assigned once in block `where`, is set again on no path from
-    statement `index` of block `label` (the copy) to any later use of the copy: true
-    when its block strictly dominates the copy's (a path from the copy back to it and on
-    to a use would pass the copy again), or it is set earlier in the copy's own block."""
-    if where != label:
-        return where in dominators[label]
-    for stmt in blocks[label].body[:index]:
-        if isinstance(stmt, ir.Assign) and stmt.target.name == name:
-            return True
-    return False
+    """Whether a variable assigned once, at `where` (block, statement index), is set again
+    on no path from the copy at `copy` to any later use of the copy: true when its block
+    strictly dominates the copy's (a path from the copy back to it and on to a use would
+    pass the copy again), or it is set earlier in the copy's own block."""
+    if where[0] != copy[0]:
+        return where[0] in dominators[copy[0]]
+    return where[1] < copy[1]
 
 
 #: Attributes whose every read makes a new object (an array's `flat` iterator): not hoisted.
