@@ -46,6 +46,8 @@ def job_rows(jobs: Jobs) -> tuple[FloatArray, IntArray]:
     jobs_f[JF.ARRIVAL] = jobs.arrival_s
     jobs_f[JF.SIZE] = jobs.size
     jobs_i[JI.CLS] = jobs.class_index
+    if jobs.estimate_s is not None:
+        jobs_f[JF.ESTIMATE] = jobs.estimate_s
     return jobs_f, jobs_i
 
 

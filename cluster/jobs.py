@@ -57,6 +57,8 @@ class Jobs:
     #: Per-job (cores, GB, GPUs) requests given by the workload itself (a trace's pods);
     #: the `static` provisioner uses them instead of the class request. None: per class.
     request: tuple[FloatArray, FloatArray, FloatArray] | None = None
+    #: Per-job run-time estimates, s (a trace's requested time; 0: none). None: no job has one.
+    estimate_s: FloatArray | None = None
 
     def __post_init__(self) -> None:
         n = self.arrival_s.size
@@ -67,6 +69,8 @@ class Jobs:
                 raise ValueError(f"jobs: feature {name!r} needs one value per job")
         if self.request is not None and any(r.shape != (n,) for r in self.request):
             raise ValueError("jobs: request needs one (cpu, memory_gb, gpu) per job")
+        if self.estimate_s is not None and self.estimate_s.shape != (n,):
+            raise ValueError("jobs: estimate_s needs one value per job")
 
     def select(self, index: npt.NDArray[Any] | slice) -> Jobs:
         """The jobs at `index` (a mask, indices or a slice), every per-job field with them."""
@@ -78,6 +82,7 @@ class Jobs:
             None if self.usage is None else self.usage.select(index),
             {k: v[index] for k, v in self.features.items()},
             None if self.request is None else tuple(r[index] for r in self.request),  # type: ignore[arg-type]
+            None if self.estimate_s is None else self.estimate_s[index],
         )
 
 
@@ -131,6 +136,11 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
         arrival = np.concatenate(times)
         # Stable: equal times keep class order, then each class's draw order.
         order = np.argsort(arrival, kind="stable")[:limit]
+    table = any(c.arrival.job_requests(0) is not None for c in spec.classes)
+    if table and n_classes > 1:
+        # A trace table (docs/traces.md): ties at one instant keep the table's row order
+        # across classes (generated jobs after them).
+        order = _table_order(spec, times, arrival, limit)
     runtime_u = None
     if any(c.runtime_by_node_type for c in spec.classes):
         runtime_u = np.concatenate(
@@ -140,14 +150,67 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
             ]
         )[order]
     size = sizes[0] if n_classes == 1 else np.concatenate(sizes)
-    jobs = Jobs(arrival[order], cls[order], size[order].astype(np.float64, copy=False), runtime_u)
+    request, estimate = None, None
+    if table:  # each job's own request and estimate
+        request, estimate = _per_job_columns(spec, times, order)
+    jobs = Jobs(
+        arrival[order],
+        cls[order],
+        size[order].astype(np.float64, copy=False),
+        runtime_u,
+        request=request,
+        estimate_s=estimate,
+    )
     if spec.usage is None:
         return jobs
     usage, features = draw_usage(spec, jobs, stream(seq, Purpose.USAGE, spec.usage.model))
     size = jobs.size
     if usage.size is not None:
         size = np.where(np.isnan(usage.size), size, usage.size)
-    return Jobs(jobs.arrival_s, jobs.class_index, size, runtime_u, usage, features)
+    return Jobs(
+        jobs.arrival_s, jobs.class_index, size, runtime_u, usage, features, request, estimate
+    )
+
+
+def _table_order(
+    spec: SimulationSpec, times: list[FloatArray], arrival: FloatArray, limit: int
+) -> IntArray:
+    """The merged order of classes some of which replay a trace table: by arrival, then by
+    table row (a generated job after every table row, in class order, then draw order)."""
+    parts = []
+    offset = 1 << 62
+    for c, t in zip(spec.classes, times, strict=True):
+        rows = c.arrival.job_rows(t.size)
+        if rows is None:
+            rows = offset + np.arange(t.size, dtype=np.int64)
+            offset += t.size
+        parts.append(np.asarray(rows, dtype=np.int64))
+    return np.lexsort((np.concatenate(parts), arrival))[:limit]
+
+
+def _per_job_columns(
+    spec: SimulationSpec, times: list[FloatArray], order: slice | IntArray
+) -> tuple[tuple[FloatArray, FloatArray, FloatArray], FloatArray]:
+    """Every job's (cores, GB, GPUs) request and run-time estimate (s, 0: none), in the
+    merged order: a table class's own columns, a generated class's request."""
+    cpu, mem, gpu, est = [], [], [], []
+    for c, t in zip(spec.classes, times, strict=True):
+        n = t.size
+        given = c.arrival.job_requests(n)
+        if given is None:
+            r = c.request
+            given = (np.full(n, r.cpu), np.full(n, r.memory_gb), np.full(n, r.gpu))
+        cpu.append(given[0])
+        mem.append(given[1])
+        gpu.append(given[2])
+        e = c.arrival.job_estimates(n)
+        est.append(np.zeros(n) if e is None else e)
+    request = (
+        np.concatenate(cpu)[order],
+        np.concatenate(mem)[order],
+        np.concatenate(gpu)[order],
+    )
+    return request, np.concatenate(est)[order]
 
 
 def _sizes(c: JobClass, seq: np.random.SeedSequence, count: int) -> FloatArray:
@@ -247,6 +310,14 @@ def concat_jobs(a: Jobs, b: Jobs) -> Jobs:
         if a.request is None or b.request is None:
             raise ValueError("concat_jobs: per-job requests on one side only")
         request = tuple(np.concatenate([x, y]) for x, y in zip(a.request, b.request, strict=True))
+    estimate = None
+    if a.estimate_s is not None or b.estimate_s is not None:
+        estimate = np.concatenate(
+            [
+                a.estimate_s if a.estimate_s is not None else np.zeros(na),
+                b.estimate_s if b.estimate_s is not None else np.zeros(nb),
+            ]
+        )
     return Jobs(
         np.concatenate([a.arrival_s, b.arrival_s]),
         np.concatenate([a.class_index, b.class_index]),
@@ -255,4 +326,5 @@ def concat_jobs(a: Jobs, b: Jobs) -> Jobs:
         usage,
         features,
         request,  # type: ignore[arg-type]
+        estimate,
     )

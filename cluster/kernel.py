@@ -56,7 +56,7 @@ from cluster.policies.compiled_table import (
     placer_view,
     scaler_view,
 )
-from cluster.speedup import AMDAHL, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
+from cluster.speedup import AMDAHL, POWER, RIGID, ROOFTOP, SMOOTH_ROOFTOP, TABLE
 from cluster.state import EngineState
 from cluster.world import setup_delay
 
@@ -108,10 +108,13 @@ def speedup_value(
     tx: np.ndarray,
     ty: np.ndarray,
 ) -> float:
-    """s_c(cores) for class c; linear below one core (see cluster.speedup)."""
+    """s_c(cores) for class c; linear below one core (see cluster.speedup) but for a rigid
+    class (1 on any cores)."""
+    kind = classes_i[CI.SP_KIND, c]
+    if kind == RIGID:
+        return 1.0
     if cores <= 1.0:
         return cores
-    kind = classes_i[CI.SP_KIND, c]
     a = classes_f[CF.SP_PARAM, c]
     if kind == AMDAHL:
         return 1.0 / ((1.0 - a) + a / cores)

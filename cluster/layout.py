@@ -40,6 +40,7 @@ class JF(IntEnum):
     USED_CPU_S = 20  #: core-seconds really used over all attempts (with a usage model)
     USED_MEM_S = 21  #: GB-seconds really used (peak held) over all attempts (usage model)
     LOST_CORE_S = 22  #: core-seconds of work lost by node failures (killed attempts)
+    ESTIMATE = 23  #: the user's estimate of the run time (a trace's requested time), s; 0: none
 
 
 class JI(IntEnum):

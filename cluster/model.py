@@ -71,6 +71,9 @@ class NodeType:
     rentable: bool = False
     #: Random failures of its nodes (None: they never fail on their own).
     failures: NodeFailures | None = None
+    #: Kubernetes taints (key, value, effect) and cordon (read by `kube-default`).
+    taints: tuple[tuple[str, str, str], ...] = ()
+    unschedulable: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,11 @@ class JobClass:
     capabilities: Mapping[str, str] = field(default_factory=dict)
     #: What its jobs really use (memory peak, cores), for the `independent` usage model.
     usage: ClassUsage | None = None
+    #: Kubernetes required node affinity (read by `kube-default`): terms ORed, each a tuple
+    #: of (label, operator In / NotIn / Exists / DoesNotExist, values) ANDed.
+    node_affinity: tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...] = ()
+    #: Kubernetes tolerations (read by `kube-default`): (key, operator, value, effect).
+    tolerations: tuple[tuple[str, str, str, str], ...] = ()
 
     def mean_runtime_on(self, type_name: str) -> float:
         """Mean execution time of a job on a node type (s): its `runtime_by_node_type`

@@ -22,6 +22,7 @@ FloatArray = npt.NDArray[np.float64]
 # Kernel codes: keep in sync with cluster.kernel.speedup_value.
 LINEAR, AMDAHL, POWER, ROOFTOP, TABLE = 0, 1, 2, 3, 4
 SMOOTH_ROOFTOP = 5
+RIGID = 6
 #: Longest tabulated curve the kernel carries (points on the concave hull).
 MAX_TABLE_POINTS = 64
 
@@ -124,6 +125,28 @@ class PowerSpeedup(Speedup):
 
     def is_linear(self) -> bool:
         return self.exponent == 1.0
+
+
+@dataclass(frozen=True)
+class RigidSpeedup(Speedup):
+    """s(k) = 1 for every k > 0: a rigid job runs its size in seconds (at speed 1) on the
+    cores it holds, below one core too (a trace's jobs hold their request for their logged
+    run time; docs/traces.md). Not linear below one core, unlike the other curves."""
+
+    kernel_code: ClassVar[int] = RIGID
+
+    def value(self, cores: npt.ArrayLike) -> FloatArray:
+        k = np.asarray(cores, dtype=np.float64)
+        return np.where(k > 0.0, 1.0, 0.0)
+
+    def derivative(self, cores: npt.ArrayLike) -> FloatArray:
+        return np.zeros_like(np.asarray(cores, dtype=np.float64))
+
+    def _above_one(self, k: FloatArray) -> FloatArray:
+        return np.ones_like(k)
+
+    def _derivative_above_one(self, k: FloatArray) -> FloatArray:
+        return np.zeros_like(k)
 
 
 @dataclass(frozen=True)

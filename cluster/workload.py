@@ -36,6 +36,19 @@ class ArrivalProcess:
         size column), else None: the class's size distribution draws them."""
         return None
 
+    def job_requests(self, count: int) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+        """Per-job (cores, GB, GPUs) requests when the process carries them (a trace
+        table), else None: the class's request."""
+        return None
+
+    def job_estimates(self, count: int) -> FloatArray | None:
+        """Per-job run-time estimates (s) when the process carries them, else None."""
+        return None
+
+    def job_rows(self, count: int) -> npt.NDArray[np.int64] | None:
+        """Per-job rows of a trace table (the order of ties at one instant), else None."""
+        return None
+
 
 @dataclass(frozen=True)
 class RenewalArrivals(ArrivalProcess):
@@ -117,6 +130,50 @@ class TraceArrivals(ArrivalProcess):
         if count > len(self.sizes):
             raise ValueError(f"a trace of {len(self.sizes)} sizes has no size for job {count}")
         return np.asarray(self.sizes[:count], dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class TableArrivals(ArrivalProcess):
+    """A class's jobs replayed from a trace table (`docs/traces.md`): per-job columns read
+    once into arrays, never Python objects per job.
+
+    `times_s` (sorted), `sizes` (the run time in s at speed 1 of a rigid job; +inf: runs
+    until the end of the run), `request_cpu` (cores), `request_memory_gb` (GB),
+    `request_gpu` (GPUs: a share of one below 1, whole GPUs from 1), `estimate_s` (the
+    user's estimate, s; 0: none) and `rows` (each job's row in the table: ties at one
+    instant keep the table's order across classes).
+    """
+
+    times_s: FloatArray
+    sizes: FloatArray
+    request_cpu: FloatArray
+    request_memory_gb: FloatArray
+    request_gpu: FloatArray
+    estimate_s: FloatArray
+    rows: npt.NDArray[np.int64]
+
+    def generate(self, rng: np.random.Generator, until_s: float, max_count: int) -> FloatArray:
+        n = int(np.searchsorted(self.times_s, until_s, side="right"))
+        return self.times_s[: min(n, max_count)]
+
+    def job_sizes(self, count: int) -> FloatArray | None:
+        return self.sizes[:count]
+
+    def job_requests(self, count: int) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+        """Each of the first `count` jobs' own (cores, GB, GPUs) request."""
+        return (
+            self.request_cpu[:count],
+            self.request_memory_gb[:count],
+            self.request_gpu[:count],
+        )
+
+    def job_estimates(self, count: int) -> FloatArray | None:
+        """Each of the first `count` jobs' run-time estimate, s (0: none)."""
+        return self.estimate_s[:count]
+
+    def job_rows(self, count: int) -> npt.NDArray[np.int64] | None:
+        """Each of the first `count` jobs' row in the trace table (ties keep its order)."""
+        return self.rows[:count]
 
 
 @dataclass(frozen=True)

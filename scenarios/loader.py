@@ -25,6 +25,7 @@ from cluster import distributions as dist
 from cluster import readback
 from cluster import speedup as sp
 from cluster import workload as wl
+from cluster.distributions import Deterministic
 from cluster.jobs import Jobs
 from cluster.model import (
     ClassUsage,
@@ -47,6 +48,7 @@ from cluster.slo import slo_from_mapping
 from cluster.usage import draw_usage, usage_models
 from scenarios import limits, schema, world
 from scenarios.errors import ScenarioError, clip, shorten
+from scenarios.trace_table import read_table_classes
 from scenarios.world_schema import NumberFieldError
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
@@ -545,7 +547,9 @@ def _timeline_problems(model: schema.ScenarioModel) -> list[tuple[str, str]]:
                         "set_speedup changes its parameters)",
                     )
                 )
-        elif cls is not None and isinstance(classes[cls].arrival, schema.TraceArrival):
+        elif cls is not None and isinstance(
+            classes[cls].arrival, schema.TraceArrival | schema.TableArrival
+        ):
             problems.append(
                 (
                     f"{where}.set_rate.class",
@@ -641,6 +645,8 @@ def _speedup(m: Any) -> sp.Speedup:
         return sp.SmoothRooftopSpeedup(m.max_cores, m.sharpness)
     if isinstance(m, schema.RooftopSpeedupModel):
         return sp.RooftopSpeedup(m.max_cores)
+    if isinstance(m, schema.RigidSpeedupModel):
+        return sp.RigidSpeedup()
     if isinstance(m, schema.TableSpeedupModel):
         return sp.TableSpeedup(tuple(p[0] for p in m.points), tuple(p[1] for p in m.points))
     raise TypeError(m)
@@ -737,6 +743,8 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
             math.inf if t.max_jobs is None else float(t.max_jobs),
             rentable=t.rentable,
             failures=_node_failures(t.failures),
+            taints=tuple((x.key, x.value, x.effect) for x in t.taints),
+            unschedulable=t.unschedulable,
         )
         for t in cluster.node_types
     )
@@ -744,6 +752,7 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
     pools = tuple(Pool(p.name, p.cores, p.speed, p.price_per_hour) for p in cluster.pools)
     default_pool = pools[0].name if len(pools) == 1 and not nodes else None
     classes: list[JobClass] = []
+    table_classes = read_table_classes(model, base_dir, source)
     events = _timeline(model)
     max_cores = max([p.cores for p in pools] + [t.cpu for t in node_types] + [2.0])
     for i, m in enumerate(model.workload.classes):
@@ -769,6 +778,8 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
             arrival = wl.BatchArrivals(a.count, a.at_s)
         elif isinstance(a, schema.RenewalArrival):
             arrival = wl.RenewalArrivals(_distribution(a.interarrival))
+        elif isinstance(a, schema.TableArrival):
+            arrival = table_classes[m.name]
         else:
             arrival = _read_trace(a, base_dir, f"{where}.arrival", source)
         r = m.request
@@ -777,7 +788,8 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
             JobClass(
                 m.name,
                 arrival,
-                _distribution(m.size),
+                # A table class's sizes are its rows' run times (the placeholder is unused).
+                Deterministic(1.0) if m.size is None else _distribution(m.size),
                 speedup,
                 m.holding_cost,
                 Request(r.cpu, r.memory_gb, r.gpu),
@@ -785,6 +797,11 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
                 math.inf if m.timeout_s is None else m.timeout_s,
                 {t: _distribution(d) for t, d in m.runtime_by_node_type.items()},
                 usage=_class_usage(m.usage),
+                node_affinity=tuple(
+                    tuple((e.key, e.operator, tuple(e.values)) for e in term)
+                    for term in m.node_affinity
+                ),
+                tolerations=tuple((t.key, t.operator, t.value, t.effect) for t in m.tolerations),
             )
         )
     s = model.stop
@@ -968,7 +985,7 @@ def check_job_supply(spec: SimulationSpec, source: str) -> None:
         if isinstance(a, wl.BatchArrivals):
             total += a.count
             inside += a.count if start <= a.at_s <= horizon else 0
-        elif isinstance(a, wl.TraceArrivals):
+        elif isinstance(a, wl.TraceArrivals | wl.TableArrivals):
             times = np.asarray(a.times_s, dtype=np.float64)
             total += times.size
             inside += int(np.count_nonzero((times >= start) & (times <= horizon)))

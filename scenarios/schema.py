@@ -172,6 +172,13 @@ class RenewalArrival(Strict):
     interarrival: Distribution
 
 
+class TableArrival(Strict):
+    """The class's jobs are the rows of the workload's trace table (`workload.jobs`) whose
+    `class` column names it: arrival, run time, requests and estimate per job."""
+
+    kind: Literal["table"]
+
+
 class TraceArrival(Strict):
     kind: Literal["trace"]
     path: str = Field(description="Parquet or CSV file, relative to the scenario file")
@@ -181,7 +188,8 @@ class TraceArrival(Strict):
 
 
 Arrival = Annotated[
-    PoissonArrival | BatchArrival | RenewalArrival | TraceArrival, Field(discriminator="kind")
+    PoissonArrival | BatchArrival | RenewalArrival | TraceArrival | TableArrival,
+    Field(discriminator="kind"),
 ]
 
 # --- speed-ups -----------------------------------------------------------------------------
@@ -212,6 +220,13 @@ class SmoothRooftopSpeedupModel(Strict):
     sharpness: float = Field(default=4.0, gt=0, le=64, description="knee sharpness q")
 
 
+class RigidSpeedupModel(Strict):
+    """A rigid job: it runs `size` seconds (at speed 1) on whatever cores it holds, below
+    one core too (a trace's jobs: docs/traces.md)."""
+
+    kind: Literal["rigid"]
+
+
 class TableSpeedupModel(Strict):
     kind: Literal["table"]
     points: list[tuple[float, float]] = Field(
@@ -225,7 +240,8 @@ Speedup = Annotated[
     | PowerSpeedupModel
     | RooftopSpeedupModel
     | SmoothRooftopSpeedupModel
-    | TableSpeedupModel,
+    | TableSpeedupModel
+    | RigidSpeedupModel,
     Field(discriminator="kind"),
 ]
 
@@ -260,6 +276,41 @@ class FailuresModel(Strict):
         return self
 
 
+class TaintModel(Strict):
+    """A Kubernetes taint of a node type (`docs/traces.md`): pods that do not tolerate a
+    `NoSchedule` or `NoExecute` taint are not placed there by `kube-default`."""
+
+    key: str = Field(min_length=1, max_length=317)
+    value: str = Field(default="", max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class TolerationModel(Strict):
+    """A Kubernetes toleration of a class: `Exists` with an empty key tolerates every taint;
+    an empty effect matches every effect."""
+
+    key: str = Field(default="", max_length=317)
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = Field(default="", max_length=63)
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+
+
+class NodeSelectorRequirementModel(Strict):
+    """One expression of a required node-affinity term (labels of the node type)."""
+
+    key: str = Field(min_length=1, max_length=317)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _values_of_operator(self) -> NodeSelectorRequirementModel:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs values")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
 class NodeTypeModel(Strict):
     name: str = Field(min_length=1)
     cpu: Capacity = Field(description="cores")
@@ -278,6 +329,9 @@ class NodeTypeModel(Strict):
     storage_mbps: Bandwidth | None = None
     cached: list[str] = Field(default_factory=list)
     failures: FailuresModel | None = None
+    # Kubernetes node filters (docs/traces.md), read by the kube-default placer.
+    taints: list[TaintModel] = Field(default_factory=list, max_length=1000)
+    unschedulable: bool = Field(default=False, description="cordoned: takes no new pods")
 
 
 class NodeGroupModel(Strict):
@@ -343,7 +397,9 @@ class WorkloadUsageModel(Strict):
 class JobClassModel(Strict):
     name: str = Field(min_length=1)
     arrival: Arrival
-    size: Distribution
+    size: Distribution | None = Field(
+        default=None, description="work; required but for a table class (its rows' run times)"
+    )
     speedup: Speedup = Field(default_factory=lambda: LinearSpeedupModel(kind="linear"))
     holding_cost: PositiveCost = 1.0
     request: RequestModel = Field(default_factory=RequestModel)
@@ -367,11 +423,45 @@ class JobClassModel(Strict):
     node_selector: dict[str, LabelValues] = Field(default_factory=dict)
     capabilities: dict[str, str] = Field(default_factory=dict)
     usage: ClassUsageModel | None = None
+    # Kubernetes pod filters (docs/traces.md), read by the kube-default placer: required
+    # node affinity (terms ORed, each a list of expressions ANDed) and tolerations.
+    node_affinity: list[list[NodeSelectorRequirementModel]] = Field(
+        default_factory=list, max_length=1000
+    )
+    tolerations: list[TolerationModel] = Field(default_factory=list, max_length=1000)
+
+    @model_validator(mode="after")
+    def _size_unless_table(self) -> JobClassModel:
+        if self.size is None and self.arrival.kind != "table":
+            raise ValueError("size is required (only a class of kind table takes its rows' run times)")
+        if self.size is not None and self.arrival.kind == "table":
+            raise ValueError("a class of kind table takes its rows' run times: remove size")
+        return self
+
+
+class JobsTableModel(Strict):
+    """A trace table (`clusteremu import`, docs/traces.md): one row per job."""
+
+    path: str = Field(min_length=1, description="Parquet file, relative to the scenario file")
 
 
 class WorkloadModel(Strict):
     classes: list[JobClassModel] = Field(min_length=1)
     usage: WorkloadUsageModel | None = None
+    jobs: JobsTableModel | None = Field(
+        default=None, description="the trace table the classes of kind table replay"
+    )
+
+    @model_validator(mode="after")
+    def _table_for_table_classes(self) -> WorkloadModel:
+        table = [c.name for c in self.classes if c.arrival.kind == "table"]
+        if table and self.jobs is None:
+            raise ValueError(
+                f"class {table[0]!r} is of kind table: give workload.jobs.path (a trace table)"
+            )
+        if self.jobs is not None and not table:
+            raise ValueError("workload.jobs is given but no class is of arrival kind table")
+        return self
 
 
 # --- run control ---------------------------------------------------------------------------
