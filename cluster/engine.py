@@ -224,6 +224,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         istate[IS.PLACER_FCFS] = int(fcfs)
         ask = bool(getattr(self.placer, "ask_when_nothing_fits", False))
         istate[IS.PLACER_ASK_ALWAYS] = int(ask)
+        istate[IS.PLACE_AFTER_TIES] = int(bool(getattr(self.placer, "place_after_ties", False)))
         istate[IS.HAS_USAGE] = int(spec.usage is not None or jobs.usage is not None)
         istate[IS.CPU_RULE] = CPU_RULES[spec.usage.cpu_rule if spec.usage else "proportional"]
         istate[IS.RETRY_LIMIT] = int(getattr(self.provisioner, "retry_limit", 3))

@@ -1156,7 +1156,10 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                         return _NEED_SCALE_ACTIONS
             if istate[IS.NEED_PLACE] == 1:
                 if python_placer:
-                    if istate[IS.PLACER_ASK_ALWAYS] == 1 or may_place(s):
+                    # A placer that decides once per instant waits for its last event.
+                    if istate[IS.PLACE_AFTER_TIES] == 1 and next_event_time(s) <= now:
+                        pass
+                    elif istate[IS.PLACER_ASK_ALWAYS] == 1 or may_place(s):
                         n = gather_waiting(s)
                         if n > 0:
                             answer = call_c(fns[FN_PYTHON_PLACER, 0], n)
@@ -1174,7 +1177,9 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                             if answer != PLACEMENTS_QUEUED:
                                 istate[IS.NEED_PLACE] = 0
                             continue
-                    istate[IS.NEED_PLACE] = 0
+                        istate[IS.NEED_PLACE] = 0
+                    else:
+                        istate[IS.NEED_PLACE] = 0
                 else:  # the compiled placer places queue heads until one fits nowhere
                     while True:
                         j = next_queued(s)

@@ -213,6 +213,7 @@ class IS(IntEnum):
     SCALE_N = 41  #: with NEED_SCALE_ACTIONS: actions the compiled scaler wrote
     PLACER_ASK_ALWAYS = 42  #: 1: ask the Python placer even when no waiting job fits
     STATUS_CHANGES = 43  #: node status changes made by the loop (a placer's view rereads)
+    PLACE_AFTER_TIES = 44  #: 1: ask the Python placer once every event of an instant is applied
 
 
 class FS(IntEnum):

@@ -13,6 +13,7 @@ from cluster.layout import (
     CI,
     FS,
     IS,
+    JF,
     JI,
     NF,
     NI,
@@ -33,6 +34,15 @@ IntArray = npt.NDArray[np.int64]
 # Plain ints for the per-call path (reading an IntEnum member costs a dictionary lookup).
 _NOW, _STATUS, _UP = int(FS.NOW), int(NI.STATUS), int(NodeStatus.UP)
 _CHANGES = int(IS.STATUS_CHANGES)
+#: `job_column` names: (table, row) of the engine's job arrays.
+_JOB_COLUMNS = {
+    "arrival_s": ("f", int(JF.ARRIVAL)),
+    "size": ("f", int(JF.SIZE)),
+    "estimate_s": ("f", int(JF.ESTIMATE)),
+    "start_s": ("f", int(JF.START)),
+    "node": ("i", int(JI.NODE)),
+    "state": ("i", int(JI.STATE)),
+}
 #: Queue lengths up to this keep their read-only slices for later calls (longer queues are
 #: sliced again at each call, so the kept slices stay few).
 KEEP_SLICES = 1024
@@ -126,6 +136,17 @@ class LiveView(PlacementView):
             entry = direct_entry(fitting_waiting, *arrays, i, rows)
             entry = d["_fit_entry"] = partial(entry, *arrays)
         return rows[: entry(i, rows)].tolist()  # type: ignore[no-any-return]
+
+    def job_column(self, name: str) -> npt.NDArray[Any]:
+        """`PlacementView.job_column`: a read-only view of the engine's job row."""
+        s = self.__dict__["_s"]
+        rows = _JOB_COLUMNS.get(name)
+        if rows is None:
+            raise KeyError(f"job column {name!r}; expected one of {', '.join(_JOB_COLUMNS)}")
+        table, row = rows
+        view = (s.jobs_f if table == "f" else s.jobs_i)[row].view()
+        view.flags.writeable = False
+        return view
 
     @property
     def time_s(self) -> float:

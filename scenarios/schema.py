@@ -433,7 +433,9 @@ class JobClassModel(Strict):
     @model_validator(mode="after")
     def _size_unless_table(self) -> JobClassModel:
         if self.size is None and self.arrival.kind != "table":
-            raise ValueError("size is required (only a class of kind table takes its rows' run times)")
+            raise ValueError(
+                "size is required (only a class of kind table takes its rows' run times)"
+            )
         if self.size is not None and self.arrival.kind == "table":
             raise ValueError("a class of kind table takes its rows' run times: remove size")
         return self

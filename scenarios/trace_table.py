@@ -175,7 +175,11 @@ def _check(cols: dict[str, FloatArray], shown: str, source: str) -> None:
     order[1:] = a[1:] < a[:-1]
     bad("arrival_s", order, "arrivals in order (the table is sorted by arrival_s)")
     r = cols["run_s"]
-    bad("run_s", ~(np.isnan(r) | ((r > 0) & np.isfinite(r))), "a run time > 0 s (NaN: until the end)")
+    bad(
+        "run_s",
+        ~(np.isnan(r) | ((r > 0) & np.isfinite(r))),
+        "a run time > 0 s (NaN: until the end)",
+    )
     for name in ("request_cpu", "request_memory_gb", "request_gpu"):
         v = cols[name]
         bad(name, ~np.isfinite(v) | (v < 0), "a finite request >= 0")

@@ -117,6 +117,15 @@ class PlacementView:
     #: read in a call (a placer that never reads it pays nothing), read-only.
     running_by_class: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
 
+    def job_column(self, name: str) -> npt.NDArray[Any]:
+        """A per-job column indexed by job id (the ids in `queue`), read-only: `arrival_s`,
+        `size` (a rigid job's run time at speed 1, s), `estimate_s` (the user's estimate,
+        s; 0: none), `start_s` (start of the current attempt, s), `node` (its node row, or
+        -1) and `state` (a `cluster.layout.JobState`). For queue policies that look at the
+        running jobs (EASY backfilling's reservation: docs/traces.md). A hand-made view
+        has none."""
+        raise NotImplementedError("this view carries no per-job columns")
+
     def fitting_nodes(self, i: int) -> list[int]:
         """The nodes (indices, ascending) where waiting job `i` (its position in `queue`)
         fits as the call began: up (`active`), a free worker slot, and room for its cores,
@@ -248,6 +257,10 @@ class Placer(Policy):
 
     strict_fcfs: ClassVar[bool] = False
     ask_when_nothing_fits: ClassVar[bool] = False
+    #: True: the engine asks only once every event at the current instant (completions,
+    #: arrivals, ...) has been applied, so one decision sees them all (the HPC queue
+    #: policies: docs/traces.md). False: after each event, as the compiled placers.
+    place_after_ties: ClassVar[bool] = False
 
     def place(self, view: PlacementView) -> list[Placement]:
         raise NotImplementedError(f"placer {self.name!r} has no Python decision function")

@@ -45,6 +45,7 @@ BUILTIN_MODULES = (
     "cluster.policies.scoring.placer",
     "cluster.policies.pennyworth.placers",
     "cluster.policies.gpu_share_placers",  # fgd, best-fit, dot-product, ... (docs/gpu-frag.md)
+    "cluster.policies.hpc",  # fcfs, sjf, easy-backfill (docs/traces.md)
     "cluster.policies.provisioner",
 )
 _loaded = False
