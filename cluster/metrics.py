@@ -39,7 +39,11 @@ MEAN_METRICS = (
     "cost_usd",
     "throughput_per_s",
     "mean_wait_s",
+    "mean_bounded_slowdown",
 )
+#: Bounded slowdown's threshold (s): a job's slowdown is response / max(run, this), at
+#: least 1 (Feitelson et al., JSSPP 1997; docs/traces.md).
+SLOWDOWN_BOUND_S = 10.0
 
 
 @dataclass
@@ -446,8 +450,10 @@ def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:
             "p95_response_time_s": nan,
             "p99_response_time_s": nan,
             "mean_wait_s": nan,
+            "mean_bounded_slowdown": nan,
         }
     p50, p95, p99 = np.percentile(resp, [50, 95, 99])
+    run = np.maximum(resp - wait, SLOWDOWN_BOUND_S)
     return {
         "jobs_completed": int(resp.size),
         "mean_response_time_s": float(resp.mean()),
@@ -455,6 +461,7 @@ def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:
         "p95_response_time_s": float(p95),
         "p99_response_time_s": float(p99),
         "mean_wait_s": float(wait.mean()),
+        "mean_bounded_slowdown": float(np.maximum(resp / run, 1.0).mean()),
     }
 
 
@@ -505,6 +512,12 @@ def summarize(
             ji.shape[1] - s.istate[IS.DONE_COUNT] - (ji[JI.STATE] == JobState.FUTURE).sum()
         ),
         "jobs_failed": int(failed_class.sum()),
+        # jobs that arrived and never started (pods never placed), measured or not
+        "unscheduled": int(
+            np.count_nonzero((ji[JI.STATE] == JobState.QUEUED) & (ji[JI.RETRIES] == 0))
+            if ji.shape[1]
+            else 0
+        ),
         "retries": int(ji[JI.RETRIES].sum()),
         "wasted_core_s": float(jf[JF.WASTE_CORE_S].sum()),
         "jobs_dropped": int(s.istate[IS.DROPPED_COUNT]),
@@ -561,7 +574,7 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     out["jobs_completed"] = int(sum(s["jobs_completed"] for s in summaries))
     for key in ("simulated_time_s", "measured_time_s"):
         out[key] = float(np.mean([s[key] for s in summaries]))
-    for key in ("events", "decisions", "jobs_unfinished", "jobs_failed", "retries"):
+    for key in ("events", "decisions", "jobs_unfinished", "jobs_failed", "unscheduled", "retries"):
         if key not in first:
             continue
         out[key] = int(sum(s[key] for s in summaries))

@@ -322,3 +322,8 @@ class SimulationSpec:
             if p.name == name:
                 return i
         raise KeyError(name)
+
+
+def replays_table(spec: SimulationSpec) -> bool:
+    """Whether some class replays a trace table (`workload.jobs`, docs/traces.md)."""
+    return any(c.arrival.job_rows(0) is not None for c in spec.classes)

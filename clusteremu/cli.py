@@ -35,7 +35,7 @@ from cluster.io import (
     write_json,
     write_parquet,
 )
-from cluster.model import SimulationSpec
+from cluster.model import SimulationSpec, replays_table
 from cluster.policies import registry
 from cluster.policies.base import PolicyError
 from cluster.policies.points import PairError
@@ -57,6 +57,7 @@ SUMMARY_METRICS = (
     "p95_response_time_s",
     "p99_response_time_s",
     "mean_wait_s",
+    "mean_bounded_slowdown",
     "mean_jobs_in_system",
     "holding_cost_rate",
     "utilization",
@@ -67,6 +68,7 @@ SUMMARY_METRICS = (
     "jobs_completed",
     "jobs_failed",
     "jobs_unfinished",
+    "unscheduled",
     "retries",
     "wasted_core_s",
     "nodes_rented",
@@ -152,7 +154,7 @@ def _load(args: argparse.Namespace) -> SimulationSpec:
     return load_scenario(args.scenario, overrides)
 
 
-def _headline(summary: dict[str, Any]) -> str:
+def _headline(summary: dict[str, Any], trace: bool = False) -> str:
     def fmt(key: str) -> str:
         value = summary.get(key)
         ci = summary.get("ci95", {}).get(key)
@@ -172,6 +174,8 @@ def _headline(summary: dict[str, Any]) -> str:
         keys += ["startup_usd", "operating_usd", "slo_loss_usd", "total_usd", "nodes_rented"]
     if "node_failures" in summary:  # node failures or a timeline (docs/faults.md)
         keys += ["node_failures", "failure_kills", "availability", "lost_core_s"]
+    if trace:  # a replayed trace (docs/traces.md): the HPC metrics and the unplaced jobs
+        keys += ["mean_wait_s", "mean_bounded_slowdown", "unscheduled", "jobs_unfinished"]
     return "\n".join(f"  {k:<24} {fmt(k)}" for k in keys)
 
 
@@ -247,7 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         chosen = "".join(f", {k} {v}" for k, v in variant.items())  # what --policy set
         print(f"{spec.name}: {spec.replications} replication(s), seed {spec.seed}{chosen}")
-        print(_headline(result.summary))
+        print(_headline(result.summary, replays_table(spec)))
         if args.out:
             print(f"wrote {Path(args.out) / 'jobs.parquet'} and {Path(args.out) / 'summary.json'}")
     _warn_if_nothing_measured(result.summary)
