@@ -55,6 +55,7 @@ COMMAND_FILES: dict[str, tuple[str, ...]] = {
     "gpu-frag": ("gpu-frag.parquet", "gpu-frag.json", "gpu-frag.png"),
     "tune": ("tune.json", "experiments.parquet", "tune.png", "placer.yaml", "trials"),
     "synthesize": ("tree.json", "report.json", "examples"),
+    "import": ("scenario.yaml", "jobs.parquet", "nodes.parquet", "import-report.json", "load.png"),
     "provision compare": (
         "provision-compare.json",
         "provision-compare.parquet",
@@ -67,6 +68,7 @@ _MARKERS: dict[str, tuple[str, ...]] = {
     "sweep": ("sweep.json",),
     "tune": ("tune.json",),
     "synthesize": ("tree.json", "report.json"),
+    "import": ("import-report.json",),
 }
 #: Results that are folders by design (a sweep's cells, Ray Tune's trials, a synthesis's
 #: examples): a file of that name is refused, an existing folder is replaced or resumed.

@@ -13,6 +13,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "clusteremu.commands.bound",
     "clusteremu.commands.dashboard",
     "clusteremu.commands.gpu_frag",
+    "clusteremu.commands.import_trace",
     "clusteremu.commands.learn",
     "clusteremu.commands.provision",
     "clusteremu.commands.solve",
