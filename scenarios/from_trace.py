@@ -46,8 +46,8 @@ def scenario_for(
     jobs = trace.jobs
     if jobs.num_rows == 0:
         raise ValueError("the import kept no job: nothing to replay (see the import report)")
-    classes = _classes(trace)
-    node_types, nodes, note = _cluster(trace, classes)
+    classes = classes_of(trace)
+    node_types, nodes, note = cluster_for(trace, classes)
     scenario: dict[str, Any] = {
         "name": name,
         "description": f"{fmt} trace replayed ({jobs.num_rows:,} jobs; docs/traces.md). {note}",
@@ -60,7 +60,7 @@ def scenario_for(
     return scenario
 
 
-def _classes(trace: Trace) -> list[ClassSpec]:
+def classes_of(trace: Trace) -> list[ClassSpec]:
     """The trace's classes in order of first appearance in the table (its own specs where
     the reader gave them)."""
     column = trace.jobs.column("class").combine_chunks()
@@ -91,7 +91,7 @@ def _class_entry(c: ClassSpec) -> dict[str, Any]:
     return entry
 
 
-def _cluster(
+def cluster_for(
     trace: Trace, classes: list[ClassSpec]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """(node types, node groups, a sentence saying where the cluster came from)."""

@@ -158,7 +158,7 @@ def _duration(seconds: float) -> str:
 def trace_stats(trace: Any) -> dict[str, Any]:
     """The trace's shape: jobs, span, arrival rate per tenth of the span, run-time and
     request quantiles, and the offered load against the capacity its scenario would have."""
-    from scenarios.from_trace import _cluster, _classes, peak_demand
+    from scenarios.from_trace import classes_of, cluster_for, peak_demand
 
     jobs = trace.jobs
     n = jobs.num_rows
@@ -195,7 +195,7 @@ def trace_stats(trace: Any) -> dict[str, Any]:
         "request_gpu_milli": quantiles(gpu) if gpu.any() else None,
     }
     if n:
-        types, groups, note = _cluster(trace, _classes(trace))
+        types, groups, note = cluster_for(trace, classes_of(trace))
         by_name = {t["name"]: t for t in types}
         cores = sum(by_name[g["type"]]["cpu"] * g["count"] for g in groups)
         finite = np.isfinite(run)
