@@ -55,7 +55,7 @@ class Fcfs(FirstFit):
     room; the first that fits nowhere blocks the queue (the compiled first-fit decision)."""
 
 
-class _Tally:
+class FreeTally:
     """The view's free resources, copied, less what this call's placements took."""
 
     def __init__(self, view: PlacementView) -> None:
@@ -115,7 +115,7 @@ class _QueuePolicy(Placer):
     def _start(
         self,
         view: PlacementView,
-        tally: _Tally,
+        tally: FreeTally,
         out: list[Placement],
         job: int,
         k: int,
@@ -141,7 +141,7 @@ class ShortestJobFirst(_QueuePolicy):
         if no_estimate.any():  # the run time at speed 1
             est = np.where(no_estimate, np.asarray(self._sizes)[queue], est)
         order = np.lexsort((np.arange(queue.size), est))
-        tally = _Tally(view)
+        tally = FreeTally(view)
         out: list[Placement] = []
         for i in order.tolist():
             req = (
@@ -166,7 +166,7 @@ class EasyBackfill(_QueuePolicy):
         self._forget_ended()
         queue = view.queue.tolist()
         cpu, mem, gpu = view.request_cpu, view.request_memory_gb, view.request_gpu
-        tally = _Tally(view)
+        tally = FreeTally(view)
         out: list[Placement] = []
         now = view.time_s
         n = len(queue)
@@ -201,7 +201,7 @@ class EasyBackfill(_QueuePolicy):
         return out
 
     def _reservation(
-        self, view: PlacementView, tally: _Tally, cpu: float, mem: float
+        self, view: PlacementView, tally: FreeTally, cpu: float, mem: float
     ) -> tuple[float, int, float, float]:
         """(shadow time s, its node, extra cores, extra GB) of a head needing (cpu, mem):
         per node, the running jobs' estimated ends in order, until the head fits. A head

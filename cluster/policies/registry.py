@@ -46,6 +46,7 @@ BUILTIN_MODULES = (
     "cluster.policies.pennyworth.placers",
     "cluster.policies.gpu_share_placers",  # fgd, best-fit, dot-product, ... (docs/gpu-frag.md)
     "cluster.policies.hpc",  # fcfs, sjf, easy-backfill (docs/traces.md)
+    "cluster.policies.kube",  # kube-default (docs/traces.md)
     "cluster.policies.provisioner",
 )
 _loaded = False
