@@ -195,8 +195,11 @@ def _warn_if_nothing_measured(summary: dict[str, Any]) -> None:
     if summary.get("jobs_completed") == 0:
         unfinished = summary.get("jobs_unfinished", 0)
         failed = summary.get("jobs_failed", 0)
+        never = summary.get("unscheduled", 0)
+        if never:
+            unfinished = f"{unfinished} unfinished, of which {never} never started"
         print(
-            f"warning: no measured job completed ({failed} failed, {unfinished} unfinished); "
+            f"warning: no measured job completed ({failed} failed, {unfinished}); "
             "check stop.*, the warm-up, the arrivals and whether any node can take the jobs",
             file=sys.stderr,
         )
