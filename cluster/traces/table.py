@@ -190,8 +190,7 @@ class Trace:
     #: The whole machine as one node where the trace gives only its size: cores (SWF).
     machine_cpu: float | None = None
     machine_memory_gb: float | None = None
-    #: Runs until every job has left (False: pods without a deletion time run until the end).
-    notes: dict[str, Any] = field(default_factory=dict)
+
 
 
 def job_table(
