@@ -190,6 +190,8 @@ class Trace:
     #: The whole machine as one node where the trace gives only its size: cores (SWF).
     machine_cpu: float | None = None
     machine_memory_gb: float | None = None
+    #: Facts of the trace a reader keeps beside the table (SWF's ``unix_start_time``, s).
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 
