@@ -57,7 +57,9 @@ that is not a JSON object, a file whose name names no table, a compressed file t
 be decompressed, an empty file, a directory, a missing path.
 
 Speed: pyarrow.csv / pyarrow.json with explicit types, numpy lexsort and reduceat by
-instance; 10^6 instance events (CSV) import in about 2 s.
+instance; 10^6 instance events (a 66 MB generated CSV, shuffled) import in about 1.2 to
+2 s on two cores at a peak of about 430 bytes of memory per event above the interpreter's
+(as JSON Lines, 300 MB: about 3 s and 750 bytes per event; `resource.getrusage`).
 """
 
 from __future__ import annotations
@@ -227,6 +229,8 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
         raise TraceError(NAME, "expected at least one instance_events file")
     report = ImportReport(format=NAME, files=[str(p) for p in files])
     instances = _read_events(by_table["instance_events"], INSTANCE_FIELDS)
+    if len(instances) == 0:
+        raise TraceError(by_table["instance_events"][0], "no instance events (only a header)")
     collections = (
         _read_events(by_table["collection_events"], COLLECTION_FIELDS)
         if by_table["collection_events"]
@@ -572,9 +576,12 @@ def _read_json(
             ) from None
         m = re.search(r"Column\(/([^)]*)\)", str(e))
         field = m.group(1).replace("/", ".") if m else ""
+        value: Any = obj
+        for part in field.split(".") if field else []:
+            value = value.get(part) if isinstance(value, dict) else None
         raise TraceError(
             label,
-            f"a value of another JSON type than on the lines before ({e})",
+            f"{value!r} is of another JSON type than on the lines before ({e})",
             int(records.numbers[row]),
             field,
         ) from None

@@ -38,14 +38,15 @@ drop and correction is counted in the import report under the quoted reason):
 Bad input is a `TraceError` naming the file, the line and the field: a line without 18
 fields (a truncated last line included), a non-numeric field, a value out of its range
 (negative other than -1; a status other than -1, 0..5; a submit time < 0), a submit time
-smaller than the line before's (SWF orders jobs by submit time), a compressed file that
+smaller than the previous job's (SWF orders jobs by submit time), a compressed file that
 cannot be decompressed (gzip, bzip2 and xz are read transparently: line numbers are then
-those of the decompressed text; zip and zstd are refused), an empty file or one without
+those of the decompressed text; zip, zstd, 7z and rar are refused), an empty file or one without
 job lines, a directory or a missing path.
 
 Speed: whitespace is normalised with numpy and the fields parsed by `pyarrow.csv`;
-10^6 jobs (a 97 MB log) import in about 1.6 s, at a peak of about 630 bytes of memory
-per job (measured with `resource.getrusage`, the file's bytes included).
+10^6 jobs (a 127 MB log) import in about 2 s on two cores, at a peak of about 630 bytes
+of memory per job above the interpreter's (the file's bytes included; measured with
+`resource.getrusage` on a generated log).
 
 The helpers below the SWF reader (`load_text`, `index_lines`, `read_delimited`,
 `parse_options`, ...) are shared with the other text readers (`azure`, `google`).
@@ -167,22 +168,24 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
             if low is not None and low >= -1:
                 continue  # an unused integer field in its range: no copy into numpy
         col[f] = column.to_numpy()
-    submit = col["submit time"]
-    check_values(label, submit, np.isfinite(submit) & (submit >= 0), rows, "submit time", ">= 0 s")
+    submit, status = col["submit time"], col["status"]
+    checks = [("submit time", np.isfinite(submit) & (submit >= 0), ">= 0 s")]
+    checks.append(("status", (status >= -1) & (status <= 5), "-1 or 0..5"))
     for f, v in col.items():
         if f not in ("submit time", "status"):
             ok = (v == -1) | (v >= 0)
-            if v.dtype == np.float64:
-                ok &= np.isfinite(v)
-            check_values(label, v, ok, rows, f, ">= 0 or -1 (unknown)")
-    status = col["status"]
-    check_values(label, status, (status >= -1) & (status <= 5), rows, "status", "-1 or 0..5")
+            checks.append((f, ok & np.isfinite(v) if v.dtype == np.float64 else ok, ">= 0 or -1"))
+    # The first bad line of all (then the first field on it).
+    first = [(int(np.argmin(ok)), k) for k, (_, ok, _) in enumerate(checks) if not ok.all()]
+    if first:
+        f, ok, expected = checks[min(first)[1]]
+        check_values(label, col[f], ok, rows, f, expected)
     back = np.flatnonzero(np.diff(submit) < 0)
     if back.size:
         i = int(back[0]) + 1
         raise TraceError(
             path,
-            f"submit time {submit[i]:g} s is before the line before's {submit[i - 1]:g} s: "
+            f"submit time {submit[i]:g} s is before the previous job's {submit[i - 1]:g} s: "
             "SWF lists jobs in order of submit time",
             int(rows[i]),
             "submit time",
@@ -346,13 +349,15 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\xfd7zXZ\x00", "xz"),
     (b"PK\x03\x04", "zip"),
     (b"(\xb5/\xfd", "zstd"),
+    (b"7z\xbc\xaf\x27\x1c", "7z"),
+    (b"Rar!\x1a\x07", "rar"),
 )
 
 
 def load_text(path: Path | str) -> bytes:
     """The bytes of a text trace file; gzip, bzip2 and xz decompressed (by their magic
     bytes, whatever the name). `TraceError` for a missing path, a directory, an empty
-    file, a file that cannot be decompressed, zip / zstd / Parquet files."""
+    file, a file that cannot be decompressed, zip / zstd / 7z / rar / Parquet files."""
     p = Path(path)
     if p.is_dir():
         raise TraceError(p, "a directory: expected a file")
@@ -367,7 +372,7 @@ def load_text(path: Path | str) -> bytes:
     kind = next((k for magic, k in _MAGIC if data.startswith(magic)), None)
     if kind is None and re.match(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)", data[:10]):
         kind = "bzip2"
-    if kind in ("zip", "zstd"):
+    if kind in ("zip", "zstd", "7z", "rar"):
         raise TraceError(p, f"compressed ({kind}): decompress it first")
     if kind is not None:
         decompress: Callable[[bytes], bytes] = {

@@ -162,6 +162,14 @@ def test_a_bad_field_names_the_file_line_and_field(
     _raises(_spoil(tmp_path, line, text), line, field, words)
 
 
+def test_the_first_bad_line_is_named_whatever_its_field(tmp_path: Path) -> None:
+    path = _spoil(tmp_path, 10, "3 10 0 30 2 -1 524288 2 20 -1 9 7 1 1 1 1 -1 -1")  # status
+    lines = path.read_text().splitlines()
+    lines[7] = "2 5 -3 50 -1 -1 -1 8 -1 -1 1 -1 1 1 -1 1 -1 -1"  # line 8: wait time
+    path.write_text("\n".join(lines) + "\n")
+    _raises(path, 8, "wait time", "-3")
+
+
 def test_a_truncated_last_line_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "cut.swf"
     path.write_bytes(SMALL.read_bytes() + b"15 70 0 10 4 -")  # no line break: cut off
