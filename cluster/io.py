@@ -19,6 +19,7 @@ written.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -427,6 +428,7 @@ def output_folder(
     keeps what it held.
     """
     out = check_output_folder(path, command, files, option)
+    existed = out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -451,3 +453,6 @@ def output_folder(
     finally:
         if stage is not None:
             shutil.rmtree(stage, ignore_errors=True)
+        if not existed:  # a folder this call made and left empty (an error) goes too
+            with contextlib.suppress(OSError):
+                out.rmdir()

@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from cluster.layout import JobState
 from cluster.model import JobClass, NodeType, SimulationSpec
 from cluster.policies.base import Placement, PlacementView, Placer
 from cluster.policies.hpc import FreeTally
@@ -145,9 +146,27 @@ class KubeDefault(Placer):
         self.allowed = filter_table(spec)
         self.prefer = prefer_no_schedule(spec)
         self.rng = rng
+        #: pod -> (node, milli-cores, bytes) the scheduler counts for it when scoring
+        #: LeastAllocated (its requests, the non-zero defaults where 0)
+        self.placed: dict[int, tuple[int, int, int]] = {}
+        self.nonzero: npt.NDArray[np.int64] = np.zeros((2, 0), dtype=np.int64)
+
+    def _forget_ended(self, view: PlacementView, nodes: int) -> None:
+        if self.nonzero.shape[1] < nodes:  # node rows grew (rented)
+            grown = np.zeros((2, nodes), dtype=np.int64)
+            grown[:, : self.nonzero.shape[1]] = self.nonzero
+            self.nonzero = grown
+        if not self.placed:
+            return
+        state = view.job_column("state")
+        for job in [j for j in self.placed if state[j] != _RUNNING]:
+            k, cpu, mem = self.placed.pop(job)
+            self.nonzero[0, k] -= cpu
+            self.nonzero[1, k] -= mem
 
     def place(self, view: PlacementView) -> list[Placement]:
         tally = FreeTally(view)
+        self._forget_ended(view, tally.cpu.size)
         out: list[Placement] = []
         types = view.node_type
         cap_cpu = np.round(view.capacity_cpu * 1000.0).astype(np.int64)
@@ -170,6 +189,10 @@ class KubeDefault(Placer):
                 continue
             k = int(nodes[self._best(nodes, c, req, tally, cap_cpu, cap_mem, types)])
             tally.take(k, *req)
+            milli, byte = _nonzero(req)
+            self.nonzero[0, k] += milli
+            self.nonzero[1, k] += byte
+            self.placed[job] = (k, milli, byte)
             out.append(Placement(job, k))
         return out
 
@@ -184,16 +207,19 @@ class KubeDefault(Placer):
         types: npt.NDArray[np.int64],
     ) -> int:
         """Index into `nodes` of the highest total score (ties drawn uniformly)."""
-        pod_cpu = int(round(req[0] * 1000.0)) or DEFAULT_MILLI_CPU
-        pod_mem = int(round(req[1] * GIB)) or DEFAULT_MEMORY_BYTES
+        pod_cpu, pod_mem = _nonzero(req)
         cc, cm = cap_cpu[nodes], cap_mem[nodes]
-        used_cpu = cc - np.round(tally.cpu[nodes] * 1000.0).astype(np.int64) + pod_cpu
-        used_mem = cm - np.round(tally.mem[nodes] * GIB).astype(np.int64) + pod_mem
-        least = (_least(used_cpu, cc) + _least(used_mem, cm)) // 2
-        f_cpu = np.minimum(used_cpu / np.maximum(cc, 1), 1.0)
-        f_mem = np.minimum(used_mem / np.maximum(cm, 1), 1.0)
-        std = np.abs(f_cpu - f_mem) / 2.0  # the standard deviation of two fractions
-        balanced = ((1.0 - std) * 100.0).astype(np.int64)
+        # LeastAllocated counts every pod's non-zero requests (NonZeroRequested) ...
+        least = _weighted_least(
+            (self.nonzero[0, nodes] + pod_cpu, cc), (self.nonzero[1, nodes] + pod_mem, cm)
+        )
+        # ... BalancedAllocation their requests as they are.
+        real_cpu = cc - np.round(tally.cpu[nodes] * 1000.0).astype(np.int64)
+        real_mem = cm - np.round(tally.mem[nodes] * GIB).astype(np.int64)
+        balanced = _balanced(
+            (real_cpu + int(round(req[0] * 1000.0)), cc),
+            (real_mem + int(round(req[1] * GIB)), cm),
+        )
         counts = self.prefer[c, types[nodes]]
         worst = int(counts.max())
         taint = 100 - (counts * 100) // worst if worst > 0 else np.full(nodes.size, 100)
@@ -204,7 +230,43 @@ class KubeDefault(Placer):
         return int(ties[self.rng.integers(ties.size)])
 
 
-def _least(used: npt.NDArray[np.int64], cap: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """LeastAllocated's score of one resource: (capacity - requested) x 100 / capacity."""
-    safe = np.maximum(cap, 1)
-    return np.where((cap == 0) | (used > cap), 0, (cap - used) * 100 // safe)
+_RUNNING = int(JobState.RUNNING)
+IntArray = npt.NDArray[np.int64]
+
+
+def _nonzero(req: tuple[float, float, float]) -> tuple[int, int]:
+    """A pod's (milli-cores, bytes) for LeastAllocated: its requests, the scheduler's
+    non-zero defaults where 0."""
+    return (
+        int(round(req[0] * 1000.0)) or DEFAULT_MILLI_CPU,
+        int(round(req[1] * GIB)) or DEFAULT_MEMORY_BYTES,
+    )
+
+
+def _weighted_least(*resources: tuple[IntArray, IntArray]) -> IntArray:
+    """LeastAllocated: per resource (requested, capacity) with capacity > 0,
+    (capacity - requested) x 100 / capacity (0 when over), averaged with weight 1 each;
+    a resource of capacity 0 is left out (Kubernetes' `leastResourceScorer`)."""
+    total = np.zeros(resources[0][0].size, dtype=np.int64)
+    weights = np.zeros(resources[0][0].size, dtype=np.int64)
+    for used, cap in resources:
+        has = cap > 0
+        score = np.where(used > cap, 0, (cap - used) * 100 // np.maximum(cap, 1))
+        total += np.where(has, score, 0)
+        weights += has
+    return np.where(weights > 0, total // np.maximum(weights, 1), 0)
+
+
+def _balanced(*resources: tuple[IntArray, IntArray]) -> IntArray:
+    """BalancedAllocation: (1 - the standard deviation of the requested fractions of the
+    resources with capacity > 0, each at most 1) x 100, truncated; one resource: 100."""
+    fractions = []
+    for used, cap in resources:
+        f = np.minimum(used / np.maximum(cap, 1), 1.0)
+        fractions.append(np.where(cap > 0, f, np.nan))
+    stacked = np.vstack(fractions)
+    count = np.sum(~np.isnan(stacked), axis=0)
+    mean = np.nanmean(np.where(count > 0, stacked, 0.0), axis=0)
+    var = np.nansum((stacked - mean) ** 2, axis=0) / np.maximum(count, 1)
+    std = np.where(count >= 2, np.sqrt(var), 0.0)
+    return ((1.0 - std) * 100.0).astype(np.int64)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +73,6 @@ def cmd_import(args: argparse.Namespace) -> int:
     check_out(args, "import")
     module = reader(args.format)
     paths = [Path(f) for f in args.files]
-    print(f"reading {len(paths)} {args.format} file(s) ...", file=sys.stderr)
     try:
         trace = module.read(paths, options)
         check_jobs(trace.jobs, f"{args.format} import")
