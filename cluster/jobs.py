@@ -118,6 +118,7 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
     keyed by its name, so the jobs of one class do not depend on the other classes.
     """
     n_classes = len(spec.classes)
+    table = any(c.arrival.job_requests(0) is not None for c in spec.classes)
     if spec.stop.time_s is not None:
         counts = [np.iinfo(np.int64).max] * n_classes
         times = _draw_arrivals(spec, seq, spec.stop.time_s, counts)
@@ -134,13 +135,13 @@ def generate_jobs(spec: SimulationSpec, seq: np.random.SeedSequence) -> Jobs:
     else:
         cls = np.concatenate([np.full(t.size, i, dtype=np.int64) for i, t in enumerate(times)])
         arrival = np.concatenate(times)
-        # Stable: equal times keep class order, then each class's draw order.
-        order = np.argsort(arrival, kind="stable")[:limit]
-    table = any(c.arrival.job_requests(0) is not None for c in spec.classes)
-    if table and n_classes > 1:
-        # A trace table (docs/traces.md): ties at one instant keep the table's row order
-        # across classes (generated jobs after them).
-        order = _table_order(spec, times, arrival, limit)
+        if table:
+            # A trace table (docs/traces.md): ties at one instant keep the table's row
+            # order across classes (generated jobs after them).
+            order = _table_order(spec, times, arrival, limit)
+        else:
+            # Stable: equal times keep class order, then each class's draw order.
+            order = np.argsort(arrival, kind="stable")[:limit]
     runtime_u = None
     if any(c.runtime_by_node_type for c in spec.classes):
         runtime_u = np.concatenate(
@@ -185,7 +186,15 @@ def _table_order(
             rows = offset + np.arange(t.size, dtype=np.int64)
             offset += t.size
         parts.append(np.asarray(rows, dtype=np.int64))
-    return np.lexsort((np.concatenate(parts), arrival))[:limit]
+    rows = np.concatenate(parts)
+    n = rows.size
+    if offset == 1 << 62 and n and int(rows.max()) == n - 1:
+        # Every row of one table (in arrival order already): the order is the inverse of
+        # the rows' permutation, O(n) without a sort.
+        order = np.empty(n, dtype=np.int64)
+        order[rows] = np.arange(n, dtype=np.int64)
+        return order[:limit]
+    return np.lexsort((rows, arrival))[:limit]
 
 
 def _per_job_columns(

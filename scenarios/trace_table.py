@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from cluster import readback
 from cluster import workload as wl
@@ -96,7 +97,7 @@ def read_table_classes(
                 source, [(where, f"{shown}: column {name} must be {want}, got {got}")]
             )
     try:
-        table = pq.read_table(path, columns=list(READ_COLUMNS))
+        table = pq.read_table(path, columns=list(READ_COLUMNS), read_dictionary=["class"])
     except Exception as exc:
         raise ScenarioError(
             source, [(where, f"cannot read {shown} ({type(exc).__name__})")]
@@ -107,10 +108,12 @@ def read_table_classes(
         if name != "class"
     }
     _check(cols, shown, source)
-    classes_col = table.column("class").combine_chunks()
+    classes_col = table.unify_dictionaries().column("class").combine_chunks()
     if classes_col.null_count:
         raise ScenarioError(source, [(where, f"{shown}: column class has empty rows")])
-    encoded = classes_col.dictionary_encode()
+    if not pa.types.is_dictionary(classes_col.type):
+        classes_col = classes_col.dictionary_encode()
+    encoded = classes_col
     names = [str(x) for x in encoded.dictionary.to_pylist()]
     codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     declared = {c.name for c in model.workload.classes if c.arrival.kind == "table"}
