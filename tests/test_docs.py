@@ -177,6 +177,11 @@ def scratch_folders(tmp_path_factory: pytest.TempPathFactory, half: int) -> dict
         folder = tmp_path_factory.mktemp(path.stem.replace(".", "-"))
         for name in ("scenarios", "monitoring", "ray-config.yaml"):
             (folder / name).symlink_to(ROOT / name)
+        # `../shared` beside the checkout (data such as the traces) is `../shared` beside
+        # the scratch folder too, so the docs' relative paths to it hold.
+        shared, beside = ROOT.parent / "shared", folder.parent / "shared"
+        if shared.is_dir() and not beside.exists():
+            beside.symlink_to(shared)
         (folder / "docs").mkdir()
         bin_dir = folder / ".venv" / "bin"
         bin_dir.mkdir(parents=True)

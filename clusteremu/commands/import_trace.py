@@ -230,10 +230,12 @@ def _print_stats(stats: dict[str, Any]) -> None:
     if stats["runs_to_the_end"]:
         print(f"  {stats['runs_to_the_end']:,} jobs without a run time run to the end")
     if "offered_load" in stats:
+        note = stats["cluster"].rstrip(".")
         print(
-            f"  offered load {stats['offered_load']:.3g} of {stats['capacity_cores']:,.0f} cores "
-            f"({stats['cluster']}); peak {stats['peak_jobs_running']:,} jobs, "
-            f"{stats['peak_cores_requested']:,.0f} cores if none waited"
+            f"  offered load {stats['offered_load']:.3g} on {stats['capacity_cores']:,.0f} cores "
+            f"({note[:1].lower() + note[1:]})\n  if no job waited: at most "
+            f"{stats['peak_jobs_running']:,} jobs and {stats['peak_cores_requested']:,.0f} cores "
+            "at once"
         )
 
 
@@ -265,8 +267,9 @@ def _plot_load(trace: Any, scenario: dict[str, Any], path: Path) -> None:
     hours = grid / 3600.0
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     bins = max(1, min(200, int(math.ceil(horizon / 3600.0)) or 1))
-    top.hist(arrival / 3600.0, bins=bins, color="tab:blue")
-    top.set_ylabel("jobs arriving")
+    top.hist(arrival / 3600.0, bins=bins, range=(0.0, max(horizon, 1.0) / 3600.0))
+    width = max(horizon, 1.0) / bins
+    top.set_ylabel(f"jobs arriving\nper {_duration(width)}")
     top.set_title(f"{scenario['name']}: {jobs.num_rows:,} jobs")
     bottom.plot(hours, demand, label="cores requested (if no job waited)")
     bottom.axhline(cores, color="tab:red", linestyle="--", label=f"cluster: {cores:,.0f} cores")
