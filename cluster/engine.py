@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,7 @@ from cluster.layout import (
     CF,
     FS,
     IS,
+    JF,
     NI,
     PI,
     SCALE_ACTIONS,
@@ -92,6 +93,7 @@ from cluster.state import (
     state_from,
     static_nodes,
 )
+from cluster.traces.feed import streamed_source
 from cluster.usage import CPU_RULES
 from cluster.world import build_world, initial_cache
 
@@ -134,6 +136,24 @@ def lift_table(rule: LiftRule, n_classes: int) -> FloatArray:
         if c < len(rule.edges) and rule.edges[c]:
             table[c, 1 : 1 + len(rule.edges[c])] = rule.edges[c]
     return table
+
+
+def _table_feed(spec: SimulationSpec) -> tuple[Iterator[Jobs] | None, Jobs | None, int]:
+    """(the chunks after the first, the first chunk, the jobs in all) of a scenario whose
+    every class replays one streamed trace table (`cluster.traces.feed`), else nothing."""
+    source = streamed_source(spec.classes)
+    if source is None or spec.usage is not None:
+        return None, None, 0
+    if any(c.runtime_by_node_type for c in spec.classes):
+        return None, None, 0
+    stop = spec.stop
+    limit = source.rows if stop.jobs is None else min(source.rows, int(stop.jobs))
+    until = math.inf if stop.time_s is None else float(stop.time_s)
+    feed = source.chunks({c.name: i for i, c in enumerate(spec.classes)}, limit, until)
+    first = next(feed, None)
+    if first is None:
+        first = Jobs(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+    return feed, first, limit
 
 
 class Engine(JobFeeding, Operations, PolicyCalls):
@@ -180,6 +200,10 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         setup_policies(self.policies, spec, seq)
         for c in spec.classes:
             check_gpu_request(f"workload class {c.name!r}: request.gpu", c.request.gpu)
+        # A trace table is read a chunk at a time and fed as the run reaches it.
+        self._feed, first, total = _table_feed(spec) if jobs is None else (None, None, 0)
+        if first is not None:
+            jobs = first
         self.jobs = jobs if jobs is not None else generate_jobs(spec, seq)
         self._type_index = {t.name: i for i, t in enumerate(spec.node_types)}
         self._fault_draws = FaultDraws(spec, seq)
@@ -193,6 +217,24 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         self._pending: list[Placement] | tuple[Placement, ...] = []
         self._placer_error: BaseException | None = None  # raised by the placer in the loop
         self.status = -1
+        self._total_jobs = self.jobs.arrival_s.size
+        self._next_chunk: Jobs | None = None
+        if self._feed is not None:
+            self._total_jobs = total
+            stop = spec.stop
+            if stop.time_s is None and total > self.jobs.arrival_s.size:
+                # The window of a job-count stop: the arrivals of its first measured and
+                # its last job, which later chunks hold.
+                source = streamed_source(spec.classes)
+                assert source is not None
+                warm = min(stop.warmup_jobs, total - 1)
+                first = self.jobs.arrival_s
+                self.set_window(
+                    start_s=first[warm] if warm < first.size else source.arrival_at(warm),
+                    end_s=source.arrival_at(total - 1),
+                )
+            self.reserve_jobs(total)
+            self._next_chunk = self._take_chunk()
 
     # -- state ------------------------------------------------------------------------
 
@@ -447,12 +489,44 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         """Time of the next event, seconds (+inf if none)."""
         return float(kernel.peek_entry(self._t))
 
+    def _take_chunk(self) -> Jobs | None:
+        """The next chunk of a streamed table, or None when it has ended (the unfilled
+        rows reserved for it are dropped)."""
+        chunk = next(self._feed, None) if self._feed is not None else None
+        if chunk is None and self._feed is not None:
+            self._feed = None
+            self.trim_jobs()
+        return chunk
+
     def step(self, until_s: float = math.inf, max_events: int = EVENTS_PER_CALL) -> int:
         """Advance until `until_s`, `max_events` events or the end; answer policy calls.
 
         Returns a `cluster.layout.Status`: FINISHED, PAUSED (next event after `until_s`)
-        or YIELDED (`max_events` events done).
+        or YIELDED (`max_events` events done). A streamed trace table's next chunk is fed
+        just before the time of its first arrival.
         """
+        while True:
+            chunk = self._next_chunk
+            if chunk is None:
+                return self._step(until_s, max_events)
+            first = float(chunk.arrival_s[0])
+            limit = min(until_s, float(np.nextafter(first, -math.inf)))
+            # The loop sees the chunk's first arrival as the next one (and pauses before
+            # it): without it, an idle gap would look like the end of the run.
+            self._s.jobs_f[JF.ARRIVAL, self.jobs_fed] = first
+            status = self._step(limit, max_events)
+            if status == Status.YIELDED or (status == Status.PAUSED and limit == until_s):
+                return status
+            if first > self._s.fstate[FS.HORIZON]:  # the run ended before it
+                self._next_chunk = None
+                self._feed = iter(())
+                self._take_chunk()
+                return status
+            self.append_jobs(chunk)
+            self._next_chunk = self._take_chunk()
+
+    def _step(self, until_s: float, max_events: int) -> int:
+        """`step` without the streamed table's feed."""
         run = self._run
         python_placer = self._s.istate.item(_PLACER_CODE) == 0
         if run is None:
@@ -515,7 +589,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
 
         `progress` receives the fraction done (by jobs completed, or simulated time).
         """
-        total = max(self.jobs.arrival_s.size, 1)
+        total = max(self._total_jobs, 1)
         horizon = self.spec.stop.time_s
         while self.step() != Status.FINISHED:
             if progress is not None:

@@ -153,6 +153,41 @@ class JobFeeding:
             "wait_f": grown(s.wait_f, queue),
         }
 
+    # -- a trace table streamed a chunk at a time (`cluster.traces.feed`) ---------------
+
+    def reserve_jobs(self, total: int) -> None:
+        """Make room for `total` job rows, the ones past those held now arriving never
+        (+inf) until `append_jobs` fills them: a run fed a known number of jobs in chunks
+        (a streamed trace table) holds exactly its jobs' rows, no spare ones."""
+        s = self._s
+        n = s.jobs_f.shape[1]
+        if total <= n:
+            return
+        jobs_f = np.zeros((s.jobs_f.shape[0], total))
+        jobs_f[:, :n] = s.jobs_f
+        jobs_f[JF.ARRIVAL, n:] = math.inf
+        jobs_i = np.zeros((s.jobs_i.shape[0], total), dtype=np.int64)
+        jobs_i[:, :n] = s.jobs_i
+        arrays: dict[str, Any] = {"jobs_f": jobs_f, "jobs_i": jobs_i}
+        if s.run_by_type.shape[0]:
+            arrays["run_by_type"] = grown(s.run_by_type, total, fill=-1.0)[:, :total]
+        arrays.update(self._room(2 * total + self.nodes_used + 1, total))
+        self._replace(**arrays)
+        self._fed = n
+        self._queue_room(total)
+
+    def trim_jobs(self) -> None:
+        """Drop the reserved job rows no job filled (a streamed table that ended early:
+        its horizon came first)."""
+        s, fed = self._s, self.jobs_fed
+        if fed < s.jobs_f.shape[1]:
+            arrays: dict[str, Any] = {"jobs_f": s.jobs_f[:, :fed].copy()}
+            arrays["jobs_i"] = s.jobs_i[:, :fed].copy()
+            if s.run_by_type.shape[0]:
+                arrays["run_by_type"] = s.run_by_type[:, :fed].copy()
+            self._replace(**arrays)
+        self._fed = None
+
     # -- feeding many small batches (the windowed Ray shards of `actors/`) ---------------
 
     #: Rows filled by `append_jobs`; None while every row is a job (no spare rows).

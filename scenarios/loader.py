@@ -45,6 +45,7 @@ from cluster.policies import registry
 from cluster.policies.base import PolicyError
 from cluster.policies.points import PairError, paired, scheduler_points
 from cluster.slo import slo_from_mapping
+from cluster.traces.feed import TableClassStream
 from cluster.usage import draw_usage, usage_models
 from scenarios import limits, schema, world
 from scenarios.errors import ScenarioError, clip, shorten
@@ -985,6 +986,9 @@ def check_job_supply(spec: SimulationSpec, source: str) -> None:
         if isinstance(a, wl.BatchArrivals):
             total += a.count
             inside += a.count if start <= a.at_s <= horizon else 0
+        elif isinstance(a, TableClassStream):  # counted when the table was checked
+            total += a.count
+            inside += int(a.source.window_rows.get(a.name, 0))
         elif isinstance(a, wl.TraceArrivals | wl.TableArrivals):
             times = np.asarray(a.times_s, dtype=np.float64)
             total += times.size

@@ -10,30 +10,27 @@ the column.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from cluster import readback
-from cluster import workload as wl
+from cluster.traces import feed
+from cluster.traces.feed import (
+    READ_COLUMNS,
+    Chunk,
+    TableClassStream,
+    TableSource,
+    batch_columns,
+)
 from cluster.traces.table import JOB_SCHEMA
 from scenarios import limits, schema
 from scenarios.errors import ScenarioError, shorten
 
 FloatArray = npt.NDArray[np.float64]
-
-#: Columns the engine reads (the others, labels and trace ids, stay in the file).
-READ_COLUMNS = (
-    "arrival_s",
-    "run_s",
-    "request_cpu",
-    "request_memory_gb",
-    "request_gpu",
-    "estimate_s",
-    "class",
-)
 
 
 def table_path(model: schema.ScenarioModel, base_dir: Path) -> Path | None:
@@ -47,8 +44,9 @@ def table_path(model: schema.ScenarioModel, base_dir: Path) -> Path | None:
 
 def read_table_classes(
     model: schema.ScenarioModel, base_dir: Path, source: str
-) -> dict[str, wl.TableArrivals]:
-    """Each table class's `TableArrivals` (class name -> its rows), read from the table."""
+) -> dict[str, TableClassStream]:
+    """Each table class's arrival process (class name -> its rows, streamed from the
+    table: `cluster.traces.feed`), after a check of every row, a chunk at a time."""
     import pyarrow.parquet as pq
 
     path = table_path(model, base_dir)
@@ -96,69 +94,74 @@ def read_table_classes(
             raise ScenarioError(
                 source, [(where, f"{shown}: column {name} must be {want}, got {got}")]
             )
+    declared = [c.name for c in model.workload.classes if c.arrival.kind == "table"]
+    stop = model.stop
+    window = (stop.warmup_s, stop.time_s) if stop.time_s is not None else (0.0, math.inf)
+    rows, class_rows, window_rows = _validate(path, shown, source, set(declared), window)
+    table = TableSource(str(path), rows, class_rows, feed.CHUNK_ROWS, window_rows)
+    return {name: TableClassStream(table, name) for name in declared}
+
+
+def _validate(
+    path: Path, shown: str, source: str, declared: set[str], window: tuple[float, float]
+) -> tuple[int, dict[str, int], dict[str, int]]:
+    """Check every row, a chunk at a time: (rows, rows per class, rows per class arriving
+    in the window [start, end] s)."""
+    import pyarrow.parquet as pq
+
+    where = "workload.jobs.path"
+    class_rows: dict[str, int] = {name: 0 for name in declared}
+    window_rows: dict[str, int] = {name: 0 for name in declared}
+    last = -math.inf
+    rows = 0
     try:
-        table = pq.read_table(path, columns=list(READ_COLUMNS), read_dictionary=["class"])
-    except Exception as exc:
+        f = pq.ParquetFile(path)
+        batches = f.iter_batches(batch_size=feed.CHUNK_ROWS, columns=list(READ_COLUMNS))
+        for batch in batches:
+            if batch.column("class").null_count:
+                raise ScenarioError(source, [(where, f"{shown}: column class has empty rows")])
+            chunk = batch_columns(batch, rows)
+            _check(batch, chunk, last, shown, source)
+            unknown = [n for n in chunk.class_names if n not in declared]
+            if unknown:
+                raise ScenarioError(
+                    source,
+                    [
+                        (
+                            "workload.classes",
+                            f"{shown} has rows of class {shorten(unknown[0])}, which is not a "
+                            f"class of arrival kind table (declared: "
+                            f"{shorten(sorted(declared), 200)})",
+                        )
+                    ],
+                )
+            counts = np.bincount(chunk.class_code, minlength=len(chunk.class_names))
+            inside = (chunk.arrival_s >= window[0]) & (chunk.arrival_s <= window[1])
+            in_window = np.bincount(chunk.class_code[inside], minlength=len(chunk.class_names))
+            for code, name in enumerate(chunk.class_names):
+                class_rows[name] += int(counts[code])
+                window_rows[name] += int(in_window[code])
+            if chunk.arrival_s.size:
+                last = float(chunk.arrival_s[-1])
+            rows += batch.num_rows
+    except ScenarioError:
+        raise
+    except Exception as exc:  # pyarrow raises several types for unreadable files
         raise ScenarioError(
             source, [(where, f"cannot read {shown} ({type(exc).__name__})")]
         ) from None
-    cols = {
-        name: np.ascontiguousarray(table.column(name).to_numpy(), dtype=np.float64)
-        for name in READ_COLUMNS
-        if name != "class"
-    }
-    _check(cols, shown, source)
-    classes_col = table.unify_dictionaries().column("class").combine_chunks()
-    if classes_col.null_count:
-        raise ScenarioError(source, [(where, f"{shown}: column class has empty rows")])
-    if not pa.types.is_dictionary(classes_col.type):
-        classes_col = classes_col.dictionary_encode()
-    encoded = classes_col
-    names = [str(x) for x in encoded.dictionary.to_pylist()]
-    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    declared = {c.name for c in model.workload.classes if c.arrival.kind == "table"}
-    unknown = [n for n in names if n not in declared]
-    if unknown:
-        raise ScenarioError(
-            source,
-            [
-                (
-                    "workload.classes",
-                    f"{shown} has rows of class {shorten(unknown[0])}, which is not a class "
-                    f"of arrival kind table (declared: {shorten(sorted(declared), 200)})",
-                )
-            ],
-        )
-    sizes = np.where(np.isnan(cols["run_s"]), np.inf, cols["run_s"])
-    gpu = cols["request_gpu"] / 1000.0
-    estimate = np.where(np.isnan(cols["estimate_s"]), 0.0, cols["estimate_s"])
-    out: dict[str, wl.TableArrivals] = {}
-    rows_all = np.arange(table.num_rows, dtype=np.int64)
-    by_code = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[by_code], np.arange(len(names) + 1))
-    for code, name in enumerate(names):
-        rows = rows_all[by_code[bounds[code] : bounds[code + 1]]]
-        out[name] = wl.TableArrivals(
-            cols["arrival_s"][rows],
-            sizes[rows],
-            cols["request_cpu"][rows],
-            cols["request_memory_gb"][rows],
-            gpu[rows],
-            estimate[rows],
-            rows,
-        )
-    empty = np.zeros(0)
-    for name in declared - set(names):  # a table class without rows: no jobs
-        out[name] = wl.TableArrivals(
-            empty, empty, empty, empty, empty, empty, np.zeros(0, dtype=np.int64)
-        )
-    return out
+    return rows, class_rows, window_rows
 
 
-def _check(cols: dict[str, FloatArray], shown: str, source: str) -> None:
-    """Every value in its range (rows 1-based: the table's first job is row 1)."""
+def _check(batch: Any, chunk: Chunk, last: float, shown: str, source: str) -> None:
+    """Every value of one chunk in its range (rows 1-based: the table's first job is row
+    1); `last` is the previous chunk's last arrival (s)."""
+    lo = chunk.lo
 
-    def bad(name: str, mask: npt.NDArray[np.bool_], expected: str) -> None:
+    def column(name: str) -> FloatArray:
+        return np.asarray(batch.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+    def bad(name: str, values: FloatArray, mask: npt.NDArray[np.bool_], expected: str) -> None:
         rows = np.flatnonzero(mask)
         if rows.size:
             raise ScenarioError(
@@ -166,31 +169,36 @@ def _check(cols: dict[str, FloatArray], shown: str, source: str) -> None:
                 [
                     (
                         "workload.jobs.path",
-                        f"{shown}, row {int(rows[0]) + 1}, column {name}: expected {expected}, "
-                        f"got {cols[name][rows[0]]!r} ({rows.size} such rows)",
+                        f"{shown}, row {lo + int(rows[0]) + 1}, column {name}: expected "
+                        f"{expected}, got {values[rows[0]]!r} ({rows.size} such rows in rows "
+                        f"{lo + 1}-{lo + values.size})",
                     )
                 ],
             )
 
-    a = cols["arrival_s"]
-    bad("arrival_s", ~np.isfinite(a) | (a < 0), "a finite arrival >= 0 s")
+    a = chunk.arrival_s
+    bad("arrival_s", a, ~np.isfinite(a) | (a < 0), "a finite arrival >= 0 s")
     order = np.zeros(a.size, dtype=np.bool_)
     order[1:] = a[1:] < a[:-1]
-    bad("arrival_s", order, "arrivals in order (the table is sorted by arrival_s)")
-    r = cols["run_s"]
+    if a.size:
+        order[0] = a[0] < last
+    bad("arrival_s", a, order, "arrivals in order (the table is sorted by arrival_s)")
+    r = column("run_s")
     bad(
         "run_s",
+        r,
         ~(np.isnan(r) | ((r > 0) & np.isfinite(r))),
         "a run time > 0 s (NaN: until the end)",
     )
     for name in ("request_cpu", "request_memory_gb", "request_gpu"):
-        v = cols[name]
-        bad(name, ~np.isfinite(v) | (v < 0), "a finite request >= 0")
-    g = cols["request_gpu"]
+        v = column(name)
+        bad(name, v, ~np.isfinite(v) | (v < 0), "a finite request >= 0")
+    g = column("request_gpu")
     bad(
         "request_gpu",
+        g,
         (g > 1000.0) & (np.mod(g, 1000.0) != 0.0),
         "milli-GPU below 1,000 (a share of one GPU) or a multiple of 1,000 (whole GPUs)",
     )
-    e = cols["estimate_s"]
-    bad("estimate_s", ~(np.isnan(e) | ((e >= 0) & np.isfinite(e))), "an estimate >= 0 s or NaN")
+    e = column("estimate_s")
+    bad("estimate_s", e, ~(np.isnan(e) | ((e >= 0) & np.isfinite(e))), "an estimate >= 0 s or NaN")
