@@ -145,7 +145,7 @@ def test_machine_meta_is_optional_and_a_header_row_is_skipped(
 
 def test_compressed_files_read_by_name(files: dict[str, Path], tmp_path: Path) -> None:
     gz = tmp_path / "batch_instance.csv.gz"
-    gz.write_bytes(gzip.compress(files["batch_instance.csv"].read_bytes()))
+    gz.write_bytes(gzip.compress(files["batch_instance.csv"].read_bytes(), mtime=0))
     bz = tmp_path / "batch_task.csv.bz2"
     bz.write_bytes(bz2.compress(files["batch_task.csv"].read_bytes()))
     trace = reader.read([gz, bz])
@@ -275,7 +275,7 @@ def test_bad_files(files: dict[str, Path], tmp_path: Path) -> None:
     e = refused([empty, inst], "empty file")
     assert e.path == str(empty)
     gz = tmp_path / "batch_task_gz.csv"
-    gz.write_bytes(gzip.compress(task.read_bytes()))
+    gz.write_bytes(gzip.compress(task.read_bytes(), mtime=0))
     refused([gz, inst], "compressed (gzip): decompress it first")
     fake = tmp_path / "batch_task_fake.csv.gz"
     fake.write_bytes(task.read_bytes())

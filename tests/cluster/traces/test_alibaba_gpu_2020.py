@@ -226,11 +226,11 @@ def test_bad_files(files: dict[str, Path], tmp_path: Path) -> None:
     empty.write_bytes(b"")
     refused([inst, task, empty], "empty file")
     gz = tmp_path / "pai_job_table_gz.csv"
-    gz.write_bytes(gzip.compress(job.read_bytes()))
+    gz.write_bytes(gzip.compress(job.read_bytes(), mtime=0))
     e = refused([inst, task, gz], "compressed (gzip): decompress it first")
     assert e.path == str(gz)
     readable = tmp_path / "pai_job_table.csv.gz"
-    readable.write_bytes(gzip.compress(job.read_bytes()))
+    readable.write_bytes(gzip.compress(job.read_bytes(), mtime=0))
     assert reader.read([inst, task, readable]).jobs.num_rows == 8
     refused([inst, task, job, tmp_path / "pai_sensor_table.csv"], "not a file of this format")
 

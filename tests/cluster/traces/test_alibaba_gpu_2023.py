@@ -206,7 +206,7 @@ def test_bad_files(files: list[Path], tmp_path: Path) -> None:
     refused([nodes, header_only], "no pods")
     for name in ("openb_pod_list_gz.csv", "openb_pod_list.csv.gz"):
         gz = tmp_path / name
-        gz.write_bytes(gzip.compress(PODS.encode()))
+        gz.write_bytes(gzip.compress(PODS.encode(), mtime=0))
         e = refused([nodes, gz], "compressed (gzip): decompress it first")
         assert "name it" not in e.problem
     refused([nodes, pods, tmp_path / "openb_pods.csv"], "not a file of this format")

@@ -33,12 +33,15 @@ POD_COLUMNS = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
     "creation_time,deletion_time,scheduled_time"
 )
-PODS_2023 = POD_COLUMNS + """
+PODS_2023 = (
+    POD_COLUMNS
+    + """
 pod-0,12000,16384,1,1000,,LS,Running,0,120,0
 pod-1,6000,12288,1,460,P100,LS,Running,5,65,10
 pod-2,4000,8192,0,0,,BE,Running,5,,5
 pod-3,8000,16384,2,1000,V100M32,LS,Running,30,90,40
 """
+)
 
 
 def _files(fmt: str, tmp_path: Path) -> list[Path]:

@@ -201,7 +201,7 @@ def test_event_order_and_sharding_do_not_matter(tmp_path: Path) -> None:
 
 def test_gzip_and_options(tmp_path: Path) -> None:
     packed = tmp_path / "instance_events.csv.gz"
-    packed.write_bytes(gzip.compress(INSTANCES.read_bytes()))
+    packed.write_bytes(gzip.compress(INSTANCES.read_bytes(), mtime=0))
     assert _same(google.read([packed]).jobs, google.read([INSTANCES]).jobs)
     trace = google.read(ALL, {"cpu_per_unit": "50", "memory_gb_per_unit": "100"})
     assert trace.jobs.column("request_cpu").to_numpy().tolist() == pytest.approx(
@@ -307,7 +307,7 @@ def test_files_and_paths_that_cannot_be_read(tmp_path: Path) -> None:
     for content, words in [
         (b"", "empty file"),
         (b"PK\x03\x04" + b"\x00" * 30, "compressed (zip): decompress it first"),
-        (gzip.compress(INSTANCES.read_bytes())[:40], "compressed (gzip) but cannot be"),
+        (gzip.compress(INSTANCES.read_bytes(), mtime=0)[:40], "compressed (gzip) but cannot be"),
     ]:
         path = tmp_path / "instance_events.csv"
         path.write_bytes(content)

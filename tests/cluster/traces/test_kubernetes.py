@@ -457,7 +457,7 @@ def test_truncated_yaml(tmp_path: Path) -> None:
 
 def test_compressed_missing_empty_files(tmp_path: Path) -> None:
     gz = tmp_path / "pods.yaml"
-    gz.write_bytes(gzip.compress(MULTI.read_bytes()))
+    gz.write_bytes(gzip.compress(MULTI.read_bytes(), mtime=0))
     with pytest.raises(TraceError, match="gzip-compressed") as e:
         k8s.read([gz])
     assert e.value.path == str(gz)

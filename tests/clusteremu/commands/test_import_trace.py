@@ -103,7 +103,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "a-file": root / "a-file",
     }
     paths["swf"].write_text(SWF)
-    whole = gzip.compress(SWF.encode())
+    whole = gzip.compress(SWF.encode(), mtime=0)
     paths["gz"].write_bytes(whole)  # gzip whatever the name: read transparently
     paths["cut-gz"].write_bytes(whole[: len(whole) // 2])
     lines = SWF.splitlines()
