@@ -56,7 +56,8 @@ COMMAND_FILES: dict[str, tuple[str, ...]] = {
     "gpu-frag": ("gpu-frag.parquet", "gpu-frag.json", "gpu-frag.png"),
     "tune": ("tune.json", "experiments.parquet", "tune.png", "placer.yaml", "trials"),
     "synthesize": ("tree.json", "report.json", "examples"),
-    "import": ("scenario.yaml", "jobs.parquet", "nodes.parquet", "import-report.json", "load.png"),
+    # (and jobs.parquet, which `run` claims: `import` names it when it checks its folder)
+    "import": ("scenario.yaml", "nodes.parquet", "import-report.json", "load.png"),
     "provision compare": (
         "provision-compare.json",
         "provision-compare.parquet",

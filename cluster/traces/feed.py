@@ -189,8 +189,12 @@ class TableClassStream(ArrivalProcess):
     def count(self) -> int:
         return int(self.source.class_rows.get(self.name, 0))
 
-    def _all(self) -> TableArrivals:
+    def load(self) -> TableArrivals:
+        """Every row of the class, read whole (kept for the next call)."""
         return self.source.load_class(self.name)
+
+    def _all(self) -> TableArrivals:
+        return self.load()
 
     def generate(self, rng: np.random.Generator, until_s: float, max_count: int) -> FloatArray:
         return self._all().generate(rng, until_s, max_count)

@@ -24,6 +24,8 @@ import numpy as np
 
 from cluster.traces.formats import FORMATS
 
+#: What `--out` holds.
+IMPORT_FILES = ("scenario.yaml", "jobs.parquet", "nodes.parquet", "import-report.json", "load.png")
 #: Arrival-rate buckets `--stats` prints over the trace's span.
 RATE_BUCKETS = 10
 
@@ -70,7 +72,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from scenarios.from_trace import scenario_for
 
     options = _options(args.option)
-    check_out(args, "import")
+    check_out(args, "import", IMPORT_FILES)
     module = reader(args.format)
     paths = [Path(f) for f in args.files]
     try:
@@ -102,7 +104,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from scenarios.loader import load_scenario
 
-    with output_folder(args.out, "import", label=name) as stage:
+    with output_folder(args.out, "import", IMPORT_FILES, label=name) as stage:
         write_parquet(trace.jobs, stage / "jobs.parquet")
         if trace.nodes is not None:
             write_parquet(trace.nodes, stage / "nodes.parquet")

@@ -20,6 +20,7 @@ from cluster.engine import Engine
 from cluster.model import replays_table
 from cluster.policies.base import Placement, PlacementView, Placer
 from cluster.runner import run_spec
+from cluster.traces.feed import TableClassStream
 from cluster.traces.table import JOB_SCHEMA, job_table
 from clusteremu.cli import main
 from scenarios.errors import ScenarioError
@@ -116,7 +117,9 @@ def test_a_table_class_loads_its_rows(tmp_path: Path) -> None:
     spec = load_scenario(_scenario(tmp_path, table))
     assert replays_table(spec)
     (cls,) = spec.classes
-    arrivals = cls.arrival
+    assert isinstance(cls.arrival, TableClassStream)  # streamed: read whole on demand
+    assert cls.arrival.count == 3
+    arrivals = cls.arrival.load()
     assert isinstance(arrivals, wl.TableArrivals)
     assert arrivals.times_s.tolist() == [0.0, 5.0, 7.5]
     assert arrivals.sizes.tolist() == [10.0, math.inf, 3.0]  # NaN: until the end
@@ -133,7 +136,8 @@ def test_a_table_class_without_rows_has_no_jobs(tmp_path: Path) -> None:
     path = _scenario(tmp_path, table, classes=[_table_class("busy"), _table_class("idle")])
     spec = load_scenario(path)
     idle = spec.classes[1].arrival
-    assert isinstance(idle, wl.TableArrivals) and idle.times_s.size == 0
+    assert isinstance(idle, TableClassStream) and idle.count == 0
+    assert idle.load().times_s.size == 0
     rows, summary = _rows(path)
     assert [r["class"] for r in rows] == ["busy"] and summary["jobs_completed"] == 1
 
@@ -201,7 +205,7 @@ def test_a_bad_value_names_file_row_and_column(
 @pytest.mark.parametrize("gpu", [0.0, 250.0, 999.0, 1000.0, 2000.0, 3000.0])
 def test_gpu_shares_and_whole_gpus_load(tmp_path: Path, gpu: float) -> None:
     spec = load_scenario(_scenario(tmp_path, _raw_table(arrival_s=[0.0], request_gpu=[gpu])))
-    arrivals = spec.classes[0].arrival
+    arrivals = spec.classes[0].arrival.load()
     assert isinstance(arrivals, wl.TableArrivals)
     assert arrivals.request_gpu.tolist() == [gpu / 1000.0]
 
