@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 import math
 import random
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from clusteremu.cli import main
 from tests.cluster.traces.easy_reference import (
     BACKFILL_EXTRA,
     BACKFILL_SHORT,
@@ -54,22 +53,14 @@ class Imported:
 
 
 def _clusteremu(*args: str | Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "clusteremu", *map(str, args)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=280,
-    )
-    assert done.returncode == 0, (
-        f"clusteremu {' '.join(map(str, args))} exited {done.returncode}:\n"
-        f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
-    )
+    """`clusteremu ARGS` as a user types it, in this process (the command line's own
+    entry: parsing, checks, import or run, output files)."""
+    assert main([str(a) for a in args]) == 0, f"clusteremu {' '.join(map(str, args))} failed"
 
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """name -> the log imported once per module (each import is one subprocess)."""
+    """name -> the log imported once per module (each import is one command)."""
     root = tmp_path_factory.mktemp("easy-exact")
     cache: dict[str, Imported] = {}
 
