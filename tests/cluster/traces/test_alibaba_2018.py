@@ -7,7 +7,6 @@ import bz2
 import gzip
 import shutil
 import tarfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -338,15 +337,14 @@ def _synthetic(n: int, folder: Path) -> list[Path]:
     return out
 
 
-def test_a_million_rows_in_seconds(tmp_path: Path) -> None:
-    paths = _synthetic(1_000_000, tmp_path)
-    began = time.perf_counter()
+def test_many_rows_are_read_whole(tmp_path: Path) -> None:
+    """A large synthetic batch_instance (its speed is `benchmarks/traces.py`'s: no test
+    times anything)."""
+    paths = _synthetic(200_000, tmp_path)
     trace = reader.read(paths)
-    took = time.perf_counter() - began
     report = trace.report
-    assert report.rows_read == 1_000_000 == trace.jobs.num_rows + report.rows_dropped
+    assert report.rows_read == 200_000 == trace.jobs.num_rows + report.rows_dropped
     assert set(report.dropped) == {"status Failed"}
-    assert took < 6.0, f"{took:.1f} s for 10^6 batch_instance rows"
 
 
 def test_first_failing_finds_the_row_in_a_long_column() -> None:

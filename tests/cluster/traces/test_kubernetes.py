@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -490,11 +489,8 @@ def test_billion_laughs_refused_quickly(tmp_path: Path) -> None:
         refs = ",".join([f"*a{i - 1}"] * 9)
         lines.append(f"a{i}: &a{i} [{refs}]")
     text = "kind: Pod\nmetadata:\n  name: lol\n" + "\n".join(lines) + "\n"
-    start = time.perf_counter()
-    e = refused(tmp_path, text)
-    elapsed = time.perf_counter() - start
+    e = refused(tmp_path, text)  # refused before the aliases are expanded (10^9 nodes)
     assert "billion-laughs" in e.problem and e.field == "alias"
-    assert elapsed < 5.0, elapsed  # a guard against blowing up, not a benchmark
 
 
 def test_recursive_alias_and_deep_nesting(tmp_path: Path) -> None:
@@ -536,10 +532,7 @@ def _cores(text: str) -> float:
 
 @pytest.mark.skipif(not (SIMS / "pods-100.yaml").exists(), reason=f"{SIMS} absent")
 def test_k8s_sims_manifests() -> None:
-    start = time.perf_counter()
     t = k8s.read([SIMS / "nodes-100.yaml", SIMS / "pods-100.yaml"])
-    elapsed = time.perf_counter() - start
-    print(f"\nk8s-sims: read 100 nodes and 1,067 pods in {elapsed:.3f} s")
     assert t.nodes is not None and t.nodes.num_rows == 100
     assert t.jobs.num_rows == 1067 and t.report.rows_read == 1067 and t.report.rows_dropped == 0
     check_jobs(t.jobs)
