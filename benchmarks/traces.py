@@ -140,19 +140,19 @@ def simpy_fcfs(scenario: Path, repeat: int) -> dict[str, float]:
         machine = simpy.Container(env, capacity=procs, init=procs)
         total = [0.0]
 
-        def job(a: float, r: float, c: float) -> Any:
+        def job(env: Any, machine: Any, total: list[float], a: float, r: float, c: float) -> Any:
             yield machine.get(c)
             total[0] += env.now - a
             yield env.timeout(r)
             yield machine.put(c)
 
-        def source() -> Any:
+        def source(env: Any, machine: Any, total: list[float]) -> Any:
             for a, r, c in zip(arrival, run, cpu, strict=True):
                 if a > env.now:
                     yield env.timeout(a - env.now)
-                env.process(job(a, r, c))
+                env.process(job(env, machine, total, a, r, c))
 
-        env.process(source())
+        env.process(source(env, machine, total))
         env.run()
         best = min(best, time.perf_counter() - t0)
         waits = total[0] / len(arrival)

@@ -228,9 +228,9 @@ class Engine(JobFeeding, Operations, PolicyCalls):
                 source = streamed_source(spec.classes)
                 assert source is not None
                 warm = min(stop.warmup_jobs, total - 1)
-                first = self.jobs.arrival_s
+                held = self.jobs.arrival_s
                 self.set_window(
-                    start_s=first[warm] if warm < first.size else source.arrival_at(warm),
+                    start_s=held[warm] if warm < held.size else source.arrival_at(warm),
                     end_s=source.arrival_at(total - 1),
                 )
             self.reserve_jobs(total)

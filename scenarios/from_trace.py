@@ -166,9 +166,10 @@ def _sized_for_peak(jobs: pa.Table) -> tuple[list[dict[str, Any]], list[dict[str
     cpu = jobs.column("request_cpu").to_numpy()
     mem = jobs.column("request_memory_gb").to_numpy()
     gpu = jobs.column("request_gpu").to_numpy()
-    node = {
+    node_cpu = float(max(1.0, math.ceil(float(cpu.max()))))
+    node: dict[str, Any] = {
         "name": "node",
-        "cpu": float(max(1.0, math.ceil(float(cpu.max())))),
+        "cpu": node_cpu,
         "memory_gb": float(max(1.0, math.ceil(float(mem.max())))),
     }
     if gpu.max() > 0:
@@ -177,7 +178,7 @@ def _sized_for_peak(jobs: pa.Table) -> tuple[list[dict[str, Any]], list[dict[str
     count = peak_jobs
     how = f"one node per job running at the trace's peak ({peak_jobs:,})"
     if count > MAX_DEFAULT_NODES:
-        count = min(MAX_DEFAULT_NODES, int(math.ceil(2.0 * peak_cpu / node["cpu"])))
+        count = min(MAX_DEFAULT_NODES, int(math.ceil(2.0 * peak_cpu / node_cpu)))
         how = f"twice the peak demand of {peak_cpu:,.0f} cores"
     count = max(count, 1)
     return (

@@ -58,37 +58,23 @@ hash join of instances to tasks) and numpy, no loop over rows: 10^6 batch_instan
 import in about 1 s on two cores, at a peak resident memory of about 0.7 KB per row
 (measured with `resource.getrusage`: 8 times the CSV's 82 bytes a row). The whole trace
 (1.4 billion rows) does not fit memory: cut batch_instance into parts (by time) first.
-
-This module also holds the headerless-CSV helpers the other Alibaba readers share.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pcsv
 
-from cluster.traces.table import (
-    ClassSpec,
-    ImportReport,
-    Trace,
-    TraceError,
-    job_table,
-    node_table,
-)
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
+from cluster.traces.alibaba_instances import TASK_KEYS, read_instances
+from cluster.traces.csv_columns import as_mask, null_if_empty, numbers, read_headerless, strings
+from cluster.traces.inputs import choice, number_above, parse_options, pick_files
+from cluster.traces.rows import dedupe, unique_ids
+from cluster.traces.table import ClassSpec, ImportReport, Trace, job_table, node_table
 
 NAME = "alibaba-2018"
 DESCRIPTION = "Alibaba cluster-trace-v2018: batch instances (one job each), tasks' plans, machines"
@@ -151,392 +137,15 @@ UNKNOWN_TIME = (-1.0,)
 S = pa.string()
 F = pa.float64()
 
-# --------------------------------------------------------------------------------------
-# Helpers shared by the Alibaba readers (headerless CSV files of a fixed column order).
-# --------------------------------------------------------------------------------------
-
-#: Leading bytes of compressed / archive formats -> (name, suffix pyarrow reads it by).
-_MAGIC: tuple[tuple[bytes, str, str | None], ...] = (
-    (b"\x1f\x8b", "gzip", ".gz"),
-    (b"BZh", "bzip2", ".bz2"),
-    (b"\x28\xb5\x2f\xfd", "zstd", ".zst"),
-    (b"\x04\x22\x4d\x18", "lz4", ".lz4"),
-    (b"\xfd7zXZ\x00", "xz", None),
-    (b"PK\x03\x04", "zip", None),
-    (b"7z\xbc\xaf\x27\x1c", "7z", None),
-)
-#: Suffix -> the pyarrow codec that reads it.
-_CODECS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
-_CONVERSION = re.compile(r"In CSV column #(\d+): CSV conversion error to (\w+)")
-
-
-def _stream(path: Path, codec: str | None) -> pa.NativeFile:
-    return pa.input_stream(str(path), compression=codec)
-
-
-def check_file(path: Path, decompress: bool = True) -> str | None:
-    """Refuse a path that is not a readable, non-empty CSV text file; returns the pyarrow
-    codec to read it with (by its suffix: ``.gz`` etc.; `decompress` False: refused), None
-    for plain text."""
-    if not path.exists():
-        raise TraceError(path, "no such file")
-    if path.is_dir():
-        raise TraceError(path, "is a directory; expected a CSV file")
-    if not path.is_file():
-        raise TraceError(path, "not a regular file; expected a CSV file")
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            head = fh.read(512)
-    except OSError as exc:
-        raise TraceError(path, f"cannot be read ({exc.strerror})") from None
-    if size == 0:
-        raise TraceError(path, "empty file; expected CSV rows")
-    suffix = path.suffix.lower()
-    codec = _CODECS.get(suffix)
-    for magic, kind, readable in _MAGIC:
-        if head.startswith(magic):
-            if decompress and readable == suffix and pa.Codec.is_available(codec):
-                break
-            hint = f" (or name it *{readable} to have it read as it is)"
-            hint = hint if decompress and readable else ""
-            raise TraceError(path, f"compressed ({kind}): decompress it first{hint}")
-    else:
-        if codec is not None and decompress:
-            raise TraceError(path, f"named *{suffix} but not {codec} data")
-    if not decompress:
-        codec = None
-    if codec is not None:
-        try:
-            with _stream(path, codec) as s:
-                head = s.read(512)
-        except (OSError, pa.ArrowException) as exc:
-            raise TraceError(path, f"cannot be decompressed ({exc})") from None
-        if not head:
-            raise TraceError(path, "empty file (after decompression); expected CSV rows")
-    if len(head) >= 262 and head[257:262] == b"ustar":
-        raise TraceError(path, "a tar archive: extract it first (tar xf)")
-    if b"\x00" in head:
-        raise TraceError(path, "binary data (NUL bytes); expected CSV text")
-    return codec
-
-
-def read_first_line(path: Path, codec: str | None) -> bytes:
-    with _stream(path, codec) as s:
-        head = s.read(1 << 16)
-    return head.split(b"\n", 1)[0].rstrip(b"\r")
-
-
-def _cut_last_line(path: Path, codec: str | None, text: str) -> bool:
-    """Whether `text` is the file's last line and the file does not end with a newline."""
-    if codec is not None:
-        return False
-    with path.open("rb") as fh:
-        fh.seek(max(0, path.stat().st_size - (1 << 16)))
-        tail = fh.read()
-    return not tail.endswith(b"\n") and tail.rsplit(b"\n", 1)[-1].rstrip(b"\r") == text.encode()
-
-
-def _first_failing(values: pa.Array, to: pa.DataType) -> int | None:
-    """Index of the first value of `values` that does not cast to `to` (None: all do);
-    casts slices (bisection inside the first slice that fails), not one value at a time."""
-    step = 1 << 16
-
-    def fails(a: pa.Array) -> bool:
-        try:
-            a.cast(to)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return True
-        return False
-
-    for start in range(0, len(values), step):
-        piece = values.slice(start, step)
-        if not fails(piece):
-            continue
-        lo, hi = 0, len(piece)  # piece[:lo] casts, piece[:hi] does not
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fails(piece.slice(0, mid)):
-                hi = mid
-            else:
-                lo = mid
-        return start + lo
-    return None
-
-
-def locate_error(
-    path: Path,
-    codec: str | None,
-    columns: Sequence[str],
-    skip: int,
-    message: str,
-) -> TraceError:
-    """The `TraceError` (with its line) for pyarrow's error `message` on `path`."""
-    first_line = skip + 1
-    match = _CONVERSION.search(message)
-    if match is None:  # a parse error: a row of the wrong number of fields
-        bad: list[Any] = []
-
-        def handler(row: Any) -> str:
-            bad.append(row)
-            return "error"
-
-        with contextlib.suppress(pa.ArrowInvalid, OSError):
-            pcsv.read_csv(
-                _stream(path, codec),
-                pcsv.ReadOptions(column_names=list(columns), skip_rows=skip, use_threads=False),
-                pcsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=handler),
-                pcsv.ConvertOptions(include_columns=[columns[0]], column_types={columns[0]: S}),
-            )
-        if not bad:
-            return TraceError(path, f"not a CSV file of this format ({message})")
-        row = bad[0]
-        n, got = len(columns), int(row.actual_columns)
-        problem = f"{got} field(s); expected {n} ({', '.join(columns)})"
-        if got < n and _cut_last_line(path, codec, row.text):
-            problem += ": a cut-off last line (no newline at the end of the file)"
-        field = columns[got] if got < n else columns[-1]
-        return TraceError(path, problem, row.number, field)
-    name = columns[int(match.group(1))]
-    target = F if match.group(2) in ("double", "float", "int64") else S
-    read_as = S if target == F else pa.binary()
-    try:
-        col = pcsv.read_csv(
-            _stream(path, codec),
-            pcsv.ReadOptions(column_names=list(columns), skip_rows=skip),
-            pcsv.ParseOptions(ignore_empty_lines=False),
-            pcsv.ConvertOptions(
-                include_columns=[name], column_types={name: read_as}, strings_can_be_null=True
-            ),
-        ).column(name)
-    except (pa.ArrowInvalid, OSError):
-        return TraceError(path, f"not a CSV file of this format ({message})", None, name)
-    values = col.combine_chunks()
-    if target == F:
-        values = pc.utf8_trim_whitespace(values)
-    i = _first_failing(values, target)
-    if i is None:
-        return TraceError(path, message, None, name)
-    if target == F:
-        return TraceError(path, f"{values[i].as_py()!r} is not a number", i + first_line, name)
-    return TraceError(path, "not UTF-8 text", i + first_line, name)
-
-
-def read_headerless(
-    path: Path, columns: Sequence[str], types: Mapping[str, pa.DataType]
-) -> tuple[pa.Table, int]:
-    """Read the columns `types` names of a CSV file whose fields are `columns` (no header
-    row; a first row equal to `columns` is skipped). Returns the table (empty string
-    fields as "", unknown numbers as null) and the line of its first row (1-based).
-
-    Every row must have exactly ``len(columns)`` fields; a blank line is a row of empty
-    fields (refused by `require_names`). Raises `TraceError` naming the line and field."""
-    codec = check_file(path)
-    first = read_first_line(path, codec)
-    fields = [f.strip() for f in first.decode("utf-8", "replace").split(",")]
-    skip = 0
-    if fields and fields[0] == columns[0]:
-        if fields != list(columns):
-            raise TraceError(
-                path, f"header row: expected the columns {', '.join(columns)}", 1, columns[0]
-            )
-        skip = 1
-    try:
-        table = pcsv.read_csv(
-            _stream(path, codec),
-            pcsv.ReadOptions(column_names=list(columns), skip_rows=skip, block_size=1 << 24),
-            pcsv.ParseOptions(ignore_empty_lines=False),
-            pcsv.ConvertOptions(column_types=dict(types), include_columns=list(types)),
-        )
-    except pa.ArrowInvalid as exc:
-        raise locate_error(path, codec, columns, skip, str(exc)) from None
-    except (OSError, pa.ArrowException) as exc:
-        raise TraceError(path, f"cannot be read ({exc})") from None
-    if table.num_rows == 0:
-        raise TraceError(path, "no rows (only a header)")
-    return table, skip + 1
-
-
-def numbers(
-    table: pa.Table,
-    name: str,
-    path: Path,
-    first_line: int,
-    lo: float = 0.0,
-    hi: float = math.inf,
-    unknown: Sequence[float] = (),
-) -> FloatArray:
-    """Column `name` as floats, NaN where unknown (empty, NaN, or one of the `unknown`
-    markers); raises `TraceError` at the first other value outside [lo, hi] or infinite."""
-    v = pc.fill_null(table.column(name), math.nan).to_numpy()
-    v = np.array(v, dtype=np.float64)  # writable copy
-    for marker in unknown:
-        v[v == marker] = math.nan
-    bad = np.flatnonzero(np.isinf(v) | (v < lo) | (v > hi))
-    if bad.size:
-        i = int(bad[0])
-        what = f"[{lo:g}, {hi:g}]" if math.isfinite(hi) else f">= {lo:g}"
-        also = f" (or {' / '.join(f'{m:g}' for m in unknown)}: unknown)" if unknown else ""
-        raise TraceError(
-            path, f"{v[i]:g} out of range; expected {what}{also}", i + first_line, name
-        )
-    return v
-
-
-def require_names(table: pa.Table, names: Sequence[str], path: Path, first_line: int) -> None:
-    """Raise `TraceError` at the first row where a column of `names` is empty."""
-    for name in names:
-        col = table.column(name)
-        empty = pc.or_kleene(pc.is_null(col), pc.equal(col, ""))
-        if pc.any(empty).as_py():
-            i = int(pc.index(empty, True).as_py())
-            blank = all(table.column(c)[i].as_py() in (None, "") for c in table.column_names)
-            problem = "a blank line" if blank else "empty; expected a name"
-            raise TraceError(path, problem, i + first_line, name)
-
-
-def strings(table: pa.Table, name: str) -> pa.Array:
-    """Column `name` as one string array ("" where empty)."""
-    return pc.fill_null(table.column(name), "").combine_chunks()
-
-
-def pick_files(
-    paths: Sequence[Path | str], kinds: Mapping[str, str], required: Sequence[str], files: str
-) -> dict[str, Path]:
-    """The files by kind: a file's kind is the first of `kinds` (kind -> text) whose text
-    its name contains. Raises `TraceError` for an unrecognised or repeated file, and for a
-    required kind missing (`files`: what to pass)."""
-    found: dict[str, Path] = {}
-    for raw in paths:
-        p = Path(raw)
-        kind = next((k for k, text in kinds.items() if text in p.name.lower()), None)
-        if kind is None:
-            raise TraceError(
-                p,
-                f"not a file of this format (its name should contain one of "
-                f"{', '.join(kinds.values())}); expected {files}",
-            )
-        if kind in found:
-            raise TraceError(p, f"a second {kinds[kind]} file (the first: {found[kind]})")
-        found[kind] = p
-    for kind in required:
-        if kind not in found:
-            given = ", ".join(str(p) for p in paths) or "none"
-            raise TraceError(
-                kinds[kind], f"the {kinds[kind]} file is missing (given: {given}); expected {files}"
-            )
-    return found
-
-
-def parse_options(
-    options: Mapping[str, str] | None, spec: Mapping[str, tuple[str, Callable[[str], Any]]]
-) -> dict[str, Any]:
-    """Options by name -> value: `spec` maps a name to (default text, parser); a parser
-    raises ValueError on a bad value. Unknown names and bad values raise `TraceError`."""
-    given = dict(options or {})
-    unknown = sorted(set(given) - set(spec))
-    if unknown:
-        raise TraceError(
-            "options",
-            f"unknown option {unknown[0]!r}; expected one of {', '.join(spec) or '(none)'}",
-            None,
-            unknown[0],
-        )
-    out: dict[str, Any] = {}
-    for name, (default, parse) in spec.items():
-        text = str(given.get(name, default))
-        try:
-            out[name] = parse(text)
-        except ValueError as exc:
-            raise TraceError("options", f"{text!r}: {exc}", None, name) from None
-    return out
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError("expected a number > 0")
-    return value
-
-
-def choice(*allowed: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in allowed:
-            raise ValueError(f"expected one of {', '.join(allowed)}")
-        return text
-
-    return parse
-
-
-def count_by_value(
-    count: Callable[[str, Any, str], None],
-    values: pa.Array,
-    mask: BoolArray,
-    lines: IntArray,
-    template: str,
-    file: str,
-    most: int = 50,
-) -> None:
-    """Count the rows of `mask` (`count`: `ImportReport.drop` or `.correct`), one reason
-    per distinct value of `values` (`template` with ``{}``: the value, "empty" for "");
-    past `most` distinct values the rest share one reason ("other")."""
-    if not mask.any():
-        return
-    idx = np.flatnonzero(mask)
-    enc = pc.dictionary_encode(values.take(pa.array(idx)))
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks()
-    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    names = enc.dictionary.to_pylist()
-    order = np.argsort(-np.bincount(codes, minlength=len(names)), kind="stable")
-    for k in order[:most].tolist():
-        count(template.format(names[k] or "empty"), lines[idx[codes == k]], file)
-    if order.size > most:
-        rest = np.isin(codes, order[most:])
-        count(template.format("other"), lines[idx[rest]], file)
-
-
-def unique_ids(
-    ids: pa.Array, lines: IntArray, report: ImportReport, file: str, what: str
-) -> pa.Array:
-    """`ids` with ``#<line>`` added to every id that repeats (counted as corrected)."""
-    if len(ids) == 0:
-        return ids
-    if isinstance(ids, pa.ChunkedArray):
-        ids = ids.combine_chunks()
-    enc = pc.dictionary_encode(ids)
-    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    dup = np.bincount(codes)[codes] > 1
-    if not dup.any():
-        return ids
-    report.correct(f"{what} repeats: '#<row>' added", lines[dup], file)
-    tagged = pc.binary_join_element_wise(ids, pa.array(lines).cast(S), "#")
-    return pc.if_else(pa.array(dup), tagged, ids)
-
-
-def dedupe(table: pa.Table, keys: list[str], keep: str = "min") -> tuple[pa.Table, int]:
-    """`table` with one row per value of `keys`: the first (keep="min") or last ("max")
-    in file order, in file order; and how many rows were left out."""
-    t = table.append_column("__i", pa.array(np.arange(table.num_rows, dtype=np.int64)))
-    g = t.group_by(keys, use_threads=False).aggregate([("__i", keep)])
-    if g.num_rows == table.num_rows:
-        return table, 0
-    index = np.sort(np.asarray(g.column(f"__i_{keep}").to_numpy(), dtype=np.int64))
-    return table.take(pa.array(index)), table.num_rows - g.num_rows
-
-
-# --------------------------------------------------------------------------------------
-# The 2018 reader.
-# --------------------------------------------------------------------------------------
-
 
 def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Trace:
     """Read batch_instance (one job per row), batch_task and optional machine_meta files
     of cluster-trace-v2018 into the common per-job table (s, cores, GB)."""
     opts = parse_options(
+        NAME,
         options,
         {
-            "memory_gb_per_unit": (str(MEMORY_GB_PER_UNIT), positive_float),
+            "memory_gb_per_unit": (MEMORY_GB_PER_UNIT, number_above(0)),
             "class_by": ("task_type", choice("task_type", "none")),
         },
     )
@@ -560,8 +169,8 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
         tpath,
         TASK_COLUMNS,
         {"task_name": S, "job_name": S, "start_time": F, "plan_cpu": F, "plan_mem": F},
+        TASK_KEYS,
     )
-    require_names(tasks, ("job_name", "task_name"), tpath, tfirst)
     t_start = numbers(tasks, "start_time", tpath, tfirst, unknown=UNKNOWN_TIME)
     t_cpu = numbers(tasks, "plan_cpu", tpath, tfirst)
     t_mem = numbers(tasks, "plan_mem", tpath, tfirst, 0.0, 100.0, INVALID_NORMALISED)
@@ -575,15 +184,10 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
             "t_row": np.arange(tasks.num_rows, dtype=np.int64),
         }
     )
-    tasks, repeated = dedupe(tasks, ["job_name", "task_name"])
-    if repeated:
-        report.notes.append(
-            f"{repeated} batch_task row(s) repeat a (job_name, task_name): the first used"
-        )
+    tasks = dedupe(tasks, TASK_KEYS, report, "batch_task")
 
-    ipath = files["batch_instance"]
-    inst, ifirst = read_headerless(
-        ipath,
+    runs = read_instances(
+        files["batch_instance"],
         INSTANCE_COLUMNS,
         {
             "instance_name": S,
@@ -595,57 +199,30 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
             "end_time": F,
             "machine_id": S,
         },
+        ("job_name", "task_name", "instance_name"),
+        UNKNOWN_TIME,
+        report,
+        (tasks, TASK_KEYS),
     )
-    report.read(inst.num_rows)
-    require_names(inst, ("job_name", "task_name", "instance_name"), ipath, ifirst)
-    start = numbers(inst, "start_time", ipath, ifirst, unknown=UNKNOWN_TIME)
-    end = numbers(inst, "end_time", ipath, ifirst, unknown=UNKNOWN_TIME)
-    lines = np.arange(inst.num_rows, dtype=np.int64) + ifirst
-    file = str(ipath)
+    inst, i, lines, file = runs.table, runs.index, runs.lines, runs.file
+    t_start_i, cpu, mem = runs.numbers("t_start", "t_cpu", "t_mem")
 
-    status = strings(inst, "status")
-    done = np.asarray(pc.equal(status, "Terminated").to_numpy(zero_copy_only=False), dtype=bool)
-    count_by_value(report.drop, status, ~done, lines, "status {}", file)
-
-    # Instances (that finished) joined to their tasks, back in file order.
-    kept = np.flatnonzero(done)
-    left = pa.table(
-        {
-            "job_name": inst.column("job_name").take(pa.array(kept)),
-            "task_name": inst.column("task_name").take(pa.array(kept)),
-            "i": kept,
-        }
-    )
-    joined = left.join(tasks, ["job_name", "task_name"], join_type="left outer")
-    joined = joined.take(pc.sort_indices(joined.column("i")))
-    i = np.asarray(joined.column("i").to_numpy(), dtype=np.int64)
-    has_task = np.asarray(joined.column("t_row").is_valid().to_numpy(zero_copy_only=False))
-    t_start_i = pc.fill_null(joined.column("t_start"), math.nan).to_numpy()
-    cpu = pc.fill_null(joined.column("t_cpu"), math.nan).to_numpy()
-    mem = pc.fill_null(joined.column("t_mem"), math.nan).to_numpy()
-
-    alive = np.ones(i.size, dtype=bool)
-
-    def drop(mask: BoolArray, reason: str) -> None:
-        hit = alive & mask
-        report.drop(reason, lines[i[hit]], file)
-        alive[hit] = False
-
-    drop(~has_task, "task not in batch_task")
+    rules = runs.rules(report)
+    drop = rules.drop
+    drop(~runs.matched("t_row"), "task not in batch_task")
     drop(np.isnan(cpu), "no plan_cpu in batch_task")
     drop(np.isnan(mem), "no plan_mem in batch_task")
-    s_inst = start[i]
+    s_inst = runs.start[i]
     no_start = np.isnan(s_inst) | (s_inst == 0)
     s = np.where(no_start, t_start_i, s_inst)
     drop(np.isnan(s) | (s == 0), "no start_time")
-    e = end[i]
+    e = runs.end[i]
     drop(np.isnan(e) | (e == 0), "no end_time")
     run = e - s
     drop(~(run > 0), "end_time not after start_time")
-    report.correct(
-        "instance start_time unknown: the task's start_time", lines[i[alive & no_start]], file
-    )
+    rules.correct(no_start, "instance start_time unknown: the task's start_time")
 
+    alive = rules.kept
     rows = i[alive]
     take = pa.array(rows)
     job = inst.column("job_name").take(take)
@@ -656,13 +233,12 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
     )
     if opts["class_by"] == "task_type":
         ttype = strings(inst, "task_type").take(take)
-        empty = np.asarray(pc.equal(ttype, "").to_numpy(zero_copy_only=False), dtype=bool)
+        empty = as_mask(pc.equal(ttype, ""))
         report.correct("no task_type: class batch", lines[rows[empty]], file)
         job_class: Any = pc.if_else(pa.array(empty), "batch", ttype)
     else:
         job_class = "batch"
-    machine = strings(inst, "machine_id").take(take)
-    node = pc.if_else(pc.equal(machine, ""), pa.scalar(None, S), machine)
+    node = null_if_empty(strings(inst, "machine_id").take(take))
     jobs = job_table(
         ids,
         s[alive],
@@ -694,15 +270,12 @@ def _machines(path: Path, gb_per_unit: float, report: ImportReport) -> pa.Table:
             "mem_size": F,
             "status": S,
         },
+        ("machine_id",),
     )
-    require_names(meta, ("machine_id",), path, first)
     t = numbers(meta, "time_stamp", path, first, unknown=UNKNOWN_TIME)
     cpu = numbers(meta, "cpu_num", path, first, unknown=UNKNOWN_TIME)
     mem = numbers(meta, "mem_size", path, first, 0.0, 100.0, INVALID_NORMALISED)
-    using = np.asarray(
-        pc.equal(pc.utf8_upper(strings(meta, "status")), "USING").to_numpy(zero_copy_only=False),
-        dtype=bool,
-    )
+    using = as_mask(pc.equal(pc.utf8_upper(strings(meta, "status")), "USING"))
     known = ~np.isnan(cpu) & ~np.isnan(mem)
     enc = pc.dictionary_encode(meta.column("machine_id").combine_chunks())
     code = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)

@@ -63,37 +63,19 @@ pai_instance rows import in under 1 s on two cores, at a peak of about 0.6 KB pe
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.traces.alibaba_2018 import (
-    BoolArray,
-    choice,
-    count_by_value,
-    dedupe,
-    numbers,
-    parse_options,
-    pick_files,
-    read_headerless,
-    require_names,
-    strings,
-    unique_ids,
-)
-from cluster.traces.table import (
-    GPU_MILLI,
-    ClassSpec,
-    ImportReport,
-    Trace,
-    TraceError,
-    job_table,
-    node_table,
-)
+from cluster.traces.alibaba_instances import TASK_KEYS, read_instances
+from cluster.traces.csv_columns import as_mask, null_if_empty, numbers, read_headerless, strings
+from cluster.traces.inputs import choice, parse_options, pick_files
+from cluster.traces.rows import dedupe, unique_ids
+from cluster.traces.table import GPU_MILLI, ClassSpec, ImportReport, Trace, job_table, node_table
+from cluster.traces.text_files import check_values
 
 NAME = "alibaba-gpu-2020"
 DESCRIPTION = (
@@ -154,6 +136,7 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
     pai_machine_spec files of cluster-trace-gpu-v2020 into the common per-job table
     (s, cores, GB, milli-GPU)."""
     opts = parse_options(
+        NAME,
         options,
         {
             "arrival": ("job", choice("job", "instance")),
@@ -177,8 +160,8 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
         tpath,
         TASK_COLUMNS,
         {"job_name": S, "task_name": S, "plan_cpu": F, "plan_mem": F, "plan_gpu": F, "gpu_type": S},
+        TASK_KEYS,
     )
-    require_names(tasks, ("job_name", "task_name"), tpath, tfirst)
     tasks = pa.table(
         {
             "job_name": tasks.column("job_name"),
@@ -190,17 +173,12 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
             "t_row": np.arange(tasks.num_rows, dtype=np.int64),
         }
     )
-    tasks, repeated = dedupe(tasks, ["job_name", "task_name"])
-    if repeated:
-        report.notes.append(
-            f"{repeated} pai_task row(s) repeat a (job_name, task_name): the first used"
-        )
+    tasks = dedupe(tasks, TASK_KEYS, report, "pai_task")
 
     jpath = files["job"]
     jobs_in, jfirst = read_headerless(
-        jpath, JOB_COLUMNS, {"job_name": S, "user": S, "start_time": F}
+        jpath, JOB_COLUMNS, {"job_name": S, "user": S, "start_time": F}, ("job_name",)
     )
-    require_names(jobs_in, ("job_name",), jpath, jfirst)
     jobs_t = pa.table(
         {
             "job_name": jobs_in.column("job_name"),
@@ -209,13 +187,10 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
             "j_row": np.arange(jobs_in.num_rows, dtype=np.int64),
         }
     )
-    jobs_t, repeated = dedupe(jobs_t, ["job_name"])
-    if repeated:
-        report.notes.append(f"{repeated} pai_job row(s) repeat a job_name: the first used")
+    jobs_t = dedupe(jobs_t, ["job_name"], report, "pai_job")
 
-    ipath = files["instance"]
-    inst, ifirst = read_headerless(
-        ipath,
+    runs = read_instances(
+        files["instance"],
         INSTANCE_COLUMNS,
         {
             "job_name": S,
@@ -226,49 +201,18 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
             "end_time": F,
             "machine": S,
         },
+        TASK_KEYS,
+        UNKNOWN_TIMES,
+        report,
+        (tasks, TASK_KEYS),
+        (jobs_t, ["job_name"]),
     )
-    report.read(inst.num_rows)
-    require_names(inst, ("job_name", "task_name"), ipath, ifirst)
-    start = numbers(inst, "start_time", ipath, ifirst, unknown=UNKNOWN_TIMES)
-    end = numbers(inst, "end_time", ipath, ifirst, unknown=UNKNOWN_TIMES)
-    lines = np.arange(inst.num_rows, dtype=np.int64) + ifirst
-    file = str(ipath)
+    inst, joined, i, lines, file = runs.table, runs.joined, runs.index, runs.lines, runs.file
+    has_task, has_job = runs.matched("t_row"), runs.matched("j_row")
+    cpu, mem, gpu, j_start = runs.numbers("t_cpu", "t_mem", "t_gpu", "j_start")
 
-    status = strings(inst, "status")
-    done = np.asarray(pc.equal(status, "Terminated").to_numpy(zero_copy_only=False), dtype=bool)
-    count_by_value(report.drop, status, ~done, lines, "status {}", file)
-
-    kept = np.flatnonzero(done)
-    take_kept = pa.array(kept)
-    left = pa.table(
-        {
-            "job_name": inst.column("job_name").take(take_kept),
-            "task_name": inst.column("task_name").take(take_kept),
-            "i": kept,
-        }
-    )
-    joined = left.join(tasks, ["job_name", "task_name"], join_type="left outer")
-    joined = joined.join(jobs_t, "job_name", join_type="left outer")
-    joined = joined.take(pc.sort_indices(joined.column("i")))
-    i = np.asarray(joined.column("i").to_numpy(), dtype=np.int64)
-
-    def col(name: str) -> Any:
-        return pc.fill_null(joined.column(name), math.nan).to_numpy()
-
-    has_task = np.asarray(joined.column("t_row").is_valid().to_numpy(zero_copy_only=False))
-    has_job = np.asarray(joined.column("j_row").is_valid().to_numpy(zero_copy_only=False))
-    cpu, mem, gpu, j_start = col("t_cpu"), col("t_mem"), col("t_gpu"), col("j_start")
-
-    alive = np.ones(i.size, dtype=bool)
-
-    def drop(mask: BoolArray, reason: str) -> None:
-        hit = alive & mask
-        report.drop(reason, lines[i[hit]], file)
-        alive[hit] = False
-
-    def correct(mask: BoolArray, reason: str) -> None:
-        report.correct(reason, lines[i[alive & mask]], file)
-
+    rules = runs.rules(report)
+    drop, correct = rules.drop, rules.correct
     drop(~has_task, "task not in pai_task")
     drop(np.isnan(cpu), "no plan_cpu in pai_task")
     drop(np.isnan(mem), "no plan_mem in pai_task")
@@ -277,7 +221,7 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
     partial = (gpu > GPU_MILLI) & (np.mod(gpu, GPU_MILLI) != 0)
     if opts["fractional_gpus"] == "drop":
         drop(partial, "plan_gpu above 100 not whole GPUs")
-    s, e = start[i], end[i]
+    s, e = runs.start[i], runs.end[i]
     drop(np.isnan(s), "no start_time")
     drop(np.isnan(e), "no end_time")
     run = e - s
@@ -295,11 +239,12 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
 
     gtype = joined.column("t_type").combine_chunks()
     gtype = pc.fill_null(gtype, "")
-    no_type = np.asarray(pc.equal(gtype, "").to_numpy(zero_copy_only=False), dtype=bool)
-    misc = np.asarray(pc.equal(gtype, "MISC").to_numpy(zero_copy_only=False), dtype=bool)
+    no_type = as_mask(pc.equal(gtype, ""))
+    misc = as_mask(pc.equal(gtype, "MISC"))
     correct(no_type, f"no gpu_type: class {ANY}")
     correct(misc, f"gpu_type MISC: class {ANY}")
 
+    alive = rules.kept
     keep = pa.array(alive)
     rows = i[alive]
     take = pa.array(rows)
@@ -311,9 +256,8 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
     )
     ids = unique_ids(ids, lines[rows], report, file, "trace_id")
     job_class = pc.if_else(pa.array(no_type | misc), ANY, gtype).filter(keep)
-    user = pc.fill_null(joined.column("j_user"), "").filter(keep)
-    machine = strings(inst, "machine").take(take)
-    null = pa.scalar(None, S)
+    user = null_if_empty(pc.fill_null(joined.column("j_user"), "").filter(keep))
+    node = null_if_empty(strings(inst, "machine").take(take))
     jobs = job_table(
         ids,
         arrival[alive],
@@ -322,8 +266,8 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
         mem[alive],
         gpu[alive],
         job_class=job_class,
-        user=pc.if_else(pc.equal(user, ""), null, user),
-        node=pc.if_else(pc.equal(machine, ""), null, machine),
+        user=user,
+        node=node,
     )
     classes = [
         ClassSpec(c) if c == ANY else ClassSpec(c, node_selector={"gpu_model": [c]})
@@ -339,16 +283,13 @@ def _machines(path: Path, report: ImportReport) -> pa.Table:
         path,
         MACHINE_COLUMNS,
         {"machine": S, "gpu_type": S, "cap_cpu": F, "cap_mem": F, "cap_gpu": F},
+        ("machine",),
     )
-    require_names(spec, ("machine",), path, first)
     cpu = numbers(spec, "cap_cpu", path, first)
     mem = numbers(spec, "cap_mem", path, first)
     gpu = numbers(spec, "cap_gpu", path, first)
-    bad = np.flatnonzero(np.mod(np.nan_to_num(gpu), 1) != 0)
-    if bad.size:
-        raise TraceError(
-            path, f"{gpu[bad[0]]:g} is not a whole number of GPUs", int(bad[0]) + first, "cap_gpu"
-        )
+    whole = np.mod(np.nan_to_num(gpu), 1) == 0
+    check_values(path, gpu, whole, first, "cap_gpu", "a whole number of GPUs")
     table = pa.table(
         {
             "machine": spec.column("machine"),
@@ -358,9 +299,7 @@ def _machines(path: Path, report: ImportReport) -> pa.Table:
             "gpu": gpu,
         }
     )
-    table, repeated = dedupe(table, ["machine"], keep="max")
-    if repeated:
-        report.notes.append(f"{repeated} pai_machine_spec row(s) repeat a machine: the last used")
+    table = dedupe(table, ["machine"], report, "pai_machine_spec", keep="last")
     cpu = np.asarray(table.column("cpu").to_numpy(), dtype=np.float64)
     mem = np.asarray(table.column("mem").to_numpy(), dtype=np.float64)
     known = ~np.isnan(cpu) & ~np.isnan(mem)

@@ -66,16 +66,19 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from cluster import gpu_trace
-from cluster.traces.alibaba_2018 import (
-    check_file,
-    count_by_value,
+from cluster.traces.csv_columns import (
+    F,
+    S,
+    as_mask,
     locate_error,
+    null_if_empty,
     numbers,
-    parse_options,
-    pick_files,
+    open_csv,
     read_first_line,
-    unique_ids,
+    strings,
 )
+from cluster.traces.inputs import parse_options, pick_files
+from cluster.traces.rows import Rules, unique_ids
 from cluster.traces.table import (
     MIB_PER_GB,
     ClassSpec,
@@ -102,9 +105,6 @@ TIME_COLUMNS = ("creation_time", "deletion_time", "scheduled_time")
 #: Marker of an unknown time (besides empty and NaN).
 UNKNOWN_TIME = (-1.0,)
 _WHERE = re.compile(r"^(?:, row (\d+))?(?:, column '([^']*)')?: (.*)$", re.DOTALL)
-
-S = pa.string()
-F = pa.float64()
 
 
 def _phases(text: str) -> tuple[str, ...] | None:
@@ -168,7 +168,7 @@ def _spec_models(spec: str) -> list[str]:
 def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Trace:
     """Read an openb pod list (one job per pod) and optional node list of
     cluster-trace-gpu-v2023 into the common per-job table (s, cores, GB, milli-GPU)."""
-    opts = parse_options(options, {"phases": ("all", _phases)})
+    opts = parse_options(NAME, options, {"phases": (None, _phases)})
     files = pick_files(paths, KINDS, ("pods",), FILES)
     report = ImportReport(format=NAME, files=[str(p) for p in files.values()])
     report.units = {
@@ -183,7 +183,7 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
     models: list[str] | None = None
     if "nodes" in files:
         npath = files["nodes"]
-        check_file(npath, decompress=False)
+        open_csv(npath, decompress=False)
         try:
             loaded = gpu_trace.load_nodes(npath)
         except gpu_trace.TraceError as exc:
@@ -200,7 +200,7 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
         )
 
     path = files["pods"]
-    check_file(path, decompress=False)
+    open_csv(path, decompress=False)
     extra, _ = _extra_columns(path)
     if models is None:  # no node list: the models the pods name
         given = extra.column("gpu_spec") if "gpu_spec" in extra.column_names else pa.array([], S)
@@ -228,61 +228,48 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
     def text(name: str) -> pa.Array:
         if name not in extra.column_names:
             return pa.array([""] * n, S)
-        return pc.fill_null(extra.column(name), "").combine_chunks()
+        return strings(extra, name)
 
     created, deleted, scheduled = (column(c) for c in TIME_COLUMNS)
     phase = text("pod_phase")
-    alive = np.ones(n, dtype=bool)
+    rules = Rules(report, lines, file)
 
     wanted = opts["phases"]
     if wanted is not None:
         if "pod_phase" not in extra.column_names:
             raise TraceError(path, "no pod_phase column to select phases by", None, "phases")
-        keep = np.asarray(pc.is_in(phase, pa.array(wanted, S)).to_numpy(zero_copy_only=False))
-        count_by_value(report.drop, phase, ~keep, lines, "pod_phase {}", file)
-        alive &= keep
+        keep = as_mask(pc.is_in(phase, pa.array(wanted, S)))
+        rules.drop_by_value(phase, ~keep, "pod_phase {}")
 
     if created is None:
         report.notes.append("no creation_time column: every pod arrives at 0 s, in file order")
-        report.correct("no creation_time column: arrives at 0 s", lines[alive], file)
+        rules.correct(np.ones(n, dtype=bool), "no creation_time column: arrives at 0 s")
         arrival = np.zeros(n)
     else:
         arrival = created
         if scheduled is not None:
             use = np.isnan(created) & ~np.isnan(scheduled)
-            report.correct("no creation_time: scheduled_time used", lines[alive & use], file)
+            rules.correct(use, "no creation_time: scheduled_time used")
             arrival = np.where(use, scheduled, created)
-        lost = alive & np.isnan(arrival)
-        report.drop("no creation_time or scheduled_time", lines[lost], file)
-        alive &= ~lost
+        rules.drop(np.isnan(arrival), "no creation_time or scheduled_time")
 
     start = arrival if scheduled is None else np.where(np.isnan(scheduled), arrival, scheduled)
     unscheduled = np.ones(n, dtype=bool) if scheduled is None else np.isnan(scheduled)
     if deleted is None:
         report.notes.append("no deletion_time column: every pod runs until the end")
         deleted = np.full(n, math.nan)
-    report.correct(
+    rules.correct(
+        unscheduled & ~np.isnan(deleted),
         "no scheduled_time (never scheduled): run from creation_time",
-        lines[alive & unscheduled & ~np.isnan(deleted)],
-        file,
     )
-    report.correct("no deletion_time: runs until the end", lines[alive & np.isnan(deleted)], file)
+    rules.correct(np.isnan(deleted), "no deletion_time: runs until the end")
     run = deleted - start
     short = ~np.isnan(run) & (run <= 0)
-    report.correct("deletion_time not after the start: run 1 s", lines[alive & short], file)
+    rules.correct(short, "deletion_time not after the start: run 1 s")
     run = np.where(short, 1.0, run)
     if "pod_phase" in extra.column_names:
-        plain = np.asarray(
-            pc.is_in(phase, pa.array(PLAIN_PHASES, S)).to_numpy(zero_copy_only=False)
-        )
-        count_by_value(
-            report.correct,
-            phase,
-            alive & ~plain,
-            lines,
-            "pod_phase {}: replayed like every pod",
-            file,
-        )
+        plain = as_mask(pc.is_in(phase, pa.array(PLAIN_PHASES, S)))
+        rules.correct_by_value(phase, ~plain, "pod_phase {}: replayed like every pod")
 
     # Classes: one per distinct gpu_spec (a loop over the few distinct values, not pods).
     enc = pc.dictionary_encode(pa.array(pods.gpu_spec, S))
@@ -296,6 +283,7 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
         class_of.append(name)
     job_class = pa.array(class_of, S).take(pa.array(codes))
 
+    alive = rules.kept
     keep_rows = np.flatnonzero(alive)
     take = pa.array(keep_rows)
     ids = unique_ids(pa.array(pods.name, S).take(take), lines[keep_rows], report, file, "trace_id")
@@ -308,7 +296,7 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
         pods.memory_mib[alive] / MIB_PER_GB,
         pods.gpu_request_milli[alive].astype(np.float64),
         job_class=job_class.take(take),
-        queue=pc.if_else(pc.equal(qos, ""), pa.scalar(None, S), qos),
+        queue=null_if_empty(qos),
     )
     used = set(jobs.column("class").to_pylist())
     classes = [

@@ -52,19 +52,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cluster.traces.swf import (
+from cluster.traces.inputs import expect_paths, number_above, parse_options
+from cluster.traces.rows import Rules
+from cluster.traces.table import ImportReport, Trace, TraceError, job_table
+from cluster.traces.text_files import (
     BoolArray,
     FloatArray,
-    blank_out_whitespace_lines,
+    IntArray,
+    check_field_counts,
     check_values,
-    count_fields,
-    expect_paths,
-    index_lines,
     load_text,
-    parse_options,
     read_delimited,
+    text_records,
 )
-from cluster.traces.table import ImportReport, Trace, TraceError, job_table
 
 NAME = "azure-vm"
 DESCRIPTION = "Azure public VM trace vmtable (2017 or 2019 release): one job per VM"
@@ -73,7 +73,10 @@ OPTIONS: dict[str, str] = {
     "cores_above_24": "cores of a VM in the core bucket '>24' (default 30)",
     "memory_above_64_gb": "GB of a VM in the memory bucket '>64' (default 70)",
 }
-_OPTION_SPEC = {"cores_above_24": (30.0, 24.0), "memory_above_64_gb": (70.0, 64.0)}
+_OPTION_SPEC = {
+    "cores_above_24": (30.0, number_above(24)),
+    "memory_above_64_gb": (70.0, number_above(64)),
+}
 
 #: The columns of a vmtable, in the order of the headerless files.
 COLUMNS = (
@@ -109,7 +112,7 @@ CATEGORIES = ("Delay-insensitive", "Interactive", "Unknown")
 def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Trace:
     """Read one vmtable (or a split one) into the common per-job table (module docstring:
     the rules)."""
-    opts = parse_options(NAME, options, _OPTION_SPEC)
+    opts = parse_options(NAME, options, _OPTION_SPEC, name_as_field=False)
     files = expect_paths(NAME, paths, FILES)
     report = ImportReport(format=NAME, files=[str(p) for p in files])
     parts = [_read_file(p, report, opts) for p in files]
@@ -157,16 +160,12 @@ class _Part:
 def _read_file(path: Path, report: ImportReport, opts: Mapping[str, float]) -> _Part:
     """The kept VMs of one file as the job table's columns; counts into `report`."""
     label = str(path)
-    data = load_text(path)
+    data = load_text(path, "vmtable rows")
     quoted = b'"' in data
     buf = np.frombuffer(data, dtype=np.uint8)
-    lines = index_lines(buf, quoted)
-    buf, content = blank_out_whitespace_lines(buf, lines)
-    records = lines.select(content)
-    counts = count_fields(buf, records, ord(","), quoted)
+    buf, records = text_records(buf, quoted)
     names = list(COLUMNS)
-    first = buf[records.starts[0] : records.ends[0]].tobytes().decode("utf-8", "replace")
-    first_fields = [f.strip().strip('"').strip().lower() for f in first.split(",")]
+    first_fields = [f.strip().strip('"').strip().lower() for f in records.text(buf, 0).split(",")]
     if not _is_number(first_fields[3] if len(first_fields) > 3 else ""):
         missing = [c for c in _TYPES if c not in first_fields]
         if missing:
@@ -178,20 +177,9 @@ def _read_file(path: Path, report: ImportReport, opts: Mapping[str, float]) -> _
             )
         names = first_fields
         records = records.select(np.arange(1, len(records)))
-        counts = counts[1:]
         if len(records) == 0:
             raise TraceError(path, "a header and no VMs")
-    bad = np.flatnonzero(counts != len(names))
-    if bad.size:
-        i = int(bad[0])
-        found = int(counts[i])
-        raise TraceError(
-            path,
-            f"expected {len(names)} comma-separated fields, found {found}"
-            + (" (a truncated line?)" if found < len(names) else ""),
-            int(records.numbers[i]),
-            names[found] if found < len(names) else names[-1],
-        )
+    check_field_counts(path, buf, records, names, "comma-separated fields", quoted=quoted)
     table = read_delimited(label, buf, records, names, _TYPES, ",", quoted)
     del buf, data
     rows = records.numbers
@@ -212,36 +200,16 @@ def _read_file(path: Path, report: ImportReport, opts: Mapping[str, float]) -> _
     cores_raw, has_cores = _bucket(label, table, rows, "vmcorecountbucket", CORE_BUCKETS)
     memory_raw, has_memory = _bucket(label, table, rows, "vmmemorybucket", MEMORY_BUCKETS)
     category = table.column("vmcategory")
-    known_category = pc.is_in(category, value_set=pa.array(CATEGORIES)).to_numpy(
-        zero_copy_only=False
-    )
-    has_category = category.is_valid().to_numpy(zero_copy_only=False)
-    check_values(
-        label,
-        category.to_numpy(zero_copy_only=False),
-        known_category | ~has_category,
-        rows,
-        "vmcategory",
-        "one of " + ", ".join(CATEGORIES),
-    )
+    _, has_category = _one_of(label, category, rows, "vmcategory", CATEGORIES)
 
-    dropped = np.zeros(n, dtype=np.bool_)
-
-    def drop(mask: BoolArray, reason: str) -> None:
-        new = mask & ~dropped
-        report.drop(reason, rows[new], label)
-        dropped[new] = True
-
+    rules = Rules(report, rows, label)
+    drop, correct = rules.drop, rules.correct
     drop(~has_created, "creation time unknown")
     drop(~has_cores, "core count unknown")
     drop(has_deleted & (deleted < created), "deleted before created")
     drop(has_deleted & (deleted == created), "zero lifetime")
     drop(has_deleted & (deleted <= 0), "deleted before the trace began")
-    keep = ~dropped
-
-    def correct(mask: BoolArray, reason: str) -> None:
-        report.correct(reason, rows[keep & mask], label)
-
+    keep = rules.kept
     early = created <= 0
     correct(early, "created before the trace began")
     correct(~has_deleted, "deletion time unknown: runs until the end")
@@ -272,23 +240,25 @@ def _read_file(path: Path, report: ImportReport, opts: Mapping[str, float]) -> _
 
 
 def _bucket(
-    label: str, table: pa.Table, rows: np.ndarray, name: str, buckets: tuple[str, ...]
+    label: str, table: pa.Table, rows: IntArray, name: str, buckets: tuple[str, ...]
 ) -> tuple[FloatArray, BoolArray]:
     """A bucket column as numbers (the ``>N`` bucket: inf) and where it is given."""
-    column = pc.utf8_trim_whitespace(table.column(name))
-    index = pc.index_in(column, value_set=pa.array(buckets))
-    given = column.is_valid().to_numpy(zero_copy_only=False)
-    known = index.is_valid().to_numpy(zero_copy_only=False)
-    check_values(
-        label,
-        column.to_numpy(zero_copy_only=False),
-        known | ~given,
-        rows,
-        name,
-        "one of " + ", ".join(buckets),
-    )
+    index, given = _one_of(label, pc.utf8_trim_whitespace(table.column(name)), rows, name, buckets)
     value = np.array([float(b) if b[0] != ">" else np.inf for b in buckets] + [np.nan])
     return value[index.fill_null(len(buckets)).to_numpy()], given
+
+
+def _one_of(
+    label: str, column: pa.ChunkedArray, rows: IntArray, name: str, allowed: tuple[str, ...]
+) -> tuple[pa.ChunkedArray, BoolArray]:
+    """Each value's index in `allowed` (null where empty) and where a value is given;
+    `TraceError` at the first value not in `allowed`."""
+    index = pc.index_in(column, value_set=pa.array(allowed))
+    given = column.is_valid().to_numpy(zero_copy_only=False)
+    known = index.is_valid().to_numpy(zero_copy_only=False)
+    expected = "one of " + ", ".join(allowed)
+    check_values(label, column.to_numpy(zero_copy_only=False), known | ~given, rows, name, expected)
+    return index, given
 
 
 def _is_number(text: str) -> bool:

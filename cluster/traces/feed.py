@@ -165,14 +165,25 @@ class TableSource:
                     if rows.size:
                         parts.setdefault(cname, []).append((c, rows))
             for cname, got in parts.items():
-                self._loaded[cname] = TableArrivals(
-                    *(
-                        np.concatenate([getattr(c, f)[r] for c, r in got]) if got else np.zeros(0)
-                        for f in ("arrival_s", "size", "cpu", "memory_gb", "gpu", "estimate_s")
-                    ),
-                    rows=np.concatenate([c.lo + r for c, r in got])
+
+                def joined(f: str, got: list[tuple[Chunk, IntArray]] = got) -> FloatArray:
+                    if not got:
+                        return np.zeros(0)
+                    return np.concatenate([getattr(c, f)[r] for c, r in got])
+
+                rows = (
+                    np.concatenate([c.lo + r for c, r in got])
                     if got
-                    else np.zeros(0, dtype=np.int64),
+                    else np.zeros(0, dtype=np.int64)
+                )
+                self._loaded[cname] = TableArrivals(
+                    joined("arrival_s"),
+                    joined("size"),
+                    joined("cpu"),
+                    joined("memory_gb"),
+                    joined("gpu"),
+                    joined("estimate_s"),
+                    rows,
                 )
         return self._loaded[name]
 

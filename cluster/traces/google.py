@@ -78,19 +78,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from cluster.traces.swf import (
+from cluster.traces.inputs import expect_paths, number_above, parse_options
+from cluster.traces.rows import Rules
+from cluster.traces.table import ImportReport, Trace, TraceError, job_table, node_table
+from cluster.traces.text_files import (
+    PARSE_ERRORS,
     BoolArray,
     IntArray,
-    blank_out_whitespace_lines,
+    check_field_counts,
     check_values,
-    count_fields,
-    expect_paths,
-    index_lines,
+    describe_type,
+    first_failing,
+    first_failing_cast,
     load_text,
-    parse_options,
     read_delimited,
+    text_records,
 )
-from cluster.traces.table import ImportReport, Trace, TraceError, job_table, node_table
 
 NAME = "google-2019"
 DESCRIPTION = "Google cluster-data 2019 (Borg v3) instance, collection and machine events"
@@ -102,7 +105,10 @@ OPTIONS: dict[str, str] = {
     "cpu_per_unit": "cores per normalised CPU unit (1.0 = the largest machine; default 100)",
     "memory_gb_per_unit": "GB per normalised memory unit (1.0 = the largest machine; default 400)",
 }
-_OPTION_SPEC = {"cpu_per_unit": (100.0, 0.0), "memory_gb_per_unit": (400.0, 0.0)}
+_OPTION_SPEC = {
+    "cpu_per_unit": (100.0, number_above(0)),
+    "memory_gb_per_unit": (400.0, number_above(0)),
+}
 TABLES = ("instance_events", "collection_events", "machine_events")
 #: Time stamp of events after the trace end (microseconds).
 AFTER_END = 2**63 - 1
@@ -215,7 +221,7 @@ class _Events:
 def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Trace:
     """Read Google 2019 event tables into the common per-job table and the nodes table
     (module docstring: the rules)."""
-    opts = parse_options(NAME, options, _OPTION_SPEC)
+    opts = parse_options(NAME, options, _OPTION_SPEC, name_as_field=False)
     files = expect_paths(NAME, paths, FILES)
     by_table: dict[str, list[Path]] = {t: [] for t in TABLES}
     for p in files:
@@ -340,30 +346,13 @@ def _jobs(
         user = cuser
         ctype = np.where(has_ctype, ctype, cctype)
         has_ctype = has_ctype | (found & has_cctype)
-    row_line = ev.line[order][starts]
-    row_file = ev.file[order][starts]
-    dropped = np.zeros(n, dtype=np.bool_)
-
-    def account(counter: Callable[..., None], mask: BoolArray, reason: str) -> None:
-        sel = np.flatnonzero(mask)
-        files = row_file[sel]
-        for f in np.unique(files).tolist():
-            counter(reason, row_line[sel[files == f]], ev.labels[f])
-
-    def drop(mask: BoolArray, reason: str) -> None:
-        new = mask & ~dropped
-        account(report.drop, new, reason)
-        dropped[new] = True
-
+    rules = Rules(report, ev.line[order][starts], ev.labels, ev.file[order][starts])
+    drop, correct = rules.drop, rules.correct
     drop(has_ctype & (ctype == 1), "alloc instance (a reservation, not a task)")
     drop(first_schedule == end, "never scheduled")
     drop(~has_cpus, "no CPU request")
     drop(ended & (last_end == first_schedule), "zero run time")
-    keep = ~dropped
-
-    def correct(mask: BoolArray, reason: str) -> None:
-        account(report.correct, keep & mask, reason)
-
+    keep = rules.kept
     early = first_seen == 0
     no_submit = ~early & (first_submit == end)
     correct(early, "submitted before the trace began")
@@ -465,7 +454,7 @@ def _read_events(paths: list[Path], spec: Mapping[str, _Field]) -> _Events:
 def _read_file(path: Path, spec: Mapping[str, _Field]) -> tuple[dict[str, pa.Array], IntArray]:
     """One file's columns (typed, checked) and each row's line number."""
     label = str(path)
-    data = load_text(path)
+    data = load_text(path, "events (CSV or JSON Lines)")
     buf = np.frombuffer(data, dtype=np.uint8)
     start = re.search(rb"\S", data)
     is_json = start is not None and data[start.start() : start.start() + 1] in (b"{", b"[")
@@ -490,11 +479,8 @@ def _read_csv(
     label: str, buf: npt.NDArray[np.uint8], spec: Mapping[str, _Field]
 ) -> tuple[dict[str, pa.Array], IntArray]:
     quoted = bool(np.any(buf == 34))
-    lines = index_lines(buf, quoted)
-    buf, content = blank_out_whitespace_lines(buf, lines)
-    records = lines.select(content)
-    header_text = buf[records.starts[0] : records.ends[0]].tobytes().decode("utf-8", "replace")
-    names = [n.strip() for n in next(csv.reader([header_text]))]
+    buf, records = text_records(buf, quoted)
+    names = [n.strip() for n in next(csv.reader([records.text(buf, 0)]))]
     chosen: dict[str, str] = {}
     for key, f in spec.items():
         name = next((n for n in f.names if n in names), None)
@@ -512,18 +498,7 @@ def _read_csv(
     n = len(records)
     if n == 0:
         return {k: pa.nulls(0, f.type) for k, f in spec.items()}, np.zeros(0, np.int64)
-    counts = count_fields(buf, records, ord(","), quoted)
-    bad = np.flatnonzero(counts != len(names))
-    if bad.size:
-        i = int(bad[0])
-        found = int(counts[i])
-        raise TraceError(
-            label,
-            f"expected {len(names)} fields as the header has, found {found}"
-            + (" (a truncated line?)" if found < len(names) else ""),
-            int(records.numbers[i]),
-            names[found] if found < len(names) else names[-1],
-        )
+    check_field_counts(label, buf, records, names, "fields as the header has", quoted=quoted)
     types = {chosen[k]: spec[k].type for k in chosen}
     table = read_delimited(label, buf, records, names, types, ",", quoted)
     columns = {
@@ -536,9 +511,7 @@ def _read_csv(
 def _read_json(
     label: str, buf: npt.NDArray[np.uint8], spec: Mapping[str, _Field]
 ) -> tuple[dict[str, pa.Array], IntArray]:
-    lines = index_lines(buf)
-    buf, content = blank_out_whitespace_lines(buf, lines)
-    records = lines.select(content)
+    buf, records = text_records(buf)
 
     def parse(hi: int) -> pa.Table:
         chunk = buf[int(records.starts[0]) : int(records.stops[hi - 1])]
@@ -547,19 +520,20 @@ def _read_json(
             read_options=pajson.ReadOptions(block_size=1 << 24),
         )
 
+    def fails(hi: int) -> bool:
+        try:
+            parse(hi)
+        except PARSE_ERRORS:
+            return True
+        return False
+
     n = len(records)
     try:
         table = parse(n)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        lo, hi = 0, n  # the first prefix of `hi` lines that does not parse
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            try:
-                parse(mid)
-                lo = mid
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                hi = mid
-        row = hi - 1
+    except PARSE_ERRORS as e:
+        # The first line whose prefix does not parse (types are inferred from the lines
+        # before it too).
+        row = first_failing(n, lambda lo, hi: fails(hi)) or 0
         text = buf[records.starts[row] : records.ends[row]].tobytes()
         try:
             obj = json.loads(text)
@@ -627,20 +601,14 @@ def _convert(
     if convertible:
         try:
             return column.cast(target)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-        lo, hi = 0, len(column)  # bisect: the first value that does not convert
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            try:
-                column.slice(lo, mid - lo).cast(target)
-                lo = mid
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                hi = mid
+        except PARSE_ERRORS:
+            lo = first_failing_cast(column, target) or 0
     else:  # the first value that is there
         valid = np.flatnonzero(column.is_valid().to_numpy(zero_copy_only=False))
         lo = int(valid[0]) if valid.size else 0
-    what = "an integer" if pa.types.is_integer(target) else "a number"
-    if pa.types.is_string(target):
-        what = "text"
-    raise TraceError(label, f"expected {what}, found {column[lo].as_py()!r}", int(rows[lo]), field)
+    raise TraceError(
+        label,
+        f"expected {describe_type(target)}, found {column[lo].as_py()!r}",
+        int(rows[lo]),
+        field,
+    )

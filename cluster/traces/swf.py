@@ -47,21 +47,12 @@ Speed: whitespace is normalised with numpy and the fields parsed by `pyarrow.csv
 10^6 jobs (a 127 MB log) import in about 2 s on two cores, at a peak of about 630 bytes
 of memory per job above the interpreter's (the file's bytes included; measured with
 `resource.getrusage` on a generated log).
-
-The helpers below the SWF reader (`load_text`, `index_lines`, `read_delimited`,
-`parse_options`, ...) are shared with the other text readers (`azure`, `google`).
 """
 
 from __future__ import annotations
 
-import bz2
-import csv
-import gzip
-import lzma
-import math
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +60,20 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 
+from cluster.traces.inputs import expect_paths, parse_options
+from cluster.traces.rows import Rules
 from cluster.traces.table import ImportReport, Trace, TraceError, job_table
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-ByteArray = npt.NDArray[np.uint8]
+from cluster.traces.text_files import (
+    BoolArray,
+    ByteArray,
+    Lines,
+    check_field_counts,
+    check_values,
+    index_lines,
+    load_text,
+    read_delimited,
+)
 
 NAME = "swf"
 DESCRIPTION = "Standard Workload Format log of the Parallel Workloads Archive (jobs on one machine)"
@@ -104,18 +101,8 @@ FIELDS = (
     "preceding job",
     "think time",
 )
-_INT_FIELDS = {
-    "job number",
-    "allocated processors",
-    "requested processors",
-    "status",
-    "user id",
-    "group id",
-    "executable",
-    "queue",
-    "partition",
-    "preceding job",
-}
+#: The integer fields: 1, 5, 8 and 11 to 17 (the others are numbers).
+_INT_FIELDS = {FIELDS[i] for i in (0, 4, 7, 10, 11, 12, 13, 14, 15, 16)}
 #: The integer fields the rules read (the others are only checked).
 _USED = {"allocated processors", "requested processors", "status", "user id", "queue"}
 #: KB per GB (1 GB = 2^30 bytes).
@@ -125,11 +112,11 @@ _HEADER = re.compile(rb"^;\s*(MaxProcs|MaxNodes|UnixStartTime)\s*:\s*(-?\d+)", r
 
 def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Trace:
     """Read one SWF log into the common per-job table (module docstring: the rules)."""
-    parse_options(NAME, options, {})
+    parse_options(NAME, options, {}, name_as_field=False)
     (path,) = expect_paths(NAME, paths, FILES, most=1)
     label = str(path)
     report = ImportReport(format=NAME, files=[label])
-    buf = np.frombuffer(load_text(path), dtype=np.uint8)
+    buf = np.frombuffer(load_text(path, "SWF job lines"), dtype=np.uint8)
     norm = _normalise_whitespace(buf)
     del buf
     lines = index_lines(norm)
@@ -142,19 +129,7 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
     # Comment lines between job lines: blank them out (pyarrow skips empty lines).
     for i in np.flatnonzero(comment & (lines.starts > jobs.starts[0])).tolist():
         norm[lines.starts[i] : lines.ends[i]] = ord("\n")
-    counts = count_fields(norm, jobs, ord(" "))
-    bad = np.flatnonzero(counts != len(FIELDS))
-    if bad.size:
-        i = int(bad[0])
-        found = int(counts[i])
-        field = FIELDS[found] if found < len(FIELDS) else FIELDS[-1]
-        raise TraceError(
-            path,
-            f"expected {len(FIELDS)} fields, found {found}"
-            + (" (a truncated line?)" if found < len(FIELDS) else ""),
-            int(jobs.numbers[i]),
-            field,
-        )
+    check_field_counts(path, norm, jobs, FIELDS, "fields", delimiter=" ")
     types = {f: pa.int64() if f in _INT_FIELDS else pa.float64() for f in FIELDS}
     table = read_delimited(label, norm, jobs, list(FIELDS), types, delimiter=" ")
     del norm
@@ -194,13 +169,8 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
     run = col["run time"]
     alloc = col["allocated processors"]
     requested = col["requested processors"]
-    dropped = np.zeros(rows.size, dtype=np.bool_)
-
-    def drop(mask: BoolArray, reason: str) -> None:
-        new = mask & ~dropped
-        report.drop(reason, rows[new], label)
-        dropped[new] = True
-
+    rules = Rules(report, rows, label)
+    drop = rules.drop
     for s in (2, 3, 4):
         drop(status == s, f"partial execution record (status {s})")
     drop((status == 5) & (run <= 0), "cancelled before it ran")
@@ -218,7 +188,7 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
             f"machine: {machine:g} cores, MaxNodes of the header (no MaxProcs: one core a node)"
         )
     else:
-        kept = cpu[~dropped]
+        kept = cpu[rules.kept]
         machine, source = (float(kept.max()) if kept.size else 0.0), "widest job"
         report.notes.append(
             f"machine: {machine:g} cores, the widest job (the header gives neither MaxProcs "
@@ -226,11 +196,8 @@ def read(paths: Sequence[Path], options: Mapping[str, str] | None = None) -> Tra
         )
     drop(cpu > machine, f"wider than the machine ({source})")
 
-    keep = ~dropped
-
-    def correct(mask: BoolArray, reason: str) -> None:
-        report.correct(reason, rows[keep & mask], label)
-
+    keep = rules.kept
+    correct = rules.correct
     correct(alloc <= 0, "processors: requested used, allocated unknown")
     req_time = col["requested time"]
     correct(req_time == -1, "requested time unknown: estimate = run time")
@@ -290,8 +257,6 @@ def _read_header(buf: ByteArray, comments: Lines) -> dict[str, int]:
     return found
 
 
-_WHITESPACE = np.zeros(256, dtype=np.bool_)
-_WHITESPACE[[9, 11, 12, 13, 32]] = True
 #: Bytes normalised at a time (bounds the temporaries of `_normalise_whitespace`).
 _CHUNK = 32 * 2**20
 
@@ -340,254 +305,3 @@ def _normalise_chunk(buf: ByteArray) -> ByteArray:
     before_break[-1] = True
     before_break[:-1] = out[1:] == 10
     return out[~(space & (after_break | before_break))]
-
-
-# --- Helpers shared by the text readers ------------------------------------------------
-
-_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x1f\x8b", "gzip"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"PK\x03\x04", "zip"),
-    (b"(\xb5/\xfd", "zstd"),
-    (b"7z\xbc\xaf\x27\x1c", "7z"),
-    (b"Rar!\x1a\x07", "rar"),
-)
-
-
-def load_text(path: Path | str) -> bytes:
-    """The bytes of a text trace file; gzip, bzip2 and xz decompressed (by their magic
-    bytes, whatever the name). `TraceError` for a missing path, a directory, an empty
-    file, a file that cannot be decompressed, zip / zstd / 7z / rar / Parquet files."""
-    p = Path(path)
-    if p.is_dir():
-        raise TraceError(p, "a directory: expected a file")
-    if not p.exists():
-        raise TraceError(p, "no such file")
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise TraceError(p, f"cannot be read: {e.strerror or e}") from None
-    if not data:
-        raise TraceError(p, "empty file")
-    kind = next((k for magic, k in _MAGIC if data.startswith(magic)), None)
-    if kind is None and re.match(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)", data[:10]):
-        kind = "bzip2"
-    if kind in ("zip", "zstd", "7z", "rar"):
-        raise TraceError(p, f"compressed ({kind}): decompress it first")
-    if kind is not None:
-        decompress: Callable[[bytes], bytes] = {
-            "gzip": gzip.decompress,
-            "bzip2": bz2.decompress,
-            "xz": lzma.decompress,
-        }[kind]
-        try:
-            data = decompress(data)
-        except (OSError, EOFError, ValueError, lzma.LZMAError) as e:
-            raise TraceError(
-                p, f"compressed ({kind}) but cannot be decompressed ({e}): is it complete?"
-            ) from None
-        if not data:
-            raise TraceError(p, f"empty file (once decompressed from {kind})")
-    if data[:4] == b"PAR1" and data[-4:] == b"PAR1":
-        raise TraceError(p, "a Parquet file: expected the trace's text format")
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    if re.search(rb"\S", data) is None:
-        raise TraceError(p, "empty file (only blank lines)")
-    return data
-
-
-@dataclass(frozen=True)
-class Lines:
-    """Records of a text buffer: where each starts, where its content ends (before the
-    line break, ``\\r\\n`` or ``\\n``), where the next may start, and its 1-based line
-    number as a text editor counts."""
-
-    starts: IntArray
-    ends: IntArray
-    stops: IntArray
-    numbers: IntArray
-
-    def __len__(self) -> int:
-        return int(self.starts.size)
-
-    def select(self, index: IntArray) -> Lines:
-        return Lines(self.starts[index], self.ends[index], self.stops[index], self.numbers[index])
-
-
-def index_lines(buf: ByteArray, quoted: bool = False) -> Lines:
-    """The lines of `buf` (quoted: line breaks inside double quotes do not end a record)."""
-    n = buf.size
-    nl = np.flatnonzero(buf == 10)
-    breaks = nl
-    if quoted:
-        quotes = np.flatnonzero(buf == 34)
-        breaks = nl[np.searchsorted(quotes, nl) % 2 == 0]
-    starts = np.concatenate((np.zeros(1, np.int64), breaks + 1))
-    stops = np.concatenate((breaks + 1, np.full(1, n, np.int64)))
-    if starts[-1] >= n:
-        starts, stops = starts[:-1], stops[:-1]
-    ends = stops - (buf[np.maximum(stops - 1, 0)] == 10)
-    ends = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == 13))
-    numbers = np.searchsorted(nl, starts).astype(np.int64) + 1
-    return Lines(starts.astype(np.int64), ends.astype(np.int64), stops.astype(np.int64), numbers)
-
-
-def count_fields(buf: ByteArray, lines: Lines, delimiter: int, quoted: bool = False) -> IntArray:
-    """Fields of each line: delimiters (outside double quotes if `quoted`) + 1."""
-    d = np.flatnonzero(buf == delimiter)
-    if quoted:
-        quotes = np.flatnonzero(buf == 34)
-        d = d[np.searchsorted(quotes, d) % 2 == 0]
-    return (np.searchsorted(d, lines.ends) - np.searchsorted(d, lines.starts) + 1).astype(np.int64)
-
-
-def blank_out_whitespace_lines(buf: ByteArray, lines: Lines) -> tuple[ByteArray, IntArray]:
-    """Records of `lines` that hold more than spaces; those that hold only spaces / tabs
-    are overwritten with line breaks (a copy of `buf` if any) so that pyarrow skips them."""
-    content = np.flatnonzero(lines.ends > lines.starts)
-    # Only lines without a visible character can be blank: look at the first byte.
-    first = buf[lines.starts[content]]
-    maybe = content[_WHITESPACE[first]]
-    blank = [
-        i for i in maybe.tolist() if not buf[lines.starts[i] : lines.ends[i]].tobytes().strip()
-    ]
-    if blank:
-        buf = buf.copy()
-        for i in blank:
-            buf[lines.starts[i] : lines.ends[i]] = 10
-        content = np.setdiff1d(content, np.asarray(blank, dtype=np.int64))
-    return buf, content.astype(np.int64)
-
-
-def _describe(t: pa.DataType) -> str:
-    if pa.types.is_integer(t):
-        return "an integer"
-    if pa.types.is_floating(t):
-        return "a number"
-    return "text (UTF-8)"
-
-
-def read_delimited(
-    label: str,
-    buf: ByteArray,
-    records: Lines,
-    names: list[str],
-    types: Mapping[str, pa.DataType],
-    delimiter: str,
-    quoted: bool = False,
-    fields: Mapping[str, str] | None = None,
-) -> pa.Table:
-    """Parse the records of `buf` (every field count already checked; blank lines between
-    them empty) into the columns of `types` (a subset of `names`). A value that is not of
-    its type is a `TraceError` naming the line and the field (``fields[name]`` or name)."""
-    include = [n for n in names if n in types]
-
-    def parse(lo: int, hi: int, typed: Mapping[str, pa.DataType]) -> pa.Table:
-        chunk = buf[int(records.starts[lo]) : int(records.stops[hi - 1])]
-        return pacsv.read_csv(
-            pa.BufferReader(pa.py_buffer(chunk)),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(
-                delimiter=delimiter,
-                quote_char='"' if quoted else False,
-                newlines_in_values=quoted,
-                ignore_empty_lines=True,
-            ),
-            convert_options=pacsv.ConvertOptions(
-                column_types=typed,
-                include_columns=include,
-                null_values=[""],
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=False,
-            ),
-        )
-
-    n = len(records)
-    try:
-        table = parse(0, n, types)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        lo, hi = 0, n
-        while hi - lo > 1:  # bisect: the first record that does not parse
-            mid = (lo + hi) // 2
-            try:
-                parse(lo, mid, types)
-                lo = mid
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                hi = mid
-        text = buf[records.starts[lo] : records.ends[lo]].tobytes().decode("utf-8", "replace")
-        split = next(csv.reader([text], delimiter=delimiter)) if quoted else None
-        values = split if split is not None else text.split(delimiter)
-        as_text = {name: pa.string() for name in include}
-        for name in include:
-            try:
-                parse(lo, lo + 1, {**as_text, name: types[name]})
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                k = names.index(name)
-                value = values[k] if k < len(values) else ""
-                raise TraceError(
-                    label,
-                    f"expected {_describe(types[name])}, found {value!r}",
-                    int(records.numbers[lo]),
-                    (fields or {}).get(name, name),
-                ) from None
-        raise TraceError(label, f"cannot be parsed: {e}", int(records.numbers[lo])) from None
-    if table.num_rows != n:
-        raise TraceError(
-            label,
-            f"{table.num_rows} records parsed where {n} lines have them: a line break (\\r) "
-            "inside a line?",
-        )
-    return table
-
-
-def check_values(
-    label: str,
-    values: npt.NDArray[np.generic],
-    ok: BoolArray,
-    rows: IntArray,
-    field: str,
-    expected: str,
-) -> None:
-    """`TraceError` at the first row where `ok` is False: ``expected <expected>, found v``."""
-    bad = np.flatnonzero(~ok)
-    if bad.size:
-        i = int(bad[0])
-        v = values[i]
-        shown = (
-            f"{v:g}"
-            if isinstance(v, float | np.floating)
-            else repr(v.item() if hasattr(v, "item") else v)
-        )
-        raise TraceError(label, f"expected {expected}, found {shown}", int(rows[i]), field)
-
-
-def parse_options(
-    fmt: str, options: Mapping[str, str] | None, known: Mapping[str, tuple[float, float]]
-) -> dict[str, float]:
-    """Numeric format options: `known` maps name -> (default, lower bound, exclusive).
-    `TraceError` for an unknown name or a value that is not a number above the bound."""
-    values = {name: default for name, (default, _) in known.items()}
-    for name, raw in (options or {}).items():
-        if name not in known:
-            allowed = ", ".join(sorted(known)) if known else "none (this format takes none)"
-            raise TraceError(fmt, f"unknown option {name!r}: expected one of {allowed}")
-        low = known[name][1]
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            value = math.nan
-        if not (math.isfinite(value) and value > low):
-            raise TraceError(fmt, f"option {name}={raw!r}: expected a number > {low:g}")
-        values[name] = value
-    return values
-
-
-def expect_paths(
-    fmt: str, paths: Sequence[Path | str], files: str, most: int | None = None
-) -> list[Path]:
-    """The paths as `Path`s; `TraceError` when there are none or more than `most`."""
-    out = [Path(p) for p in paths]
-    if not out or (most is not None and len(out) > most):
-        raise TraceError(fmt, f"expected {files}, got {len(out)} files")
-    return out

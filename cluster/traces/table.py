@@ -194,7 +194,6 @@ class Trace:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-
 def job_table(
     trace_id: Any,
     arrival_s: Any,

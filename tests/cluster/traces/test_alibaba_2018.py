@@ -16,6 +16,7 @@ import pytest
 
 from cluster.traces import alibaba_2018 as reader
 from cluster.traces.table import Trace, TraceError, check_jobs
+from cluster.traces.text_files import first_failing_cast
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alibaba-2018"
 FILES = ("batch_instance.csv", "batch_task.csv", "machine_meta.csv")
@@ -349,5 +350,5 @@ def test_many_rows_are_read_whole(tmp_path: Path) -> None:
 
 def test_first_failing_finds_the_row_in_a_long_column() -> None:
     values = pa.array(["1"] * 200_000 + ["x"] + ["2"] * 10)
-    assert reader._first_failing(values, pa.float64()) == 200_000
-    assert reader._first_failing(pa.array(["1", "2"]), pa.float64()) is None
+    assert first_failing_cast(values, pa.float64()) == 200_000
+    assert first_failing_cast(pa.array(["1", "2"]), pa.float64()) is None
