@@ -32,7 +32,7 @@ TEXT = b"1 2 3\n4 5 6\n"
 @pytest.mark.parametrize(
     ("head", "kind"),
     [
-        (gzip.compress(TEXT), "gzip"),
+        (gzip.compress(TEXT, mtime=0), "gzip"),
         (bz2.compress(TEXT), "bzip2"),
         (bz2.compress(b""), "bzip2"),
         (lzma.compress(TEXT), "xz"),
@@ -51,7 +51,7 @@ def test_compression_by_magic_bytes(head: bytes, kind: str | None) -> None:
 
 def test_load_text_decompresses_and_refuses(tmp_path: Path) -> None:
     path = tmp_path / "log"
-    for packed in (gzip.compress(TEXT), bz2.compress(TEXT), lzma.compress(TEXT)):
+    for packed in (gzip.compress(TEXT, mtime=0), bz2.compress(TEXT), lzma.compress(TEXT)):
         path.write_bytes(packed)
         assert load_text(path) == TEXT
     buf = io.BytesIO()
@@ -59,7 +59,7 @@ def test_load_text_decompresses_and_refuses(tmp_path: Path) -> None:
         info = tarfile.TarInfo("log")
         info.size = len(TEXT)
         tf.addfile(info, io.BytesIO(TEXT))
-    path.write_bytes(gzip.compress(buf.getvalue()))
+    path.write_bytes(gzip.compress(buf.getvalue(), mtime=0))
     with pytest.raises(TraceError, match="a tar archive"):
         load_text(path)
     with pytest.raises(TraceError, match="a tar archive"):
