@@ -518,9 +518,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
             if status == Status.YIELDED or (status == Status.PAUSED and limit == until_s):
                 return status
             if first > self._s.fstate[FS.HORIZON]:  # the run ended before it
-                self._next_chunk = None
-                self._feed = iter(())
-                self._take_chunk()
+                self._next_chunk, self._feed = None, None
+                self.trim_jobs()
                 return status
             self.append_jobs(chunk)
             self._next_chunk = self._take_chunk()

@@ -219,11 +219,8 @@ class EasyBackfill(_QueuePolicy):
             if free_c >= cpu - rules.FIT_EPS and free_m >= mem - rules.FIT_EPS:
                 shadow = now  # fits by cores and GB now (held back by GPUs or slots)
             else:
-                shadow = math.inf
                 running = sorted(ends.get(k, ()))
-                for end, _, _ in _accumulated(running, free_c, free_m, cpu, mem):
-                    shadow = max(end, now)
-                    break
+                shadow = max(_shadow(running, free_c, free_m, cpu, mem), now)
                 # Free at the shadow time: every job that ends by it (ties included).
                 for end, c, m in running:
                     if max(end, now) > shadow:
@@ -235,14 +232,14 @@ class EasyBackfill(_QueuePolicy):
         return best
 
 
-def _accumulated(
+def _shadow(
     running: list[tuple[float, float, float]], free_c: float, free_m: float, cpu: float, mem: float
-) -> list[tuple[float, float, float]]:
-    """The first running job (estimated end s, cores, GB), in order of end, by whose end
-    enough cores and GB are free for (cpu, mem); empty when never."""
+) -> float:
+    """The first estimated end (s) among `running` (end, cores, GB), in order of end, by
+    which enough cores and GB are free for (cpu, mem); +inf when never."""
     for end, c, m in running:
         free_c += c
         free_m += m
         if free_c >= cpu - rules.FIT_EPS and free_m >= mem - rules.FIT_EPS:
-            return [(end, c, m)]
-    return []
+            return end
+    return math.inf
