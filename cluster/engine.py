@@ -93,7 +93,7 @@ from cluster.state import (
     state_from,
     static_nodes,
 )
-from cluster.traces.feed import streamed_source
+from cluster.traces.feed import TableSource, streamed_source
 from cluster.usage import CPU_RULES
 from cluster.world import build_world, initial_cache
 
@@ -138,14 +138,17 @@ def lift_table(rule: LiftRule, n_classes: int) -> FloatArray:
     return table
 
 
-def _table_feed(spec: SimulationSpec) -> tuple[Iterator[Jobs] | None, Jobs | None, int]:
-    """(the chunks after the first, the first chunk, the jobs in all) of a scenario whose
-    every class replays one streamed trace table (`cluster.traces.feed`), else nothing."""
+def _table_feed(
+    spec: SimulationSpec,
+) -> tuple[TableSource | None, Iterator[Jobs] | None, Jobs | None, int]:
+    """(the table, the chunks after the first, the first chunk, the jobs in all) of a
+    scenario whose every class replays one streamed trace table (`cluster.traces.feed`),
+    else nothing."""
     source = streamed_source(spec.classes)
     if source is None or spec.usage is not None:
-        return None, None, 0
+        return None, None, None, 0
     if any(c.runtime_by_node_type for c in spec.classes):
-        return None, None, 0
+        return None, None, None, 0
     stop = spec.stop
     limit = source.rows if stop.jobs is None else min(source.rows, int(stop.jobs))
     until = math.inf if stop.time_s is None else float(stop.time_s)
@@ -153,7 +156,7 @@ def _table_feed(spec: SimulationSpec) -> tuple[Iterator[Jobs] | None, Jobs | Non
     first = next(feed, None)
     if first is None:
         first = Jobs(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
-    return feed, first, limit
+    return source, feed, first, limit
 
 
 class Engine(JobFeeding, Operations, PolicyCalls):
@@ -201,7 +204,9 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         for c in spec.classes:
             check_gpu_request(f"workload class {c.name!r}: request.gpu", c.request.gpu)
         # A trace table is read a chunk at a time and fed as the run reaches it.
-        self._feed, first, total = _table_feed(spec) if jobs is None else (None, None, 0)
+        source, self._feed, first, total = (
+            _table_feed(spec) if jobs is None else (None, None, None, 0)
+        )
         if first is not None:
             jobs = first
         self.jobs = jobs if jobs is not None else generate_jobs(spec, seq)
@@ -219,14 +224,12 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         self.status = -1
         self._total_jobs = self.jobs.arrival_s.size
         self._next_chunk: Jobs | None = None
-        if self._feed is not None:
+        if source is not None:
             self._total_jobs = total
             stop = spec.stop
             if stop.time_s is None and total > self.jobs.arrival_s.size:
                 # The window of a job-count stop: the arrivals of its first measured and
                 # its last job, which later chunks hold.
-                source = streamed_source(spec.classes)
-                assert source is not None
                 warm = min(stop.warmup_jobs, total - 1)
                 held = self.jobs.arrival_s
                 self.set_window(

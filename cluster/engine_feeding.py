@@ -86,6 +86,12 @@ def job_state(
     return jobs_f, jobs_i
 
 
+def _widened(array: npt.NDArray[Any], size: int, fill: float = 0) -> Any:
+    """`array` with columns added up to exactly `size`, each `fill`."""
+    extra = np.full((array.shape[0], size - array.shape[1]), fill, dtype=array.dtype)
+    return np.concatenate([array, extra], axis=1)
+
+
 class JobFeeding:
     """Job feeding of `Engine` (state `_s`, `spec`, `jobs`, `provisioner`: `cluster.engine`)."""
 
@@ -159,22 +165,25 @@ class JobFeeding:
         """Make room for `total` job rows, the ones past those held now arriving never
         (+inf) until `append_jobs` fills them: a run fed a known number of jobs in chunks
         (a streamed trace table) holds exactly its jobs' rows, no spare ones."""
-        s = self._s
-        n = s.jobs_f.shape[1]
+        n = self._s.jobs_f.shape[1]
         if total <= n:
             return
-        jobs_f = np.zeros((s.jobs_f.shape[0], total))
-        jobs_f[:, :n] = s.jobs_f
-        jobs_f[JF.ARRIVAL, n:] = math.inf
-        jobs_i = np.zeros((s.jobs_i.shape[0], total), dtype=np.int64)
-        jobs_i[:, :n] = s.jobs_i
-        arrays: dict[str, Any] = {"jobs_f": jobs_f, "jobs_i": jobs_i}
-        if s.run_by_type.shape[0]:
-            arrays["run_by_type"] = grown(s.run_by_type, total, fill=-1.0)[:, :total]
-        arrays.update(self._room(2 * total + self.nodes_used + 1, total))
-        self._replace(**arrays)
+        self._replace(**self._job_rows(total))
         self._fed = n
         self._queue_room(total)
+
+    def _job_rows(self, size: int) -> dict[str, Any]:
+        """The job arrays grown to exactly `size` rows, the new rows arriving never (+inf),
+        with the room the heap and the queue need for them."""
+        s = self._s
+        held = s.jobs_f.shape[1]
+        jobs_f = _widened(s.jobs_f, size)
+        jobs_f[JF.ARRIVAL, held:] = math.inf
+        arrays: dict[str, Any] = {"jobs_f": jobs_f, "jobs_i": _widened(s.jobs_i, size)}
+        if s.run_by_type.shape[0]:
+            arrays["run_by_type"] = _widened(s.run_by_type, size, fill=-1.0)
+        arrays.update(self._room(2 * size + self.nodes_used + 1, size))
+        return arrays
 
     def trim_jobs(self) -> None:
         """Drop the reserved job rows no job filled (a streamed table that ended early:
@@ -221,14 +230,7 @@ class JobFeeding:
             )
         hi = lo + m
         if hi > s.jobs_f.shape[1]:
-            size = max(hi, 2 * s.jobs_f.shape[1])
-            jobs_f = grown(s.jobs_f, size)
-            jobs_f[JF.ARRIVAL, s.jobs_f.shape[1] :] = math.inf
-            arrays: dict[str, Any] = {"jobs_f": jobs_f, "jobs_i": grown(s.jobs_i, size)}
-            if s.run_by_type.shape[0]:
-                arrays["run_by_type"] = grown(s.run_by_type, size, fill=-1.0)
-            arrays.update(self._room(2 * size + self.nodes_used + 1, size))
-            self._replace(**arrays)
+            self._replace(**self._job_rows(max(hi, 2 * s.jobs_f.shape[1])))
             s = self._s
         new_f, new_i = job_state(self.spec, self.provisioner, jobs)
         s.jobs_f[:, lo:hi] = new_f

@@ -202,3 +202,9 @@ def peak_demand(jobs: pa.Table) -> tuple[int, float]:
     step = np.concatenate([np.ones(arrival.size), -np.ones(end.size)])[order]
     cores = np.concatenate([cpu, -cpu])[order]
     return int(np.cumsum(step).max(initial=0)), float(np.cumsum(cores).max(initial=0.0))
+
+
+def cluster_cores(node_types: list[dict[str, Any]], groups: list[dict[str, Any]]) -> float:
+    """The cores of a scenario's cluster (its node types and node groups), cores."""
+    cpu = {t["name"]: float(t["cpu"]) for t in node_types}
+    return sum(cpu[g["type"]] * g["count"] for g in groups)

@@ -190,10 +190,13 @@ def _check(batch: Any, chunk: Chunk, last: float, shown: str, source: str) -> No
         ~(np.isnan(r) | ((r > 0) & np.isfinite(r))),
         "a run time > 0 s (NaN: until the end)",
     )
-    for name in ("request_cpu", "request_memory_gb", "request_gpu"):
-        v = column(name)
+    g = column("request_gpu")  # milli-GPU as written (the chunk holds GPUs)
+    for name, v in (
+        ("request_cpu", chunk.cpu),
+        ("request_memory_gb", chunk.memory_gb),
+        ("request_gpu", g),
+    ):
         bad(name, v, ~np.isfinite(v) | (v < 0), "a finite request >= 0")
-    g = column("request_gpu")
     bad(
         "request_gpu",
         g,

@@ -101,6 +101,55 @@ def allocate_fcfs_one_core(
         left -= give
 
 
+def book_placement(
+    free_cpu: FloatArray,
+    free_mem: FloatArray,
+    free_slots: FloatArray,
+    gpu_free: FloatArray,
+    k: int,
+    cpu: float,
+    mem: float,
+    gpu: float,
+) -> None:
+    """Take a placement on node row k of (cpu cores, mem GB, gpu GPUs) off a Python
+    placer's own tally of free resources, as the engine will (its GPUs: `choose_gpus`),
+    so that later placements of the same call see it."""
+    free_cpu[k] -= cpu
+    free_mem[k] -= mem
+    free_slots[k] -= 1.0
+    if gpu > 0:
+        mask = rules.choose_gpus(gpu_free, k, gpu)
+        milli = np.floor(gpu * GPU_MILLI + 0.5) if gpu < 1 else GPU_MILLI
+        for b in range(gpu_free.shape[1]):
+            if mask >> b & 1:
+                gpu_free[k, b] -= milli
+
+
+class FreeTally:
+    """A copy of the view's free resources less what this call's placements took (for
+    placers that try each waiting job on the nodes left: `sjf`, `easy-backfill`,
+    `kube-default`)."""
+
+    def __init__(self, view: PlacementView) -> None:
+        self.view = view
+        self.cpu = view.free_cpu.copy()
+        self.mem = view.free_memory_gb.copy()
+        self.slots = view.free_slots.copy()
+        self.gpu = view.gpu_free_milli.copy()
+        self.ok = np.zeros(self.cpu.size, dtype=np.bool_)
+
+    def fitting(self, cpu: float, mem: float, gpu: float) -> npt.NDArray[np.intp]:
+        """Node rows where (cpu cores, mem GB, gpu GPUs) fits now, ascending."""
+        count = rules.fit_mask(
+            self.view.active, self.cpu, self.mem, self.slots, self.gpu, cpu, mem, gpu, self.ok
+        )
+        return np.flatnonzero(self.ok) if count else np.zeros(0, dtype=np.intp)
+
+    def take(self, k: int, cpu: float, mem: float, gpu: float) -> None:
+        """Book a placement of (cpu, mem, gpu) on node row k."""
+        book_placement(self.cpu, self.mem, self.slots, self.gpu, k, cpu, mem, gpu)
+
+
 class FcfsPlacer(Placer):
     """Strict FCFS: place queue heads in order until the head fits nowhere.
 
@@ -138,15 +187,7 @@ class FcfsPlacer(Placer):
             k = self.choose(ok, count, free[0])
             out.append(Placement(job, k))
             if len(queue) > 1:
-                free[0][k] -= c
-                free[1][k] -= m
-                free[2][k] -= 1.0
-                if g > 0:
-                    mask = rules.choose_gpus(free[3], k, g)
-                    milli = np.floor(g * GPU_MILLI + 0.5) if g < 1 else GPU_MILLI
-                    for b in range(free[3].shape[1]):
-                        if mask >> b & 1:
-                            free[3][k, b] -= milli
+                book_placement(*free, k, c, m, g)
         return out
 
 

@@ -38,11 +38,11 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from cluster.layout import GPU_MILLI, JobState
+from cluster.layout import JobState
 from cluster.model import SimulationSpec
 from cluster.policies import compiled as rules
 from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.fifo import FirstFit
+from cluster.policies.fifo import FirstFit, FreeTally
 from cluster.policies.registry import register
 
 FloatArray = npt.NDArray[np.float64]
@@ -53,36 +53,6 @@ _RUNNING = int(JobState.RUNNING)
 class Fcfs(FirstFit):
     """First come, first served: queue heads in arrival order, each on the first node with
     room; the first that fits nowhere blocks the queue (the compiled first-fit decision)."""
-
-
-class FreeTally:
-    """The view's free resources, copied, less what this call's placements took."""
-
-    def __init__(self, view: PlacementView) -> None:
-        self.view = view
-        self.cpu = view.free_cpu.copy()
-        self.mem = view.free_memory_gb.copy()
-        self.slots = view.free_slots.copy()
-        self.gpu = view.gpu_free_milli.copy()
-        self.ok = np.zeros(self.cpu.size, dtype=np.bool_)
-
-    def fitting(self, cpu: float, mem: float, gpu: float) -> npt.NDArray[np.intp]:
-        """Node rows where (cpu cores, mem GB, gpu GPUs) fits now, ascending."""
-        count = rules.fit_mask(
-            self.view.active, self.cpu, self.mem, self.slots, self.gpu, cpu, mem, gpu, self.ok
-        )
-        return np.flatnonzero(self.ok) if count else np.zeros(0, dtype=np.intp)
-
-    def take(self, k: int, cpu: float, mem: float, gpu: float) -> None:
-        self.cpu[k] -= cpu
-        self.mem[k] -= mem
-        self.slots[k] -= 1.0
-        if gpu > 0:
-            mask = rules.choose_gpus(self.gpu, k, gpu)
-            milli = np.floor(gpu * GPU_MILLI + 0.5) if gpu < 1 else GPU_MILLI
-            for b in range(self.gpu.shape[1]):
-                if mask >> b & 1:
-                    self.gpu[k, b] -= milli
 
 
 class _QueuePolicy(Placer):

@@ -41,7 +41,7 @@ import numpy.typing as npt
 from cluster.layout import JobState
 from cluster.model import JobClass, NodeType, SimulationSpec
 from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.hpc import FreeTally
+from cluster.policies.fifo import FreeTally
 from cluster.policies.registry import register
 
 BoolArray = npt.NDArray[np.bool_]

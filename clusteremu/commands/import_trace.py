@@ -158,7 +158,7 @@ def _duration(seconds: float) -> str:
 def trace_stats(trace: Any) -> dict[str, Any]:
     """The trace's shape: jobs, span, arrival rate per tenth of the span, run-time and
     request quantiles, and the offered load against the capacity its scenario would have."""
-    from scenarios.from_trace import classes_of, cluster_for, peak_demand
+    from scenarios.from_trace import classes_of, cluster_cores, cluster_for, peak_demand
 
     jobs = trace.jobs
     n = jobs.num_rows
@@ -196,8 +196,7 @@ def trace_stats(trace: Any) -> dict[str, Any]:
     }
     if n:
         types, groups, note = cluster_for(trace, classes_of(trace))
-        by_name = {t["name"]: t for t in types}
-        cores = sum(by_name[g["type"]]["cpu"] * g["count"] for g in groups)
+        cores = cluster_cores(types, groups)
         finite = np.isfinite(run)
         work = float(np.sum(cpu[finite] * run[finite]))
         horizon = float(np.max(np.where(finite, arrival + run, arrival)) - arrival[0])
@@ -249,6 +248,8 @@ def _plot_load(trace: Any, scenario: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from scenarios.from_trace import cluster_cores
+
     jobs = trace.jobs
     arrival = jobs.column("arrival_s").to_numpy()
     run = jobs.column("run_s").to_numpy()
@@ -264,8 +265,7 @@ def _plot_load(trace: Any, scenario: dict[str, Any], path: Path) -> None:
         started[np.searchsorted(arrival[order_a], grid, side="right")]
         - ended[np.searchsorted(end[order_e], grid, side="right")]
     )
-    types = {t["name"]: t for t in scenario["cluster"]["node_types"]}
-    cores = sum(types[g["type"]]["cpu"] * g["count"] for g in scenario["cluster"]["nodes"])
+    cores = cluster_cores(scenario["cluster"]["node_types"], scenario["cluster"]["nodes"])
     hours = grid / 3600.0
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
     bins = max(1, min(200, int(math.ceil(horizon / 3600.0)) or 1))
