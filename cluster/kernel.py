@@ -1157,28 +1157,25 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
             if istate[IS.NEED_PLACE] == 1:
                 if python_placer:
                     # A placer that decides once per instant waits for its last event.
-                    if istate[IS.PLACE_AFTER_TIES] == 1 and next_event_time(s) <= now:
-                        pass
-                    elif istate[IS.PLACER_ASK_ALWAYS] == 1 or may_place(s):
-                        n = gather_waiting(s)
-                        if n > 0:
-                            answer = call_c(fns[FN_PYTHON_PLACER, 0], n)
-                            if answer >= 0:  # one placement: job << 32 | node
-                                j, k = answer >> 32, answer & _NODE_BITS
-                                why = start_checked(s, j, k, now, 0.0, -1)
-                                if why != 0:
-                                    istate[IS.DEC_BAD] = 0
-                                    istate[IS.DEC_WHY] = why
-                                    return _BAD_DECISION
-                                next_queued(s)
-                            elif answer == HANDED_BACK:
-                                return _PLACER_HANDED_BACK
-                            # PLACEMENTS_QUEUED: applied first thing (0.) of the next round
-                            if answer != PLACEMENTS_QUEUED:
-                                istate[IS.NEED_PLACE] = 0
-                            continue
-                        istate[IS.NEED_PLACE] = 0
-                    else:
+                    if istate[IS.PLACE_AFTER_TIES] == 0 or next_event_time(s) > now:
+                        if istate[IS.PLACER_ASK_ALWAYS] == 1 or may_place(s):
+                            n = gather_waiting(s)
+                            if n > 0:
+                                answer = call_c(fns[FN_PYTHON_PLACER, 0], n)
+                                if answer >= 0:  # one placement: job << 32 | node
+                                    j, k = answer >> 32, answer & _NODE_BITS
+                                    why = start_checked(s, j, k, now, 0.0, -1)
+                                    if why != 0:
+                                        istate[IS.DEC_BAD] = 0
+                                        istate[IS.DEC_WHY] = why
+                                        return _BAD_DECISION
+                                    next_queued(s)
+                                elif answer == HANDED_BACK:
+                                    return _PLACER_HANDED_BACK
+                                # PLACEMENTS_QUEUED: applied first thing (0.) of the next round
+                                if answer != PLACEMENTS_QUEUED:
+                                    istate[IS.NEED_PLACE] = 0
+                                continue
                         istate[IS.NEED_PLACE] = 0
                 else:  # the compiled placer places queue heads until one fits nowhere
                     while True:
