@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 from llvmlite import ir as llvm_ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from cluster.jit_pipeline import KernelCompiler
@@ -77,6 +78,33 @@ def call_c(typingctx: Any, address: Any, n: Any) -> Any:  # noqa: ARG001 - numba
         return builder.call(function, [args[1]])
 
     return types.int64(types.int64, types.int64), codegen
+
+
+@intrinsic
+def prefetch(typingctx: Any, table: Any, row: Any, column: Any) -> Any:  # noqa: ARG001
+    """Ask the CPU to bring `table[row, column]` into its caches (compiled code only; no
+    effect on results, never a fault: LLVM's `llvm.prefetch`, a hint).
+
+    The loop asks for the fields of the job whose event comes next while it handles this
+    one: a completion reads a dozen rows of a job that started long ago, each a cache miss
+    once more jobs run than the caches hold (about half the loop's time at 10^5 running
+    jobs, without the hint)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        array_type = sig.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(
+            context, builder, array_type, array, [args[1], args[2]], wraparound=False
+        )
+        pointer = builder.bitcast(pointer, llvm_ir.IntType(8).as_pointer())
+        word = llvm_ir.IntType(32)
+        hint = llvm_ir.FunctionType(llvm_ir.VoidType(), [pointer.type, word, word, word])
+        function = cgutils.get_or_insert_function(builder.module, hint, "llvm.prefetch.p0")
+        # read, keep in every cache level, data
+        builder.call(function, [pointer, word(0), word(3), word(1)])
+        return context.get_dummy_value()
+
+    return types.none(table, row, column), codegen
 
 
 def argument_function(fn: F) -> F:

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from cluster.fit_index import index_update
-from cluster.jit import call_c, inline_function, internal_function, kernel_function
+from cluster.jit import call_c, inline_function, internal_function, kernel_function, prefetch
 from cluster.layout import (
     CF,
     CI,
@@ -235,6 +235,25 @@ def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
             or (s.heap_k[i] >> KIND_BITS) != s.nodes_i[NI.EPOCH, j]
         )
     return False
+
+
+@inline_function
+def prefetch_heap_top(s) -> None:  # type: ignore[no-untyped-def]
+    """Bring the job rows that the heap's first completion will read into the caches while
+    the loop handles the event before it (`cluster.jit.prefetch`: a hint, no effect on
+    what runs)."""
+    if s.istate[IS.HEAP_N] > 0 and (s.heap_k[0] & KIND_MASK) == Event.COMPLETE:
+        j = s.heap_j[0]
+        if j < s.jobs_f.shape[1]:
+            jobs_f, jobs_i = s.jobs_f, s.jobs_i
+            prefetch(jobs_i, JI.STATE, j)
+            prefetch(jobs_i, JI.RETRIES, j)
+            prefetch(jobs_i, JI.NODE, j)
+            prefetch(jobs_i, JI.CLS, j)
+            prefetch(jobs_f, JF.REQ_CPU, j)
+            prefetch(jobs_f, JF.REQ_MEM, j)
+            prefetch(jobs_f, JF.REQ_GPU, j)
+            prefetch(jobs_f, JF.END, j)
 
 
 # --- state transitions -------------------------------------------------------------------
@@ -1244,6 +1263,7 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                 i = s.heap_j[0]
                 kind = s.heap_k[0] & KIND_MASK
                 heap_pop(s)
+                prefetch_heap_top(s)
                 if kind == Event.COMPLETE:
                     on_complete(s, i, t)
                 elif kind == Event.TIMER:

@@ -39,3 +39,24 @@ def test_job_columns_of_each_kind_of_job() -> None:
     np.testing.assert_allclose(cost, [0.0, 0.4 * 2 * 0.5, 0.4 * 4 * 0.25, 0.1 * 2, 0.5, 0.0])
     assert measured.tolist() == [False, False, False, True, True, False]
     assert failed.tolist() == [False, False, False, False, False, True]
+
+
+def test_prefetch_is_a_hint_on_int_and_float_tables() -> None:
+    """`prefetch` compiles for the engine's int and float tables (one declaration of the
+    LLVM intrinsic serves both), emits `llvm.prefetch`, and changes nothing it touches."""
+    from numba import njit
+
+    from cluster.jit import prefetch
+
+    @njit
+    def read_after_hint(f: np.ndarray, i: np.ndarray, j: int) -> float:
+        prefetch(i, 1, j)
+        prefetch(f, 0, j)
+        return f[0, j] + i[1, j]
+
+    f = np.arange(6.0).reshape(2, 3)
+    i = np.arange(6).reshape(2, 3)
+    assert read_after_hint(f, i, 2) == 2.0 + 5
+    assert np.array_equal(f, np.arange(6.0).reshape(2, 3))
+    ir = read_after_hint.inspect_llvm(read_after_hint.signatures[0])
+    assert ir.count("call void @llvm.prefetch") == 2
