@@ -134,6 +134,10 @@ class PolicyCalls:
         for i, d in enumerate(decisions):
             if not isinstance(d, Placement):
                 raise PolicyError(name, self.now, "not a Placement", d)
+            if not all(_whole(x) for x in (d.job, d.node)):
+                raise PolicyError(
+                    name, self.now, "a Placement's job and node must be integers (row numbers)", d
+                )
             mask = -1
             if d.gpus is not None or d.setup_s != 0.0:
                 mask = check_placement(name, self.now, d, s)
@@ -306,3 +310,8 @@ class PolicyCalls:
             cores = check_allocation(self.allocator.name, view, decision)
             self._s.jobs_f[JF.CORES, view.job_ids] = cores
         kernel.apply_allocation_entry(self._t, p, self.now)
+
+
+def _whole(x: object) -> bool:
+    """An integer (Python or numpy), not a bool: what a Placement's job and node must be."""
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)

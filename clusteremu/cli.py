@@ -5,7 +5,7 @@ Exit status: 0 on success, 2 on bad input (scenario file, override, option or ou
 folder; one paragraph on stderr naming the file, the field and what was expected, before
 any work starts), 3 when a policy returns an illegal decision, 130 / 143 when interrupted
 by SIGINT / SIGTERM (results are written whole or not at all). With `--json` the summary is
-the only thing on stdout.
+the only thing on stdout (progress and warnings stay on stderr).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
@@ -42,7 +42,7 @@ from cluster.policies.points import PairError
 from cluster.readback import ReadBackError
 from cluster.runner import ScenarioResult, run_spec, with_policies
 from clusteremu.plugins import add_plugin_option, load_plugins
-from clusteremu.progress import progress
+from clusteremu.progress import Progress, compile_note, progress
 from scenarios.errors import ScenarioError, shorten
 from scenarios.loader import check_policies, load_scenario, resolve_path, shipped_scenarios
 
@@ -138,10 +138,15 @@ def check_out(args: argparse.Namespace, command: str, files: Sequence[str] | Non
 
 
 @contextmanager
-def progress_bar(enabled: bool, label: str) -> Iterator[Callable[[float], None]]:
+def progress_bar(enabled: bool, label: str, *, compiles: bool = False) -> Iterator[Progress]:
     """Progress on stderr, called with the fraction done: a bar on a terminal, else a line
-    every few seconds (the one convention of `clusteremu.progress`)."""
+    every few seconds (the one convention of `clusteremu.progress`). The commands here
+    show it under `--json` too (stdout keeps only the JSON). `compiles`: the work runs the
+    event loop, so first say when numba will compile it (`compile_note`)."""
     with progress(label, enabled) as shown:
+        note = compile_note() if enabled and compiles else ""
+        if note:
+            shown.say(note)
         yield shown
 
 
@@ -174,8 +179,12 @@ def _headline(summary: dict[str, Any], trace: bool = False) -> str:
         keys += ["startup_usd", "operating_usd", "slo_loss_usd", "total_usd", "nodes_rented"]
     if "node_failures" in summary:  # node failures or a timeline (docs/faults.md)
         keys += ["node_failures", "failure_kills", "availability", "lost_core_s"]
-    if trace:  # a replayed trace (docs/traces.md): the HPC metrics and the unplaced jobs
-        keys += ["mean_wait_s", "mean_bounded_slowdown", "unscheduled", "jobs_unfinished"]
+    if trace:  # a replayed trace (docs/traces.md): the HPC metrics
+        keys += ["mean_wait_s", "mean_bounded_slowdown"]
+    # Always: the jobs a run left unserved, so a run that did not finish never looks complete.
+    keys += ["jobs_failed", "jobs_unfinished"] + (
+        ["unscheduled"] if "unscheduled" in summary else []
+    )
     return "\n".join(f"  {k:<24} {fmt(k)}" for k in keys)
 
 
@@ -191,13 +200,42 @@ RAY_ONLY_OPTIONS = (
 )
 
 
-def _warn_if_nothing_measured(summary: dict[str, Any]) -> None:
-    if summary.get("jobs_completed") == 0:
-        unfinished = summary.get("jobs_unfinished", 0)
+#: `run` warns when the failed and unfinished jobs are at least this share of the jobs
+#: (completed + failed + unfinished).
+UNSERVED_WARN_SHARE = 0.01
+
+
+def unserved_warning(summary: dict[str, Any]) -> str:
+    """The warning line for a run whose failed plus unfinished jobs are at least
+    `UNSERVED_WARN_SHARE` (1%) of completed + failed + unfinished ("" below that)."""
+    failed = int(summary.get("jobs_failed") or 0)
+    unfinished = int(summary.get("jobs_unfinished") or 0)
+    total = int(summary.get("jobs_completed") or 0) + failed + unfinished
+    if not total or (failed + unfinished) / total < UNSERVED_WARN_SHARE:
+        return ""
+    never = summary.get("unscheduled") or 0
+    of_which = f", {never:,} of them never started" if never else ""
+    return (
+        f"warning: {failed + unfinished:,} of {total:,} jobs "
+        f"({(failed + unfinished) / total:.1%}) did not complete ({failed:,} failed, "
+        f"{unfinished:,} still in the system at the end{of_which}); the response times cover "
+        f"only the completed jobs (warned from {UNSERVED_WARN_SHARE:.0%} of completed + failed "
+        "+ unfinished)"
+    )
+
+
+def _warn_if_unserved(summary: dict[str, Any]) -> None:
+    """On stderr: a warning when no measured job completed, else `unserved_warning`'s."""
+    if summary.get("jobs_completed") != 0:
+        line = unserved_warning(summary)
+        if line:
+            print(line, file=sys.stderr)
+    else:
         failed = summary.get("jobs_failed", 0)
         never = summary.get("unscheduled", 0)
-        if never:
-            unfinished = f"{unfinished} unfinished, of which {never} never started"
+        unfinished = f"{summary.get('jobs_unfinished', 0)} unfinished" + (
+            f", of which {never} never started" if never else ""
+        )
         print(
             f"warning: no measured job completed ({failed} failed, {unfinished}); "
             "check stop.*, the warm-up, the arrivals and whether any node can take the jobs",
@@ -215,6 +253,34 @@ def _check_ray_mode(spec: SimulationSpec, args: argparse.Namespace) -> None:
         check_windowed(spec)
     except ValueError as exc:
         raise UsageError(f"--{'window' if args.window else 'realtime'}: {exc}") from None
+
+
+def _warn_shards_in_exact_mode(args: argparse.Namespace) -> None:
+    """`--shards N` without `--window`/`--realtime`: exact mode runs one engine actor and
+    the shards are not used; say so (one line on stderr) rather than seem to shard."""
+    if args.shards is not None and args.shards > 1 and not (args.window or args.realtime):
+        print(
+            f"warning: --shards {args.shards} has no effect in exact mode (one engine actor "
+            "runs every node); add --window SECONDS for windowed mode (approximate)",
+            file=sys.stderr,
+        )
+
+
+def ray_mode_note(summary: dict[str, Any]) -> str:
+    """The line that labels a windowed or real-time Ray run's figures approximate, with
+    its window and shards ("" for exact mode, kernel runs, and one node shard, whose
+    windows give the kernel's results: docs/cluster.md)."""
+    ray = summary.get("ray")
+    if not isinstance(ray, dict) or ray.get("mode", "exact") == "exact":
+        return ""
+    if ray.get("shards", 1) <= 1:
+        return ""
+    window = ray.get("window_s", 0.0)
+    return (
+        f"approximate: {ray['mode']} mode, window {window:g} s, {ray.get('shards', 1)} "
+        f"shard(s); each arrival was routed on the shards' state up to {window:g} s old, so "
+        "the figures approximate exact mode's (run without --window for the kernel's)"
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -240,10 +306,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         from actors.launch import run_on_ray
 
         _check_ray_mode(spec, args)
-        with progress_bar(not args.json, spec.name) as update, reporting(update):
+        _warn_shards_in_exact_mode(args)
+        with progress_bar(True, spec.name, compiles=True) as update, reporting(update):
             result: ScenarioResult = run_on_ray(spec, args)
+        if isinstance(result.summary.get("ray"), dict):  # summary.json and --json say it too
+            result.summary["ray"]["approximate"] = bool(ray_mode_note(result.summary))
     else:
-        with progress_bar(not args.json, spec.name) as update:
+        with progress_bar(True, spec.name, compiles=True) as update:
             result = run_spec(spec, update)
     if args.out:
         with output_folder(args.out, "run", label=spec.name) as stage:
@@ -254,10 +323,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         chosen = "".join(f", {k} {v}" for k, v in variant.items())  # what --policy set
         print(f"{spec.name}: {spec.replications} replication(s), seed {spec.seed}{chosen}")
+        note = ray_mode_note(result.summary)
+        if note:
+            print(note)
         print(_headline(result.summary, replays_table(spec)))
         if args.out:
             print(f"wrote {Path(args.out) / 'jobs.parquet'} and {Path(args.out) / 'summary.json'}")
-    _warn_if_nothing_measured(result.summary)
+    _warn_if_unserved(result.summary)
     return 0
 
 
@@ -351,7 +423,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         check_variant(spec, text, variant)
     from cluster.compare import compare_policies, plot_comparison, table_text
 
-    with progress_bar(not args.json, f"compare {spec.name}") as update:
+    with progress_bar(True, f"compare {spec.name}", compiles=True) as update:
         rows = compare_policies(spec, [v for _, v in variants], update)
     written = ""
     if args.out:  # without --out nothing is written
@@ -389,7 +461,7 @@ def _compare_grid(args: argparse.Namespace) -> int:
     for text, variant in variants:
         check_variant(first, text, variant)
     name = first.name
-    with progress_bar(not args.json, f"compare {name} over {path}") as update:
+    with progress_bar(True, f"compare {name} over {path}", compiles=True) as update:
         records = compare_grid(specs.__getitem__, values, [v for _, v in variants], update)
     written = ""
     if args.out:
@@ -416,9 +488,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     spec = _load(args)
     check_policies(spec, str(resolve_path(args.scenario)))  # what validate accepts, run does
     n_nodes, n_pools = len(spec.nodes), len(spec.pools)
+    # the allocator shares a pool's cores: without pools it has nothing to do, so no word
+    allocator = f", allocator {spec.scheduler.allocator.name}" if n_pools else ""
     print(
         f"{args.scenario}: valid ({len(spec.classes)} classes, {n_nodes} nodes, {n_pools} pools, "
-        f"placer {spec.scheduler.placer.name}, allocator {spec.scheduler.allocator.name})"
+        f"placer {spec.scheduler.placer.name}{allocator})"
     )
     return 0
 

@@ -1,10 +1,13 @@
 """Plug-in modules named on the command line: `clusteremu run SCENARIO --plugin MODULE`.
 
-A plug-in is any importable module (on `PYTHONPATH`, or installed) whose import registers
-policies with `@register(kind, name)` (see `docs/adding_a_policy.md`). `--plugin` may be
-repeated; the modules are imported in order before the scenario is loaded, so its
-`scheduler` block and `--policy` may name their policies. A module that cannot be
-imported is bad input (exit status 2), reported with the module's name and the reason.
+A plug-in is any importable module (on `PYTHONPATH`, or installed), or a Python file given
+by its path (`--plugin ./my_placer.py`), whose import registers policies with
+`@register(kind, name)` (see `docs/adding_a_policy.md`). `--plugin` may be repeated; the
+modules are imported in order before the scenario is loaded, so its `scheduler` block and
+`--policy` may name their policies. Their compiled functions are compiled then, for their
+extension point's signature. A module that cannot be imported, raises while being imported
+(a name already taken), or registers a compiled function that does not compile is bad input
+(exit status 2), reported with the plug-in's name and the reason.
 
 Installed packages can instead declare an entry point in the `clusteremu.policies` group,
 which the registry loads by itself (no option needed).
@@ -23,8 +26,10 @@ import argparse
 import logging
 import os
 from collections.abc import Sequence
-from importlib import import_module
+from pathlib import Path
 from types import ModuleType
+
+from cluster.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -32,52 +37,44 @@ __all__ = ["add_plugin_option", "load_plugins"]
 
 
 def add_plugin_option(parser: argparse.ArgumentParser) -> None:
-    """Add the repeatable `--plugin MODULE` option to a sub-command's parser."""
+    """Add the repeatable `--plugin MODULE|FILE.py` option to a sub-command's parser."""
     parser.add_argument(
         "--plugin",
         action="append",
         default=[],
-        metavar="MODULE",
-        help="import MODULE first so the policies it registers can be named "
-        "(repeatable; the module must be importable, e.g. on PYTHONPATH)",
+        metavar="MODULE|FILE.py",
+        help="import MODULE (importable, e.g. on PYTHONPATH) or the Python file FILE.py first, "
+        "so the policies it registers can be named (repeatable)",
     )
 
 
 def load_plugins(modules: Sequence[str]) -> list[ModuleType]:
-    """Import each plug-in module in order; return them.
+    """Import each plug-in (a module name or a .py file path) in order; return them.
 
-    Raises `clusteremu.cli.UsageError` (exit status 2) naming the module when it cannot be
-    found or fails while being imported (a syntax error, a policy name registered twice).
+    The built-in policies and those of the plug-ins already named in `CLUSTEREMU_PLUGINS`
+    are registered first (so a plug-in cannot take a built-in's name unnoticed). Raises
+    `UsageError` (exit status 2) naming the plug-in or the environment's entry when it
+    cannot be found, fails while being imported (a syntax error, a policy name registered
+    twice, an exception of its own), or registers a policy whose compiled function does not
+    compile for its extension point (`cluster.policies.registry.import_plugin`).
     """
-    from cluster.errors import UsageError
+    from cluster.policies import registry
 
+    for name in modules:
+        if "," in name:
+            raise UsageError(f"--plugin {name}: expected one module or file, got a comma")
+    if not modules and not registry.env_plugins():
+        return []
+    registry.load()
+    for entry in registry.env_plugins():  # named before this process (or before this call)
+        registry.import_plugin(entry, f"{registry.PLUGINS_ENV} entry {entry!r}")
     loaded = []
     for name in modules:
-        try:
-            loaded.append(import_module(name))
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and name.split(".")[0] != exc.name.split(".")[0]:
-                raise UsageError(
-                    f"--plugin {name}: the module failed to import: it needs {exc.name!r}, "
-                    "which is not installed"
-                ) from None
-            raise UsageError(
-                f"--plugin {name}: no module named {name!r}; put the folder that holds "
-                f"{name.split('.')[0]}.py (or the package) on PYTHONPATH, or install it"
-            ) from None
-        except SystemExit as exc:  # sys.exit() or exit() while being imported
-            raise UsageError(
-                f"--plugin {name}: the module called sys.exit({exc.code!r}) while being "
-                "imported; a plug-in module must only register policies"
-            ) from None
-        except Exception as exc:  # whatever the plug-in's own code raises on import
-            raise UsageError(
-                f"--plugin {name}: the module failed to import: {type(exc).__name__}: {exc}"
-            ) from None
+        loaded.append(registry.import_plugin(name, f"--plugin {name}"))
         log.info("loaded plug-in %s", name)
     if modules:
-        from cluster.policies.registry import PLUGINS_ENV
-
-        known = [m for m in os.environ.get(PLUGINS_ENV, "").split(",") if m]
-        os.environ[PLUGINS_ENV] = ",".join(dict.fromkeys([*known, *modules]))
+        # Worker processes import them by the same entries: a file by its absolute path.
+        named = [str(Path(m).expanduser().resolve()) if registry.is_path(m) else m for m in modules]
+        known = registry.env_plugins()
+        os.environ[registry.PLUGINS_ENV] = ",".join(dict.fromkeys([*known, *named]))
     return loaded

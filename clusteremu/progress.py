@@ -8,8 +8,12 @@
   printed, a last one (``gpu-frag: done in 51 s``) when the work ends.
 
 `Progress` is callable with the fraction done (what `cluster.runner.run_spec` and the
-engine report); `update(done=..., total=...)` takes counts. `progress(label, enabled)` is
-the context manager the commands use; `enabled=False` (e.g. under `--json`) shows nothing.
+engine report); `update(done=..., total=...)` takes counts; `say(text)` prints one line
+at once (``mm-c: compiling the event loop (first run only)…``, see `compile_note`).
+`progress(label, enabled)` is the context manager the commands use. Progress stays on
+under `--json` (stdout then holds only the JSON); `enabled=False` shows nothing. Each
+line is printed after flushing stdout, so in a log that holds both streams a command's
+results and its progress lines are in the order they happened.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import IO, Any
 
 #: Environment variable: seconds between progress lines off a terminal.
@@ -106,6 +111,17 @@ class Progress:
             self.last = now
             self._print(f"{text}, {now - self.start:.0f} s")
 
+    def say(self, text: str) -> None:
+        """Print `LABEL: TEXT` at once (not held back by the interval): a phase that
+        reports no fraction, such as compiling, announced before it starts."""
+        if not self.enabled:
+            return
+        line = f"{self.label}: {text}"
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
+
     def close(self, finished: bool = True) -> None:
         """End the bar; off a terminal, a last line when any was printed (and the work
         `finished`: an interrupted command says so itself)."""
@@ -146,6 +162,7 @@ class Progress:
         return f"{self.label}: {100 * self.fraction:.0f}%" + (f" ({extra})" if extra else "")
 
     def _print(self, line: str) -> None:
+        _flush_stdout()
         print(line, file=self.stream, flush=True)
         self.printed = True
 
@@ -167,6 +184,37 @@ class Progress:
         self.bar.n = int(1000 * self.fraction)
         if self.clock() - self.start >= BAR_DELAY_S:  # refresh() would ignore tqdm's delay
             self.bar.refresh()
+
+
+def _flush_stdout() -> None:
+    """Flush stdout before a progress line, so results printed earlier come first."""
+    with suppress(AttributeError, OSError, ValueError):  # closed, or the reader went away
+        sys.stdout.flush()
+
+
+#: The note printed before a run whose event loop numba has not compiled yet.
+COMPILE_NOTE = "compiling the event loop (first run only; cached in {folder})…"
+
+
+def numba_cache_dir() -> Path:
+    """The folder numba caches the compiled event loop in (set by `cluster`)."""
+    import numba
+
+    import cluster  # noqa: F401 - sets numba's cache folder
+
+    return Path(getattr(numba.config, "CACHE_DIR"))  # noqa: B009 - not in numba's stubs
+
+
+def compile_note() -> str:
+    """`COMPILE_NOTE` when the cache holds no compiled event loop (a fresh install, or
+    the kernel's sources changed): the next run compiles for minutes before its first
+    progress. "" when the loop is cached."""
+    folder = numba_cache_dir()
+    try:
+        cached = next(folder.rglob("kernel.run_kernel_*.nbi"), None) is not None
+    except OSError:
+        cached = False
+    return "" if cached else COMPILE_NOTE.format(folder=folder)
 
 
 def _isatty(stream: Any) -> bool:

@@ -88,6 +88,18 @@ SETUPS: dict[str, dict[str, int]] = {
     }.items()
 }
 
+#: Each setup in plain words (what `clusteremu list` shows).
+SETUP_WORDS: dict[str, str] = {
+    "cloud_cpu": "cloud/edge cluster, mostly cloud CPU servers",
+    "cloud_gpu": "cloud/edge cluster, mostly cloud GPU servers",
+    "edge_cloudlet": "cloud/edge cluster, mostly small edge servers (cloudlets)",
+    "edge_gpu": "cloud/edge cluster, mostly edge devices with GPUs",
+    "edge_sbc": "cloud/edge cluster, mostly single-board computers",
+    "edge_tpu": "cloud/edge cluster, mostly edge devices with TPUs",
+    "hybrid_balanced": "cloud/edge cluster, a balanced mix of servers and edge devices",
+    "hybrid_balanced_jetson": "cloud/edge cluster, a balanced mix with more Jetson GPU boards",
+}
+
 #: Topologies: (cloud, edge) bandwidth in Mbit/s to the image registry and the storage nodes.
 TOPOLOGIES: dict[str, dict[str, float]] = {
     "urban": {"cloud": 1000.0, "edge": 250.0},
@@ -529,7 +541,7 @@ def scenario_dict(
             params["replicas"] = dict(replicas)
     return {
         "name": f"faas-{setup.replace('_', '-')}",
-        "description": f"faas-sim {setup} cluster, {nodes} nodes, {topology} topology",
+        "description": f"{SETUP_WORDS[setup]}, {nodes} nodes, {topology} network",
         "seed": seed,
         "stop": {"time_s": time_s, "warmup_s": warmup_s},
         "cluster": {

@@ -37,6 +37,10 @@ BYTES_PER_CELL = 1024
 BYTES_PER_EPOCH = 512
 #: Bytes one row of a trace file costs once read (the file's bytes times this factor).
 TRACE_BYTES_FACTOR = 4
+#: Bytes one node a timeline `join` adds costs per job of the replication (measured: a
+#: node joined at run time costs the engine about 4.5 bytes per job, 20,000 joined nodes
+#: over 6,400 jobs take 0.58 GB more than 20,000 static ones; rounded up).
+BYTES_PER_JOINED_NODE_JOB = 8
 #: The share of the machine's memory (or of the process's cgroup limit) a run may plan for.
 MEMORY_FRACTION = 0.8
 
@@ -222,6 +226,7 @@ def scenario_needs(model: schema.ScenarioModel, replications: int | None = None)
         if biggest_join[1] > nodes:
             node_field = f"events.{biggest_join[0]}.join.count"
         nodes += sum(count for _, count in joins)
+    joined = float(sum(count for _, count in joins))
     needs = [
         Need(job_field, jobs * BYTES_PER_JOB_RUN, job_detail),
         Need(
@@ -231,6 +236,16 @@ def scenario_needs(model: schema.ScenarioModel, replications: int | None = None)
         ),
         Need(node_field, nodes * BYTES_PER_NODE, f"{_count(nodes)} nodes"),
     ]
+    if joined:
+        biggest_join = max(joins, key=lambda item: item[1])
+        needs.append(
+            Need(
+                f"events.{biggest_join[0]}.join.count",
+                joined * jobs * BYTES_PER_JOINED_NODE_JOB,
+                f"{_count(joined)} nodes joined by the timeline, each tracked through "
+                f"{_count(jobs)} jobs",
+            )
+        )
     types = len(model.cluster.node_types) + (8 if generator is not None else 0)
     if any(jc.runtime_by_node_type for jc in model.workload.classes):
         needs.append(
@@ -275,12 +290,148 @@ def describe(need: Need, budget: float | None = None) -> str:
     )
 
 
+def event_budget(budget: float | None = None) -> float:
+    """The most events of one kind a run may plan for: as many as the jobs the memory
+    budget holds (`BYTES_PER_JOB_RUN` each), the bound every job-count size bomb meets."""
+    limit = memory_budget_bytes() if budget is None else budget
+    return limit / BYTES_PER_JOB_RUN
+
+
+def _arrival_rate(model: schema.ScenarioModel) -> float:
+    """Jobs per second the generated classes bring together (0 when none says: batches,
+    traces)."""
+    pools = {p.name: p.cores for p in model.cluster.pools}
+    total = 0.0
+    for jc in model.workload.classes:
+        a = jc.arrival
+        if isinstance(a, schema.PoissonArrival):
+            if a.rate_per_s is not None:
+                total += a.rate_per_s
+            else:
+                cores = pools.get(jc.pool or "", 0.0) if jc.pool else 0.0
+                if not cores:
+                    cores = next(iter(pools.values())) if len(pools) == 1 else _node_cores(model)
+                total += (a.rate_per_s_per_core or 0.0) * cores
+        elif isinstance(a, schema.RenewalArrival):
+            mean = _mean_s(a.interarrival)
+            total += math.inf if mean <= 0.0 else 1.0 / mean
+    return total
+
+
+def run_length_s(model: schema.ScenarioModel) -> float | None:
+    """How long one replication runs in simulated seconds: `stop.time_s`, or the expected
+    time the arrivals take to bring `stop.jobs` (None when neither says)."""
+    stop = model.stop
+    lengths = []
+    if stop.time_s is not None:
+        lengths.append(float(stop.time_s))
+    if stop.jobs is not None:
+        rate = _arrival_rate(model)
+        if rate > 0.0:
+            lengths.append(float(stop.jobs) / rate)
+    return min(lengths) if lengths else None
+
+
+def _time_mean_s(dist: Any) -> float:
+    """The mean of an up or down time distribution; a truncated lognormal's exactly (where
+    `_mean_s` keeps its lower bound, which may be 0)."""
+    if isinstance(dist, schema.LognormalDist) and math.isfinite(dist.max_s):
+        s = dist.sigma
+
+        def phi(x: float) -> float:
+            return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+        lo = -math.inf if dist.min_s <= 0 else (math.log(dist.min_s) - dist.mu) / s
+        hi = (math.log(dist.max_s) - dist.mu) / s
+        mass = phi(hi) - phi(lo)
+        exponent = dist.mu + s * s / 2.0
+        if mass <= 0.0 or exponent > 700:
+            return dist.min_s
+        return math.exp(exponent) * (phi(hi - s) - phi(lo - s)) / mass
+    return _mean_s(dist)
+
+
+def failure_events(model: schema.ScenarioModel) -> tuple[float, str, str] | None:
+    """The node failures and recoveries a run of `model` can expect (all replications),
+    with the field that drives the count and how it adds up: per node type with a failure
+    model, its nodes (static and joined) x run length / (mean up + mean down time) x 2.
+    None without failures or a known run length."""
+    horizon = run_length_s(model)
+    if horizon is None:
+        return None
+    joined: dict[str, float] = {}
+    for ev in model.events:
+        if ev.join is not None:
+            joined[ev.join.type] = joined.get(ev.join.type, 0.0) + ev.join.count
+    static: dict[str, float] = {}
+    for g in model.cluster.nodes:
+        static[g.type] = static.get(g.type, 0.0) + g.count
+    total, worst, field, detail = 0.0, -1.0, "", ""
+    for i, t in enumerate(model.cluster.node_types):
+        f = t.failures
+        if f is None:
+            continue
+        nodes = static.get(t.name, 0.0) + joined.get(t.name, 0.0)
+        if not nodes:
+            continue
+        up = f.mtbf_s if f.mtbf_s is not None else _time_mean_s(f.up)
+        down = f.mttr_s if f.mttr_s is not None else _time_mean_s(f.down)
+        if not (math.isfinite(up) or math.isfinite(down)) or math.isnan(up + down):
+            continue
+        cycle = up + down
+        events = math.inf if cycle <= 0.0 else 2.0 * nodes * horizon / cycle
+        events *= model.replications
+        total += events
+        if events > worst:
+            worst = events
+            which = (
+                ("mtbf_s" if f.mtbf_s is not None else "up")
+                if up <= down
+                else ("mttr_s" if f.mttr_s is not None else "down")
+            )
+            field = f"cluster.node_types.{i}.failures.{which}"
+            detail = (
+                f"{_count(nodes)} {t.name} node(s) failing and recovering every "
+                f"{cycle:.3g} s on average over {horizon:.6g} s"
+            )
+    if not field:
+        return None
+    return total, field, detail
+
+
+def check_failures(model: schema.ScenarioModel, source: str, budget: float | None = None) -> None:
+    """Raise ScenarioError when the node failures a run can expect exceed the event budget
+    (`event_budget`): a failure model with a mean up and down time of microseconds would
+    run for ever, one failure after another."""
+    found = failure_events(model)
+    if found is None:
+        return
+    events, field, detail = found
+    limit = event_budget(budget)
+    if events <= limit:
+        return
+    raise ScenarioError(
+        source,
+        [
+            (
+                field,
+                f"expects about {_count(events)} node failures and recoveries ({detail}"
+                + (f", {model.replications} replications" if model.replications > 1 else "")
+                + f"), more than the {_count(limit)} events a run may plan for (as many as "
+                "the jobs this machine's memory holds); expected longer up or down times",
+            )
+        ],
+    )
+
+
 def check_scenario(model: schema.ScenarioModel, source: str, budget: float | None = None) -> None:
-    """Raise ScenarioError when a run of `model` cannot fit in memory.
+    """Raise ScenarioError when a run of `model` cannot fit in memory, or expects more
+    node failures than the event budget (`check_failures`).
 
     The error names the largest need's field; `replications` only when one replication
     alone would fit.
     """
+    check_failures(model, source, budget)
     worst = exceeds(scenario_needs(model), budget)
     if worst is None:
         return

@@ -833,12 +833,37 @@ def build_spec(model: schema.ScenarioModel, base_dir: Path, source: str) -> Simu
         on_node_failure=model.on_node_failure,
         restart_work=model.restart_work,
     )
+    _check_gpus(model, spec, source)
     spec = world.attach_world(spec, model, source)  # images, data, caches, metrics
     check_feasible(spec, source)
     check_job_supply(spec, source)
     _check_policy_params(spec, source)
     _check_usage(spec, source)
     return spec
+
+
+def _check_gpus(model: schema.ScenarioModel, spec: SimulationSpec, source: str) -> None:
+    """The engine's GPU rules, checked at load (not as a traceback when the run starts):
+    whole GPUs per node type, at most a node row's (`gpu_count`), and requests that are a
+    share of one GPU or whole GPUs (`check_gpu_request`)."""
+    from cluster.state import check_gpu_request, gpu_count
+
+    problems: list[tuple[str, str]] = []
+    where = {t.name: i for i, t in enumerate(model.cluster.node_types)}
+    for t in spec.node_types:
+        try:
+            gpu_count(t)
+        except ValueError as exc:
+            i = where.get(t.name)
+            field = "cluster.node_types" if i is None else f"cluster.node_types.{i}.gpu"
+            problems.append((field, str(exc)))
+    for i, c in enumerate(spec.classes):
+        try:
+            check_gpu_request("request.gpu", c.request.gpu)
+        except ValueError as exc:
+            problems.append((f"workload.classes.{i}.request.gpu", str(exc).split(": ", 1)[1]))
+    if problems:
+        raise ScenarioError(source, problems)
 
 
 def _paired(sched: SchedulerSpec, source: str) -> SchedulerSpec:

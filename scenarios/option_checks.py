@@ -30,10 +30,12 @@ The kinds:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from cluster.errors import UsageError
 from scenarios import limits
@@ -78,7 +80,37 @@ def out_path(value: str | None, flag: str = "--out") -> str | None:
         raise OptionError(f"{flag} {_shown(value)}: expected a path, got an empty one")
     if value is not None and "\0" in value:
         raise OptionError(f"{flag}: expected a path, got one with a NUL character")
+    if value is not None:
+        _can_write_near(value, flag)
     return value
+
+
+def _can_write_near(value: str, flag: str) -> None:
+    """OptionError when no file can be made where `value` points (its nearest folder that
+    exists: itself, or the first existing one above it): found by making and removing an
+    empty file there, since permissions do not tell (root may "write" to /proc, a read-only
+    mount passes `os.access`). A path under a file is left to the command's own checks."""
+    import tempfile
+
+    path = Path(value).expanduser().absolute()
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        folder = folder.parent if folder == path else folder
+        if not folder.is_dir():
+            return
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".clusteremu-probe-", dir=folder)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
+        raise OptionError(
+            f"{flag} {shorten(value, 200)}: cannot write there, {folder} is not writable "
+            f"({reason}); expected a path in a writable folder"
+        ) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def seed(value: int | None, flag: str = "--seed") -> int | None:

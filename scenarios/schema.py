@@ -351,7 +351,7 @@ class ClusterGeneratorModel(Strict):
 
     name: str = Field(min_length=1, description="setup name, e.g. hybrid_balanced")
     nodes: int = Field(ge=1, description="number of nodes")
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -615,10 +615,15 @@ class EventModel(Strict):
         return next(a for a in EVENT_ACTIONS if getattr(self, a) is not None)
 
 
+#: The largest seed (numpy's generators take any non-negative integer; results store
+#: int64): `scenarios.option_checks.MAX_SEED`, the same for `--seed` and `seed:`.
+MAX_SEED = 2**63 - 1
+
+
 class ScenarioModel(Strict):
     name: str = Field(min_length=1)
     description: str = ""
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     replications: int = Field(default=1, ge=1)
     stop: StopModel
     cluster: ClusterModel

@@ -836,6 +836,8 @@ def search_tree(
         tune.with_parameters(tree_trial, space=space, validation=validation), {"cpu": 1}
     )
     start = time.perf_counter()
+    if progress is not None:  # the phase's clock starts with the search, not its first trial
+        progress(0, total)
     with tempfile.TemporaryDirectory(prefix="clusteremu-synthesize-") as tmp:
         grid = tune.Tuner(
             trainable,

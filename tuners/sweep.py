@@ -249,7 +249,9 @@ def flatten_summary(summary: dict[str, Any]) -> dict[str, float]:
 
 
 def cell_row(plan: SweepPlan, cell: Cell, summary: dict[str, Any]) -> pa.Table:
-    """The one-row table stored for a finished cell."""
+    """The one-row table stored for a finished cell: the cell's parameters (`seed` an
+    integer), then its summary's numbers (floats; the summary's own `seed`, the same
+    number, does not replace the cell's)."""
     row: dict[str, Any] = {
         "cell": cell.index,
         "key": cell.key,
@@ -258,7 +260,7 @@ def cell_row(plan: SweepPlan, cell: Cell, summary: dict[str, Any]) -> pa.Table:
     }
     for path, value in cell.values:
         row[f"grid.{path}"] = value
-    row.update(flatten_summary(summary))
+    row.update({k: v for k, v in flatten_summary(summary).items() if k not in row})
     return pa.table({k: [v] for k, v in row.items()})
 
 
@@ -462,6 +464,15 @@ def run_sweep(
     return outcome
 
 
+def _integer_seed(table: pa.Table) -> pa.Table:
+    """A cell row with its `seed` as an integer: rows written before the cell's seed won
+    over the summary's stored it as a float (a folder resumed across versions mixes both)."""
+    i = table.schema.get_field_index("seed")
+    if pa.types.is_floating(table.schema.field(i).type):
+        table = table.set_column(i, "seed", table["seed"].cast(pa.int64()))
+    return table
+
+
 def read_results(out: str | Path) -> pa.Table:
     """Every finished row of a sweep folder, sorted by cell index."""
     runs = Path(out) / RUNS
@@ -473,36 +484,49 @@ def read_results(out: str | Path) -> pa.Table:
         if table is None:
             log.warning("%s cannot be read (cut short?) or is not a sweep cell; skipped", p)
         else:
-            tables.append(table)
+            tables.append(_integer_seed(table))
     if not tables:
         return pa.table({})
     table = pa.concat_tables(tables, promote_options="default")
     return table.sort_by("cell")
 
 
-def summary_table(table: pa.Table, metric: str = "mean_response_time_s") -> str:
-    """One line per grid point and policy: the metric's mean over seeds with a 95% CI."""
+def summary_table(table: pa.Table, metrics: str | Sequence[str] = ("mean_response_time_s",)) -> str:
+    """One line per grid point and policy: each metric's mean over seeds with its 95% CI
+    (n/a with one seed, or for a metric no cell reported), then the number of seeds."""
     from cluster.metrics import ci95_half_width
 
-    if table.num_rows == 0 or metric not in table.column_names:
+    chosen = [metrics] if isinstance(metrics, str) else list(metrics)
+    if table.num_rows == 0:
         return ""
     keys = [c for c in table.column_names if c.startswith("grid.")] + ["policy"]
-    groups: dict[tuple[Any, ...], list[float]] = {}
     columns = {k: table[k].to_pylist() for k in keys}
-    for i, value in enumerate(table[metric].to_pylist()):
-        groups.setdefault(tuple(columns[k][i] for k in keys), []).append(float(value))
-    header = [k.removeprefix("grid.") for k in keys] + [metric, "ci95", "seeds"]
+    nan = float("nan")
+    values = {
+        m: [nan if v is None else float(v) for v in table[m].to_pylist()]
+        if m in table.column_names
+        else [nan] * table.num_rows
+        for m in chosen
+    }
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i in range(table.num_rows):
+        groups.setdefault(tuple(columns[k][i] for k in keys), []).append(i)
+    header = [k.removeprefix("grid.") for k in keys]
+    for m in chosen:
+        header += [m, "ci95"]
+    header.append("seeds")
     rows = []
-    for group, values in groups.items():
-        ci = ci95_half_width(values)
-        rows.append(
-            [str(v) for v in group]
-            + [
-                f"{sum(values) / len(values):.6g}",
+    for group, members in groups.items():
+        row = [str(v) for v in group]
+        for m in chosen:
+            got = [values[m][i] for i in members if values[m][i] == values[m][i]]
+            ci = ci95_half_width(got)
+            row += [
+                f"{sum(got) / len(got):.6g}" if got else "n/a",
                 "n/a" if ci != ci else f"{ci:.3g}",  # one seed: no interval
-                str(len(values)),
             ]
-        )
+        row.append(str(len(members)))
+        rows.append(row)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     return "\n".join(
         "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows]

@@ -117,6 +117,35 @@ class PlacementView:
     #: read in a call (a placer that never reads it pays nothing), read-only.
     running_by_class: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
 
+    # Read-only aliases under the compiled `PlacerView`'s names, so that one naming serves
+    # a compiled placer and its Python twin (docs/adding_a_policy.md, "Field names"). Job
+    # fields stay indexed by queue position here (by job id in the compiled view).
+
+    @property
+    def free_mem(self) -> FloatArray:
+        """`free_memory_gb` (the compiled view's name)."""
+        return self.free_memory_gb
+
+    @property
+    def capacity_mem(self) -> FloatArray:
+        """`capacity_memory_gb` (the compiled view's name)."""
+        return self.capacity_memory_gb
+
+    @property
+    def gpu_free(self) -> FloatArray:
+        """`gpu_free_milli` (the compiled view's name): (nodes, GPUs) free milli-GPU."""
+        return self.gpu_free_milli
+
+    @property
+    def request_mem(self) -> FloatArray:
+        """`request_memory_gb` (the compiled view's name), by queue position."""
+        return self.request_memory_gb
+
+    @property
+    def job_class(self) -> IntArray:
+        """`class_index` (the compiled view's name), by queue position."""
+        return self.class_index
+
     def job_column(self, name: str) -> npt.NDArray[Any]:
         """A per-job column indexed by job id (the ids in `queue`), read-only: `arrival_s`,
         `size` (a rigid job's run time at speed 1, s), `estimate_s` (the user's estimate,

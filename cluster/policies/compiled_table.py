@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -265,6 +266,104 @@ def _register(kind: str, fn: Any) -> Any:
     if dispatcher not in TABLE[kind]:
         TABLE[kind].append(dispatcher)
     return dispatcher
+
+
+#: Each extension point's signature as a plug-in's author writes it (for error messages).
+SIGNATURE_TEXT: dict[str, str] = {
+    "placer": "place(job, now_s, view: PlacerView) -> int",
+    "allocator": "allocate(members, n, pool_cores, now_s, view: AllocatorView, cores) -> None",
+    "scaler": "scale(now_s, view: ScalerView, actions) -> int",
+    "scorer": "score(nodes, view: ScorerView, out) -> None",
+}
+
+
+class CompileError(ValueError):
+    """A compiled policy function does not compile for its extension point's signature
+    (wrong arguments, a type numba cannot infer, a write to a read-only view): found when a
+    plug-in is loaded (`check_compiles`), before any run. The message is one paragraph."""
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_NUMBA_NOISE = ("Failed in ", "During: ", "There are ", "- Of which", "Overload ", "With argument")
+
+
+def numba_problem(exc: BaseException) -> str:
+    """numba's error as one short sentence: what failed, and where in the user's file
+    (numba's own message is a multi-line dump of its pipeline and candidate overloads)."""
+    text = _ANSI.sub("", str(exc))
+    raw = text.splitlines()
+    lines = [line.strip() for line in raw if line.strip()]
+    specific = [
+        line.split("Error: ", 1)[1]
+        for line in lines
+        if line.startswith(("NumbaTypeError: ", "TypingError: ", "NumbaValueError: "))
+    ]
+    useful = [line for line in lines if not line.startswith(_NUMBA_NOISE)]
+    if specific:
+        head = specific[0]
+    elif useful:
+        head = useful[0]
+        if head.endswith(":") and len(useful) > 1 and useful[1].startswith(">>>"):
+            head = f"{head} {useful[1].removeprefix('>>>').strip()}"
+    else:
+        head = type(exc).__name__
+    where = ""
+    for i, line in enumerate(raw):
+        found = re.match(r'\s*File "([^"]+)", line (\d+):', line)
+        if not found:
+            continue
+        source = ""
+        for j in range(i + 1, len(raw)):  # the line above numba's ^ marker
+            if raw[j].strip() and set(raw[j].strip()) <= {"^", "~"}:
+                source = raw[j - 1].strip()
+                break
+            if not raw[j].strip():
+                break
+        where = f" ({found.group(1)}, line {found.group(2)}" + (f": {source}" if source else "")
+        where += ")"
+        break
+    head = _short_types(head)
+    if len(head) > 240:
+        head = head[:239] + "…"
+    if "readonly array" in head and ("modify" in head or "setitem" in head):
+        head += " (the views are read-only but for `params` and `rng`)"
+    message = head.rstrip(".:") + where
+    return message if len(message) <= 400 else message[:399] + "…"
+
+
+def _short_types(text: str) -> str:
+    """numba's type of a view (`PlacerView(readonly array(float64, 1d, C), ...)`, sixteen
+    fields) written as its name."""
+    for view in ("PlacerView", "AllocatorView", "ScalerView", "ScorerView"):
+        start = text.find(view + "(")
+        while start >= 0:
+            depth, end = 0, start + len(view)
+            for end in range(start + len(view), len(text)):
+                depth += {"(": 1, ")": -1}.get(text[end], 0)
+                if depth == 0:
+                    break
+            text = text[: start + len(view)] + text[end + 1 :]
+            start = text.find(view + "(", start + 1)
+    return text
+
+
+def check_compiles(kind: str, fn: Any) -> None:
+    """Compile registered function `fn` for extension point `kind`'s signature now (or find
+    it compiled, or in numba's cache); CompileError naming the function and what numba
+    refused. Run when a plug-in is loaded, so that `validate` refuses what `run` would
+    crash on, and a run never starts with a function that cannot be called."""
+    sig = SIGNATURES[kind]
+    if sig.args in fn.overloads:
+        return
+    name = getattr(getattr(fn, "py_func", fn), "__qualname__", repr(fn))
+    try:
+        with signals_blocked():
+            fn.compile(sig)
+    except Exception as exc:  # noqa: BLE001 - numba's TypingError, TypeError, LoweringError...
+        raise CompileError(
+            f"{name} does not compile as a compiled {kind} {SIGNATURE_TEXT[kind]}: "
+            f"{numba_problem(exc)}"
+        ) from None
 
 
 def compiled_placer(fn: Callable[..., int]) -> Any:

@@ -150,44 +150,84 @@ class FreeTally:
         book_placement(self.cpu, self.mem, self.slots, self.gpu, k, cpu, mem, gpu)
 
 
+#: The fields of a `PlacementView` that a placer's own placements of a call use up.
+_FREE_FIELDS = ("free_cpu", "free_memory_gb", "free_gpu", "free_slots", "gpu_free_milli")
+
+
+def tallied_view(view: PlacementView) -> PlacementView:
+    """The view with writable copies of its free resources (`free_cpu`, `free_memory_gb`,
+    `free_gpu`, `free_slots`, `gpu_free_milli`), for a placer that takes off what each
+    of its placements of the call holds (`book_placement`); every other field is the
+    view's own. A shallow copy of the view object: a few microseconds."""
+    new = object.__new__(type(view))
+    if hasattr(view, "__dict__"):
+        new.__dict__.update(view.__dict__)
+    else:  # a view class with slots: copy it the slow way
+        import copy
+
+        new = copy.copy(view)
+    for name in _FREE_FIELDS:
+        object.__setattr__(new, name, np.array(getattr(view, name), copy=True))
+    return new
+
+
 class FcfsPlacer(Placer):
-    """Strict FCFS: place queue heads in order until the head fits nowhere.
+    """Strict FCFS: place queue heads in order until the head fits nowhere; the Python
+    twin of a compiled placer (docs/adding_a_policy.md, "The Python twin").
 
     Feasibility is the compiled placers' own rule (`rules.has_room`: cores, GB, GPUs per
     GPU, worker slots) applied to the view's free resources as this call's decisions use
-    them up.
+    them up. A subclass says which node the head goes to: `choose_node(view, i, fits,
+    count)` with the whole view, or the older, shorter `choose(fits, count, free_cpu)`.
     """
 
     #: Behind a blocked head nothing starts: the engine asks only when the head may move.
     strict_fcfs = True
 
+    def choose_node(
+        self, view: PlacementView, i: int, fits: npt.NDArray[np.bool_], count: int
+    ) -> int:
+        """The node for waiting job `i` (its position in `view.queue`; its id is
+        `view.queue[i]`, its request `view.request_cpu[i]`, ...): what the compiled
+        `place(job, now_s, view)` answers for that job, as a node of `fits`.
+
+        `fits` marks the `count` nodes where the job fits (the engine's rule, `fits` in
+        compiled code); `view` is the call's whole view, its free resources (`free_cpu`,
+        `free_memory_gb` alias `free_mem`, `free_slots`, `free_gpu`, `gpu_free_milli`
+        alias `gpu_free`) as this call's earlier placements left them, its capacities,
+        speeds, node types and statuses as they are. The default asks `choose(fits,
+        count, view.free_cpu)`."""
+        return self.choose(fits, count, view.free_cpu)
+
     def choose(self, fits: npt.NDArray[np.bool_], count: int, free_cpu: FloatArray) -> int:
         """The node for the job at the head: `fits` marks the `count` nodes with room, and
         `free_cpu` is every node's free cores as this call's earlier placements left them."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"placer {self.name!r} ({type(self).__name__}) has no Python twin: an FcfsPlacer "
+            "defines choose_node(view, i, fits, count) or choose(fits, count, free_cpu) "
+            "(docs/adding_a_policy.md, 'The Python twin')"
+        )
 
     def place(self, view: PlacementView) -> list[Placement]:
         queue = view.queue.tolist()
+        many = len(queue) > 1
+        if many:  # later decisions of this call see the earlier ones
+            view = tallied_view(view)
         cpu, mem, gpu = view.request_cpu, view.request_memory_gb, view.request_gpu
-        free: tuple[FloatArray, ...] = (
-            view.free_cpu,
-            view.free_memory_gb,
-            view.free_slots,
-            view.gpu_free_milli,
-        )
-        if len(queue) > 1:  # later decisions of this call see the earlier ones
-            free = tuple(a.copy() for a in free)
-        ok = np.zeros(view.free_cpu.size, dtype=np.bool_)
+        active, free_cpu, free_mem = view.active, view.free_cpu, view.free_memory_gb
+        free_slots, gpu_free = view.free_slots, view.gpu_free_milli
+        ok = np.zeros(free_cpu.size, dtype=np.bool_)
         out: list[Placement] = []
         for i, job in enumerate(queue):
             c, m, g = float(cpu[i]), float(mem[i]), float(gpu[i])
-            count = rules.fit_mask(view.active, free[0], free[1], free[2], free[3], c, m, g, ok)
+            count = rules.fit_mask(active, free_cpu, free_mem, free_slots, gpu_free, c, m, g, ok)
             if count == 0:
                 break
-            k = self.choose(ok, count, free[0])
+            k = self.choose_node(view, i, ok, count)
             out.append(Placement(job, k))
-            if len(queue) > 1:
-                book_placement(*free, k, c, m, g)
+            if many:
+                book_placement(free_cpu, free_mem, free_slots, gpu_free, k, c, m, g)
+                view.free_gpu[k] -= g
         return out
 
 

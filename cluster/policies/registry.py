@@ -13,15 +13,21 @@ from __future__ import annotations
 
 import difflib
 import functools
+import importlib.util
+import inspect
 import logging
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal, TypeVar
 
-from cluster.policies.base import Allocator, Placer, Policy, Provisioner, Scaler
+from cluster.errors import UsageError
+from cluster.policies.base import Allocator, Placer, Policy, PolicyError, Provisioner, Scaler
 
 Kind = Literal["placer", "allocator", "provisioner", "scaler"]
 KINDS: tuple[Kind, ...] = ("placer", "allocator", "provisioner", "scaler")
@@ -82,7 +88,11 @@ def registrar(table: dict[str, Any], label: str) -> Callable[[str], Callable[[T]
     def register_as(name: str) -> Callable[[T], T]:
         def wrap(cls: T) -> T:
             if name in table and table[name] is not cls:
-                raise ValueError(f"{label} {name!r} is already registered by {table[name]!r}")
+                taken = table[name]
+                raise ValueError(
+                    f"{label} {name!r} is already registered by "
+                    f"{taken.__module__}.{taken.__qualname__}; register yours under another name"
+                )
             cls.name = name  # type: ignore[attr-defined]
             table[name] = cls
             return cls
@@ -126,24 +136,159 @@ def provided(kind: Kind, cls: type[Policy]) -> tuple[Kind, ...]:
     return points or (kind,)
 
 
+#: The error the plug-ins named in `PLUGINS_ENV` raised when first loaded (raised again by
+#: every later lookup in this process: the registry is loaded once).
+_load_error: Exception | None = None
+
+
 def _load() -> None:
-    global _loaded
+    global _loaded, _load_error
     if _loaded:
+        if _load_error is not None:
+            raise _load_error
         return
     _loaded = True
     for module in BUILTIN_MODULES:
         import_module(module)
     for ep in entry_points(group="clusteremu.policies"):
         ep.load()
-    for module in filter(None, os.environ.get(PLUGINS_ENV, "").split(",")):
-        try:
-            import_module(module.strip())
-        except ImportError as exc:
-            # Not importable here (another machine, another PYTHONPATH): its policies stay
-            # unknown, and a lookup of one names it with the registered alternatives.
-            log.warning(
-                "%s names plug-in %r, which cannot be imported: %s", PLUGINS_ENV, module, exc
-            )
+    try:
+        for entry in env_plugins():
+            import_plugin(entry, f"{PLUGINS_ENV} entry {entry!r}")
+    except Exception as exc:  # a UsageError naming the entry: every later lookup says it too
+        _load_error = exc
+        raise
+
+
+def load() -> None:
+    """Register the built-in policies, the entry points' and those of the plug-ins named
+    in `PLUGINS_ENV` (once per process); UsageError naming an entry that cannot be
+    imported or registers a policy that cannot be used."""
+    _load()
+
+
+def env_plugins() -> list[str]:
+    """The plug-ins (module names or .py file paths) named in `PLUGINS_ENV`, in order."""
+    return [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+
+
+def is_path(entry: str) -> bool:
+    """Whether a plug-in entry names a file (`./my_placer.py`) rather than a module."""
+    return entry.endswith(".py") or "/" in entry or os.sep in entry
+
+
+def _import_file(entry: str, label: str) -> ModuleType:
+    """Import the Python file `entry` as a module named by its stem (once per process)."""
+    path = Path(entry).expanduser()
+    if not path.is_file():
+        what = "a folder" if path.is_dir() else "no such file"
+        raise UsageError(f"{label}: expected a Python file (.py) or a module name, got {what}")
+    name = path.stem
+    if not name.isidentifier():
+        raise UsageError(
+            f"{label}: the file's name must be a Python module name (letters, digits, _), "
+            f"got {name!r}"
+        )
+    resolved = path.resolve()
+    held = sys.modules.get(name)
+    if held is not None:
+        where = getattr(held, "__file__", None)
+        if where is not None and Path(where).resolve() == resolved:
+            return held
+        raise UsageError(
+            f"{label}: a module named {name!r} is already imported "
+            f"({where or 'built in'}); rename the file"
+        )
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{label}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def import_plugin(entry: str, label: str) -> ModuleType:
+    """Import plug-in `entry` (a module name, or a .py file path) and check the policies
+    it registers as a run would use them: a compiled function that is not in the compiled
+    table for the class's extension point, or that does not compile for its signature, is
+    refused here, before any work.
+
+    Anything wrong is a `UsageError` (exit status 2) whose message starts with `label`
+    (`--plugin NAME`, or the `PLUGINS_ENV` entry) and says why: not found, the module
+    raised while being imported (a syntax error, a name already registered), a policy
+    whose compiled function does not compile.
+    """
+    before = {(kind, name): cls for kind in KINDS for name, cls in _REGISTRY[kind].items()}
+    try:
+        module = _import_file(entry, label) if is_path(entry) else import_module(entry)
+    except UsageError:
+        raise
+    except ModuleNotFoundError as exc:
+        top = Path(entry).stem if is_path(entry) else entry.split(".")[0]
+        if exc.name is not None and top != exc.name.split(".")[0]:
+            raise UsageError(
+                f"{label}: the module failed to import: it needs {exc.name!r}, "
+                "which is not installed"
+            ) from None
+        raise UsageError(
+            f"{label}: no module named {entry!r}; put the folder that holds "
+            f"{top}.py (or the package) on PYTHONPATH, install it, or give the file's path"
+        ) from None
+    except SystemExit as exc:  # sys.exit() or exit() while being imported
+        raise UsageError(
+            f"{label}: the module called sys.exit({exc.code!r}) while being "
+            "imported; a plug-in module must only register policies"
+        ) from None
+    except Exception as exc:  # whatever the plug-in's own code raises on import
+        raise UsageError(
+            f"{label}: the module failed to import: {type(exc).__name__}: {exc}"
+        ) from None
+    prefix = module.__name__ + "."
+    for kind in KINDS:
+        for name, cls in list(_REGISTRY[kind].items()):
+            mine = cls.__module__ == module.__name__ or cls.__module__.startswith(prefix)
+            if before.get((kind, name)) is cls and not mine:
+                continue
+            if provided(kind, cls)[0] != kind:  # a pair: checked at its first point
+                continue
+            try:
+                check_compiled(kind, cls)
+            except ValueError as exc:
+                raise UsageError(f"{label}: {kind} {name!r}: {exc}") from None
+    return module
+
+
+def check_compiled(kind: Kind, cls: type[Policy]) -> None:
+    """ValueError when `cls` names a compiled function (`compiled = fn`) that a run could
+    not call: not registered for one of the class's extension points (an undecorated
+    function, or one decorated for another point), or not compiling for that point's
+    signature (`compiled_table.CompileError`, which names numba's reason)."""
+    function = inspect.getattr_static(cls, "compiled", None)
+    if function is None:
+        return
+    from cluster.policies import compiled_table
+
+    points = [p for p in provided(kind, cls) if p in compiled_table.KINDS]
+    shown = getattr(getattr(function, "py_func", function), "__qualname__", repr(function))
+    if not points:
+        raise ValueError(
+            f"{cls.__qualname__}.compiled = {shown}, but a {kind} has no compiled path "
+            "(set compiled = None)"
+        )
+    for point in points:
+        if any(f is function for f in compiled_table.TABLE[point]):
+            compiled_table.check_compiles(point, function)
+            return
+    decorators = " or ".join(f"@compiled_{p}" for p in points)
+    raise ValueError(
+        f"{cls.__qualname__}.compiled = {shown} is not a registered compiled {points[0]}; "
+        f"decorate the function with {decorators} (cluster.policies.compiled_table)"
+    )
 
 
 def names(kind: Kind) -> list[str]:
@@ -188,7 +333,6 @@ class _Signature:
 
 @functools.cache
 def _signature(cls: type[Policy]) -> _Signature:
-    import inspect
     import typing
 
     from pydantic import TypeAdapter
@@ -262,3 +406,10 @@ def create(kind: Kind, name: str, **params: Any) -> Policy:
         return cls(**params)
     except TypeError as exc:
         raise ValueError(f"{kind} {name!r} does not accept parameters {params}: {exc}") from None
+    except (ValueError, PolicyError):  # the class's own refusal of its parameters
+        raise
+    except Exception as exc:  # noqa: BLE001 - a plug-in's constructor failing: bad input
+        raise ValueError(
+            f"{kind} {name!r} ({cls.__module__}.{cls.__qualname__}) failed to build: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None

@@ -9,16 +9,19 @@ inherited tests:
   `check_allocation(view, cores)` for the policy's own invariants.
 - `ScalerConformance`: define `make_scaler()`; optionally `scale_scenario()`.
 
-Every suite checks, on whole runs through the engine's Python decision path and on
-hand-made views: decisions name real jobs and nodes; capacity (cores, GB, worker slots,
-milli-GPU per GPU, a pool's cores) is never exceeded; the view is not mutated; an empty
-queue, pool or cluster is handled; runs are deterministic for a seed; the policy pickles
-(it travels to Ray workers). Placers are also run with worker slots, inactive (booting and
-released) nodes, a failed and a draining node (docs/faults.md), patience timeouts and
-shared GPUs (two 0.5-GPU jobs share one GPU, a 1.0-GPU job needs a wholly free one);
-scalers with failing nodes and views holding down and draining ones. Policies with a
-compiled path (`compiled`, a function registered in `cluster.policies.compiled_table`)
-must give the same per-job table on both paths.
+Every suite checks, on whole runs and on hand-made views: decisions name real jobs and
+nodes; capacity (cores, GB, worker slots, milli-GPU per GPU, a pool's cores) is never
+exceeded; the view is not mutated; an empty queue, pool or cluster is handled; runs are
+deterministic for a seed; the policy pickles (it travels to Ray workers). Placers are also
+run with worker slots, inactive (booting and released) nodes, a failed and a draining node
+(docs/faults.md), patience timeouts and shared GPUs (two 0.5-GPU jobs share one GPU, a
+1.0-GPU job needs a wholly free one); scalers with failing nodes and views holding down
+and draining ones. Policies with a compiled path (`compiled`, a function registered in
+`cluster.policies.compiled_table`) must give the same per-job table on both paths. A
+placer's whole runs are made on each path it has (the Python path, every decision checked
+as it is made, and the compiled one, checked by the engine and over the whole run); a
+compiled placer without its Python twin is checked on the compiled path, and the tests
+that need the twin are skipped saying so (docs/adding_a_policy.md, "The Python twin").
 
 The `check_*` functions are the rules themselves, usable on their own: each returns the
 list of problems with one decision list (empty when legal).
@@ -29,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -40,18 +43,21 @@ from cluster.engine import Engine
 from cluster.layout import GPU_MILLI, JF, JI, NF, NI, JobState, NodeStatus
 from cluster.metrics import RunResult
 from cluster.model import NodeFailures, SimulationSpec, TimelineEvent
+from cluster.policies import compiled_table
 from cluster.policies.base import (
     Allocation,
     Allocator,
     Placement,
     PlacementView,
     Placer,
+    PolicyError,
     PoolView,
     Release,
     Rent,
     Scaler,
     ScaleView,
 )
+from cluster.policies.fifo import FcfsPlacer
 
 #: Tolerance on capacity checks (cores, GB, GPUs).
 EPS = 1e-9
@@ -484,9 +490,21 @@ def run_capacity_violations(engine: Engine) -> list[str]:
 # --- placers -------------------------------------------------------------------------------
 
 
+#: The section of the policy authors' guide on a compiled placer's Python twin.
+TWIN_DOC = "docs/adding_a_policy.md, section 'The Python twin'"
+
+
 class PlacerConformance:
     """Inherit and define `make_placer()`; optionally override `placement_scenario()` and
-    `gpu_scenario()` (return None to skip the shared-GPU run)."""
+    `gpu_scenario()` (return None to skip the shared-GPU run).
+
+    Every whole run is made on each decision path the placer has: the Python path
+    (`force_python_policies=True`, every decision checked as it is made) and, for a placer
+    with a compiled function (`compiled`), the compiled path (checked by the engine as it
+    runs, and over the whole run after it); the two must give the same per-job table. A
+    compiled placer without a Python twin (its `place` raises NotImplementedError) is
+    checked on the compiled path only, and the tests that need the twin (hand-made views,
+    compiled == Python) are skipped, saying so (`TWIN_DOC`)."""
 
     #: Patience given to every class in the timeout test, seconds.
     timeout_s: ClassVar[float] = 0.3
@@ -504,6 +522,38 @@ class PlacerConformance:
         return as_spec(self.placement_scenario())
 
     # -- helpers --
+
+    def missing_twin(self) -> str | None:
+        """Why the placer has no Python decision path, or None when it has one: a
+        `Placer` that keeps the base class's `place`, or an `FcfsPlacer` that defines
+        neither `choose_node` nor `choose` (both raise NotImplementedError)."""
+        placer = self.make_placer()
+        cls = type(placer)
+        if cls.place is Placer.place:
+            missing = "it does not define place(view)"
+        elif isinstance(placer, FcfsPlacer) and all(
+            getattr(cls, name) is getattr(FcfsPlacer, name)
+            for name in ("place", "choose_node", "choose")
+        ):
+            missing = "an FcfsPlacer that defines neither choose_node nor choose"
+        else:
+            return None
+        kind = "a compiled placer" if placer.compiled is not None else "a placer"
+        return (
+            f"{cls.__name__} is {kind} without a Python decision path ({missing}); "
+            f"a compiled placer needs its Python twin for the suite's checks of single "
+            f"decisions and of compiled == Python: see {TWIN_DOC}"
+        )
+
+    def require_twin(self) -> None:
+        """Skip the test, saying why, for a compiled placer without a Python twin; fail it
+        for a placer with neither path."""
+        why = self.missing_twin()
+        if why is None:
+            return
+        if self.make_placer().compiled is None:
+            pytest.fail(why)
+        pytest.skip(why)
 
     def checked_placer(self) -> tuple[Placer, dict[str, int]]:
         """A fresh placer whose every decision is checked (legal, view not mutated)."""
@@ -523,16 +573,60 @@ class PlacerConformance:
         placer.place = place  # type: ignore[method-assign]
         return placer, calls
 
-    def checked_run(self, spec: SimulationSpec) -> tuple[Engine, RunResult, dict[str, int]]:
+    def checked_run(
+        self, spec: SimulationSpec, prepare: Callable[[Engine], object] | None = None
+    ) -> tuple[Engine, RunResult, dict[str, int]]:
         """Run `spec` on the Python path with every decision checked, then check capacity
-        over the whole run."""
+        over the whole run. `prepare(engine)` runs before the run (rent, release)."""
         placer, calls = self.checked_placer()
         engine = Engine(spec, placer=placer, force_python_policies=True)
+        if prepare is not None:
+            prepare(engine)
         result = engine.run()
         problems = run_capacity_violations(engine)
-        assert not problems, "; ".join(problems)
+        assert not problems, "on the Python path: " + "; ".join(problems)
         assert calls["calls"] > 0 and calls["placed"] > 0
         return engine, result, calls
+
+    def compiled_run(
+        self, spec: SimulationSpec, prepare: Callable[[Engine], object] | None = None
+    ) -> tuple[Engine, RunResult]:
+        """Run `spec` on the compiled path (the engine checks every placement as it applies
+        it: a refused one fails the test), then check capacity over the whole run."""
+        placer = self.make_placer()
+        name = getattr(compiled_table.compiled_of(placer), "__name__", "compiled")
+        engine = Engine(spec, placer=placer)
+        if prepare is not None:
+            prepare(engine)
+        try:
+            result = engine.run()
+        except PolicyError as exc:
+            raise AssertionError(f"on the compiled path ({name}): {exc}") from exc
+        problems = run_capacity_violations(engine)
+        assert not problems, f"on the compiled path ({name}): " + "; ".join(problems)
+        assert result.summary["jobs_completed"] > 0, f"on the compiled path ({name})"
+        return engine, result
+
+    def checked_runs(
+        self, spec: SimulationSpec, prepare: Callable[[Engine], object] | None = None
+    ) -> list[tuple[str, Engine, RunResult]]:
+        """Run `spec` on every path the placer has, checked (`checked_run`,
+        `compiled_run`): [(path, engine, result)], the Python path first; with both, their
+        per-job tables must be equal."""
+        runs: list[tuple[str, Engine, RunResult]] = []
+        if self.missing_twin() is None:
+            engine, result, _ = self.checked_run(spec, prepare)
+            runs.append(("Python", engine, result))
+        if self.make_placer().compiled is not None:
+            runs.append(("compiled", *self.compiled_run(spec, prepare)))
+        if not runs:
+            pytest.fail(str(self.missing_twin()))
+        if len(runs) == 2:
+            assert equal_tables(runs[0][2], runs[1][2]), (
+                f"the compiled and the Python path ran {spec.name!r} differently "
+                f"(the twin must decide as the compiled function does: {TWIN_DOC})"
+            )
+        return runs
 
     def base_view(self, jobs: Sequence[int] = ()) -> PlacementView:
         """A plain view of the scenario's nodes, all up and empty, and a queue of one job
@@ -569,8 +663,8 @@ class PlacerConformance:
     # -- whole runs --
 
     def test_decisions_are_legal(self) -> None:
-        _, result, _ = self.checked_run(self._spec())
-        assert result.summary["jobs_completed"] > 0
+        for path, _, result in self.checked_runs(self._spec()):
+            assert result.summary["jobs_completed"] > 0, path
 
     def test_deterministic_for_a_seed(self) -> None:
         spec = self._spec()
@@ -581,43 +675,46 @@ class PlacerConformance:
     def test_compiled_and_python_paths_agree(self) -> None:
         if self.make_placer().compiled is None:
             pytest.skip("no compiled path")
+        self.require_twin()
         spec = self._spec()
         fast = Engine(spec, placer=self.make_placer()).run()
         slow = Engine(spec, placer=self.make_placer(), force_python_policies=True).run()
-        assert equal_tables(fast, slow)
+        assert equal_tables(fast, slow), f"the twin decides otherwise: {TWIN_DOC}"
 
     def test_worker_slots(self) -> None:
         """With one or two worker slots per node, no node ever runs more jobs."""
         for slots in (1, 2):
-            self.checked_run(with_worker_slots(self._spec(), slots))
+            self.checked_runs(with_worker_slots(self._spec(), slots))
 
     def test_timeouts(self) -> None:
         """Jobs that leave unserved are never placed, and the queue moves on."""
         spec = with_timeouts(with_worker_slots(self._spec(), 1), self.timeout_s)
-        engine, result, _ = self.checked_run(spec)
-        assert np.any(engine.state.jobs_i[JI.STATE] == JobState.FAILED), "no job timed out"
-        assert result.summary["jobs_completed"] > 0
-        if self.make_placer().compiled is not None:
-            fast = Engine(spec, placer=self.make_placer()).run()
-            assert equal_tables(fast, result)
+        for path, engine, result in self.checked_runs(spec):
+            failed = engine.state.jobs_i[JI.STATE] == JobState.FAILED
+            assert np.any(failed), f"no job timed out on the {path} path"
+            assert result.summary["jobs_completed"] > 0, path
 
     def test_inactive_nodes_are_never_used(self) -> None:
         """Node 0 released and a node rented (booting 30 s) at t=0: no job runs on node 0,
         none on the rented node before it is ready."""
         spec = with_startup_delay(self._spec(), 30.0)
-        placer, calls = self.checked_placer()
-        engine = Engine(spec, placer=placer, force_python_policies=True)
-        engine.release(0)
-        rented = engine.rent(engine.spec.nodes[-1])
-        assert engine.nodes_i[NI.STATUS, rented] == NodeStatus.BOOTING
-        engine.run()
-        s = engine.state
-        ran = placed_jobs(engine) & (s.jobs_i[JI.STATE] == JobState.DONE)
-        assert not np.any(s.jobs_i[JI.NODE, ran] == 0), "a job ran on a released node"
-        on_rented = ran & (s.jobs_i[JI.NODE] == rented)
-        assert np.all(s.jobs_f[JF.START, on_rented] >= 30.0), "a job ran on a booting node"
-        assert not run_capacity_violations(engine)
-        assert calls["placed"] > 0
+        rented: list[int] = []
+
+        def release_and_rent(engine: Engine) -> None:
+            engine.release(0)
+            rented.append(engine.rent(engine.spec.nodes[-1]))
+            assert engine.nodes_i[NI.STATUS, rented[-1]] == NodeStatus.BOOTING
+
+        for path, engine, _ in self.checked_runs(spec, release_and_rent):
+            s = engine.state
+            ran = placed_jobs(engine) & (s.jobs_i[JI.STATE] == JobState.DONE)
+            assert not np.any(s.jobs_i[JI.NODE, ran] == 0), (
+                f"{path} path: a job ran on a released node"
+            )
+            on_rented = ran & (s.jobs_i[JI.NODE] == rented[-1])
+            assert np.all(s.jobs_f[JF.START, on_rented] >= 30.0), (
+                f"{path} path: a job ran on a booting node"
+            )
 
     def test_down_and_draining_nodes_are_never_used(self) -> None:
         """Node 0 fails at t1 and recovers at t2, node 1 drains at t3 (a fifth, two and three
@@ -635,32 +732,35 @@ class PlacerConformance:
             TimelineEvent(t2, "recover", node=0),
             TimelineEvent(t3, "drain", node=1),
         )
-        engine, result, calls = self.checked_run(spec)
-        s = engine.state
-        ran = placed_jobs(engine) & (s.jobs_i[JI.STATE] == JobState.DONE)
-        start, end = s.jobs_f[JF.START], s.jobs_f[JF.END]
-        on0 = ran & (s.jobs_i[JI.NODE] == 0)
-        assert not np.any(on0 & (start >= t1) & (start < t2)), "a job started on a down node"
-        assert not np.any(on0 & (start < t1) & (end > t1)), "a job outlived its node's failure"
-        on1 = ran & (s.jobs_i[JI.NODE] == 1)
-        assert not np.any(on1 & (start > t3)), "a job started on a draining node"
-        assert engine.nodes_i[NI.STATUS, 1] == NodeStatus.RELEASED
-        assert result.summary["node_failures"] == 1
-        if self.make_placer().compiled is not None:
-            fast = Engine(spec, placer=self.make_placer()).run()
-            assert equal_tables(fast, result)
+        for path, engine, result in self.checked_runs(spec):
+            s = engine.state
+            ran = placed_jobs(engine) & (s.jobs_i[JI.STATE] == JobState.DONE)
+            start, end = s.jobs_f[JF.START], s.jobs_f[JF.END]
+            on0 = ran & (s.jobs_i[JI.NODE] == 0)
+            assert not np.any(on0 & (start >= t1) & (start < t2)), (
+                f"{path} path: a job started on a down node"
+            )
+            assert not np.any(on0 & (start < t1) & (end > t1)), (
+                f"{path} path: a job outlived its node's failure"
+            )
+            on1 = ran & (s.jobs_i[JI.NODE] == 1)
+            assert not np.any(on1 & (start > t3)), f"{path} path: a job started on a draining node"
+            assert engine.nodes_i[NI.STATUS, 1] == NodeStatus.RELEASED, path
+            assert result.summary["node_failures"] == 1, path
 
     def test_shared_gpus(self) -> None:
-        """Shared GPUs: legal per-GPU decisions over a whole run."""
+        """Shared GPUs: legal per-GPU decisions over a whole run, on every path."""
         scenario = self.gpu_scenario()
         if scenario is None:
             pytest.skip("no GPU scenario for this placer")
-        engine, result, _ = self.checked_run(as_spec(scenario))
-        assert result.summary["jobs_unfinished"] == 0 or engine.spec.stop.time_s is not None
+        for path, engine, result in self.checked_runs(as_spec(scenario)):
+            unfinished = result.summary["jobs_unfinished"]
+            assert unfinished == 0 or engine.spec.stop.time_s is not None, path
 
     # -- hand-made views --
 
     def test_empty_queue(self) -> None:
+        self.require_twin()
         placer = self.set_up()
         view = self.base_view([])
         assert list(placer.place(view)) == []
@@ -671,6 +771,7 @@ class PlacerConformance:
 
     def test_empty_cluster(self) -> None:
         """No node active, or every node full: nothing is placed."""
+        self.require_twin()
         queue = self.placed_classes()
         view = self.base_view(queue)
         for changes in (
@@ -692,6 +793,7 @@ class PlacerConformance:
     def test_only_active_nodes_with_a_slot_are_named(self) -> None:
         """Every node inactive but the last, then every node without a slot but the last:
         whatever is placed goes to the last node, at most one job in the second case."""
+        self.require_twin()
         queue = self.placed_classes() * 3
         view = self.base_view(queue)
         n = view.active.size
@@ -709,6 +811,7 @@ class PlacerConformance:
 
     def test_gpu_shares_in_a_view(self) -> None:
         """Every GPU half used: a 1.0-GPU job may not be placed; a 0.5-GPU job may share."""
+        self.require_twin()
         view = self.base_view(self.placed_classes()[:1])
         gpus = np.asarray(view.capacity_gpu)
         if not np.any(gpus >= 1):
@@ -733,6 +836,7 @@ class PlacerConformance:
         placer = self.set_up()
         clone = pickle.loads(pickle.dumps(placer))
         assert type(clone) is type(placer)
+        self.require_twin()
         view = self.base_view(self.placed_classes() * 2)
         assert list(clone.place(view)) == list(placer.place(view))
 

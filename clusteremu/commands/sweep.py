@@ -5,7 +5,9 @@
 
 Re-running the same command after an interruption runs only the missing cells (the
 scenario may be named differently: `mm-c`, `scenarios/mm-c.yaml` or an absolute path).
-Every argument, cell and policy variant, and the folder, are checked before Ray starts.
+Every argument, cell and policy variant, and the folder, are checked before Ray starts;
+when every cell already has a row, Ray does not start at all. `--metric` chooses the
+summary keys the table shows (mean over seeds and 95% CI per grid point and policy).
 Exit status 0 when every cell has a row, 1 when some are still missing (re-run to resume),
 2 on bad input, 130 / 143 when interrupted (finished cells are kept).
 """
@@ -56,19 +58,56 @@ def add_parser(sub: Any) -> None:
         "--address", help="Ray cluster to join, HOST:PORT or 'auto' (default: a private one)"
     )
     p.add_argument("--dashboard-host", default="127.0.0.1", help="Ray dashboard bind address")
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME]",
+        help="summary key(s) the table shows, each as its mean over seeds and 95%% CI "
+        "(repeatable or a comma list; default: mean_response_time_s)",
+    )
     p.add_argument("--json", action="store_true", help="print only the outcome, as JSON")
     add_plugin_option(p)
     p.set_defaults(func=cmd_sweep)
 
 
+DEFAULT_METRIC = "mean_response_time_s"
+
+
+def metrics(texts: list[str]) -> list[str]:
+    """`--metric` (repeatable, each a comma list) as summary keys, checked, in order and
+    each once; the default metric when none is given."""
+    from clusteremu.cli import UsageError, check_metric
+
+    chosen: list[str] = []
+    for text in texts:
+        for name in (n.strip() for n in text.split(",")):
+            if not name:
+                raise UsageError(f"--metric {text!r}: an empty name; expected NAME[,NAME]")
+            check_metric(name)
+            if name not in chosen:
+                chosen.append(name)
+    return chosen or [DEFAULT_METRIC]
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from clusteremu.cli import UsageError, check_out, parse_policy, progress_bar, require_extra
+    from clusteremu.cli import UsageError, check_out, parse_policy, require_extra
     from scenarios import option_checks
 
     if args.workers is not None:
         option_checks.workers(args.workers, local=not args.address)
+    shown = metrics(args.metric)
     require_extra("ray", "ray", "sweep")
-    from tuners.sweep import SweepError, check_folder, parse_grid, parse_seeds, plan_sweep
+    from tuners.sweep import (
+        SweepError,
+        SweepOutcome,
+        check_folder,
+        check_manifest,
+        done_cells,
+        parse_grid,
+        parse_seeds,
+        plan_sweep,
+    )
 
     out = Path(args.out)
     check_out(args, "sweep")
@@ -80,28 +119,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_folder(out, plan)
     except SweepError as exc:
         raise UsageError(str(exc)) from None
-    # Everything is checked: now start Ray.
-    import ray
-
-    from actors.launch import ensure_ray, stop_ray
     from cluster.io import to_json
-    from tuners.sweep import run_sweep
 
     args.interrupt_note = f"finished cells are kept in {out}; re-run the same command to resume"
-    started = ensure_ray(
-        args.address, args.dashboard_host, num_cpus=args.workers if not args.address else None
-    )
-    try:
-        workers = args.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        with progress_bar(not args.json, f"sweep {out.name}") as update:
-            try:
-                outcome = run_sweep(
-                    plan, out, workers, progress=lambda done, total: update(done / max(total, 1))
-                )
-            except SweepError as exc:
-                raise UsageError(str(exc)) from None
-    finally:
-        stop_ray(started)
+    total = len(plan.cells)
+    if len(done_cells(out, plan)) == total:  # nothing left to run: no Ray at all
+        try:
+            check_manifest(out, plan)
+        except SweepError as exc:
+            raise UsageError(str(exc)) from None
+        outcome = SweepOutcome(total, total, 0, [], 0.0)
+    else:
+        outcome = _run_on_ray(args, plan, out)
     report = {
         "cells": outcome.total,
         "already_done": outcome.skipped,
@@ -115,15 +144,43 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     else:
         from tuners.sweep import read_results, summary_table
 
-        print(
-            f"sweep {out}: {outcome.total} cells, {outcome.skipped} already done, "
+        ran = (
             f"{outcome.ran} run now in {outcome.wall_s:.1f} s"
+            if outcome.ran or outcome.missing
+            else "nothing left to run (Ray not started)"
         )
-        print(summary_table(read_results(out)))
-        print(f"wrote {out / 'runs'}/ (one Parquet file per cell) and {out / 'sweep.json'}")
+        print(f"sweep {out}: {outcome.total} cells, {outcome.skipped} already done, {ran}")
+        print(summary_table(read_results(out), shown))
+        verb = "wrote" if outcome.ran else "results in"
+        print(f"{verb} {out / 'runs'}/ (one Parquet file per cell) and {out / 'sweep.json'}")
         if outcome.missing:
             print(
                 f"{len(outcome.missing)} cell(s) missing; re-run the same command to resume",
                 file=sys.stderr,
             )
     return 0 if outcome.complete else 1
+
+
+def _run_on_ray(args: argparse.Namespace, plan: Any, out: Path) -> Any:
+    """Start Ray (or join `--address`), run the cells without a row, stop what started."""
+    import ray
+
+    from actors.launch import ensure_ray, stop_ray
+    from clusteremu.cli import UsageError, progress_bar
+    from tuners.sweep import SweepError, run_sweep
+
+    started = ensure_ray(
+        args.address, args.dashboard_host, num_cpus=args.workers if not args.address else None
+    )
+    try:
+        workers = args.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        # progress on stderr, under --json too (stdout keeps the outcome)
+        with progress_bar(True, f"sweep {out.name}", compiles=True) as update:
+            try:
+                return run_sweep(
+                    plan, out, workers, progress=lambda done, total: update(done / max(total, 1))
+                )
+            except SweepError as exc:
+                raise UsageError(str(exc)) from None
+    finally:
+        stop_ray(started)

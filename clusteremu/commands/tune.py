@@ -445,6 +445,17 @@ def _percent(fraction: float) -> str:
 
 
 def _plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = _figure(results)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _figure(results: dict[str, Any]) -> Any:
+    """tune.png's figure: each experiment's improvement, and the mean improvement per
+    tuner with its 95% interval drawn only where the table has one (none from one
+    experiment: the table's n/a is no error bar here either)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -469,6 +480,7 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     x = np.arange(len(names))
     width = 0.38
     plotted_means: list[float] = []
+    intervals = 0
     for offset, key, label, color in (
         (-width / 2, None, "in sample (selected on)", "tab:blue"),
         (width / 2, "out_of_sample", "out of sample (fresh seeds)", "tab:orange"),
@@ -478,17 +490,29 @@ def _plot(results: dict[str, Any], path: Path) -> None:
             continue
         means = [100 * p["mean_improvement_over_fixed"] for p in parts]
         errs = [100 * p["ci95"] for p in parts]
-        errs = [0.0 if e != e else e for e in errs]  # one experiment: no interval to draw
-        bx.bar(x + offset, means, width, yerr=errs, capsize=4, color=color, label=label)
+        bx.bar(x + offset, means, width, color=color, label=label)
+        has = [i for i, e in enumerate(errs) if e == e]  # NaN: one experiment, no interval
+        if has:
+            bx.errorbar(
+                [x[i] + offset for i in has],
+                [means[i] for i in has],
+                yerr=[errs[i] for i in has],
+                fmt="none",
+                ecolor="black",
+                capsize=4,
+            )
+            intervals += len(has)
         plotted_means += means
     bx.set_xticks(x, names)
     bx.axhline(0.0, color="grey", linewidth=0.8)
     scale_axis(bx, plotted_means)
     bx.legend()
-    bx.set_ylabel("mean improvement over Fixed (%), 95% interval")
+    bx.set_ylabel(
+        "mean improvement over Fixed (%)"
+        + (", 95% interval" if intervals else " (one experiment: no interval)")
+    )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 # --- train-rl ----------------------------------------------------------------------------------

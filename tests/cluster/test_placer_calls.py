@@ -219,3 +219,24 @@ def test_an_engine_is_freed_when_its_last_reference_goes(placer: type[Placer] | 
         assert gone() is None
     finally:
         gc.enable()
+
+
+class _BadNumbers(Placer):
+    """Places the first waiting job at a node given as `node` (NaN, a float, a bool)."""
+
+    name = "test-bad-numbers"
+
+    def __init__(self, node: object) -> None:
+        self.node = node
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        return [Placement(int(view.queue[0]), self.node), Placement(int(view.queue[0]), 0)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("node", [float("nan"), 2.7, True, np.float64(1.0)])
+def test_a_placement_that_is_not_a_pair_of_integers_is_an_illegal_decision(node: object) -> None:
+    """NaN, a float (which used to be truncated: 2.7 became node 2) or a bool as a node is
+    the placer's illegal decision, named, not a numpy error from inside the engine."""
+    spec = load_scenario("mm-c", ["stop.jobs=20", "stop.warmup_jobs=0"])
+    with pytest.raises(PolicyError, match="must be integers"):
+        Engine(spec, placer=_BadNumbers(node), force_python_policies=True).run()

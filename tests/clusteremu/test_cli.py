@@ -233,4 +233,136 @@ def test_console_script_runs_as_a_module() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["scenario"] == "mm-c"
-    assert done.stderr == ""
+    # stderr: progress only (a line every 5 s, and a compile note on a cold numba cache)
+    assert all(line.startswith("mm-c: ") for line in done.stderr.splitlines()), done.stderr
+
+
+#: mm-c cut off at 60 s near saturation: jobs are still queued and running at the end.
+CUT_OFF = [
+    "--set",
+    "stop.jobs=null",
+    "--set",
+    "stop.warmup_jobs=0",
+    "--set",
+    "stop.time_s=60",
+    "--set",
+    "stop.warmup_s=5",
+    "--set",
+    "workload.classes.0.arrival.rate_per_s=9.5",
+]
+
+
+def _shown(out: str) -> dict[str, str]:
+    """The headline's `key value` lines."""
+    return dict(line.split() for line in out.splitlines()[1:] if len(line.split()) == 2)
+
+
+def test_run_always_shows_failed_and_unfinished_jobs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "mm-c", *SHORT]) == 0
+    captured = capsys.readouterr()
+    shown = _shown(captured.out)
+    assert shown["jobs_failed"] == "0" and shown["jobs_unfinished"] == "0"
+    assert shown["unscheduled"] == "0"
+    assert "warning" not in captured.err
+
+
+def test_run_warns_when_a_noticeable_share_of_jobs_did_not_complete(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "mm-c", *CUT_OFF]) == 0
+    captured = capsys.readouterr()
+    shown = _shown(captured.out)
+    unfinished = int(shown["jobs_unfinished"])
+    total = int(shown["jobs_completed"]) + int(shown["jobs_failed"]) + unfinished
+    assert unfinished / total >= 0.01
+    warning = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1
+    assert f"{unfinished} of {total} jobs" in warning[0]
+    assert "still in the system at the end" in warning[0]
+    # under --json the summary alone is on stdout; the warning still goes to stderr
+    assert main(["run", "mm-c", *CUT_OFF, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["jobs_unfinished"] == unfinished
+    assert "did not complete" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("completed", "failed", "unfinished", "warned"),
+    [(990, 0, 10, True), (991, 0, 9, False), (990, 5, 5, True), (1000, 0, 0, False)],
+)
+def test_the_unserved_warning_starts_at_one_percent(
+    completed: int, failed: int, unfinished: int, warned: bool
+) -> None:
+    from clusteremu.cli import unserved_warning
+
+    summary = {"jobs_completed": completed, "jobs_failed": failed, "jobs_unfinished": unfinished}
+    assert bool(unserved_warning(summary)) is warned
+
+
+def _fake_ray_run(
+    monkeypatch: pytest.MonkeyPatch, mode: str, window_s: float, shards: int = 2
+) -> list[Any]:
+    """`actors.launch.run_on_ray` replaced by the kernel run with the summary's `ray` entry
+    a run of `mode` would have (no Ray started); returns the options it was called with."""
+    import actors.launch
+    from cluster.runner import run_spec
+
+    calls: list[Any] = []
+
+    def fake(spec: Any, args: Any) -> Any:
+        calls.append(args)
+        result = run_spec(spec)
+        result.summary["ray"] = {"mode": mode, "shards": shards, "window_s": window_s, "run": "t"}
+        return result
+
+    monkeypatch.setattr(actors.launch, "run_on_ray", fake)
+    return calls
+
+
+def test_windowed_results_are_labelled_approximate_with_their_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = _fake_ray_run(monkeypatch, "windowed", 60.0)
+    argv = ["run", "mm-c", *SHORT, "--ray", "--shards", "2", "--window", "60"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert calls and out[1].startswith("approximate: windowed mode, window 60 s, 2 shard(s)")
+    assert main([*argv, "--json", "--out", str(tmp_path / "w")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["ray"]["approximate"] is True
+    assert json.loads((tmp_path / "w" / "summary.json").read_text())["ray"]["approximate"]
+
+
+def test_shards_in_exact_mode_are_warned_and_exact_results_not_labelled(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fake_ray_run(monkeypatch, "exact", 0.0)
+    assert main(["run", "mm-c", *SHORT, "--ray", "--shards", "2"]) == 0
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.splitlines() if "--shards 2" in line]
+    assert len(warned) == 1 and "no effect in exact mode" in warned[0]
+    assert "approximate" not in captured.out
+    assert main(["run", "mm-c", *SHORT, "--ray", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["ray"]["approximate"] is False
+    assert "--shards" not in captured.err
+
+
+def test_validate_names_the_allocator_only_when_there_are_pools(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", "mm-c"]) == 0  # nodes only: no allocator at work
+    line = capsys.readouterr().out.strip()
+    assert line.endswith("0 pools, placer first-fit)") and "allocator" not in line
+    assert main(["validate", "ps-amdahl"]) == 0  # a pool: its allocator shares the cores
+    assert "1 pools, placer first-fit, allocator equi)" in capsys.readouterr().out
+
+
+def test_one_windowed_shard_is_not_labelled_approximate() -> None:
+    """With one node shard the windows give the kernel's results (docs/cluster.md)."""
+    from clusteremu.cli import ray_mode_note
+
+    ray = {"mode": "windowed", "window_s": 1.0, "run": "t"}
+    assert ray_mode_note({"ray": {**ray, "shards": 1}}) == ""
+    assert "window 1 s, 3 shard(s)" in ray_mode_note({"ray": {**ray, "shards": 3}})
+    assert ray_mode_note({"ray": {**ray, "mode": "exact", "shards": 3}}) == ""

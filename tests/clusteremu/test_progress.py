@@ -8,6 +8,7 @@ CLUSTEREMU_PROGRESS_S=0."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -16,13 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from clusteremu.progress import EVERY_ENV, Progress, every_s
+from clusteremu import progress as progress_module
+from clusteremu.cli import main
+from clusteremu.progress import EVERY_ENV, Progress, compile_note, every_s
 
 #: An off-terminal progress line: `LABEL: 42%`, optionally `(3/7 unit, note)`, `, 12 s`.
 #: A small node and pod list in the trace's format (the real trace is not needed here).
 GPU_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"
 LINE = re.compile(r"^(?P<label>.+): (?P<pct>\d+)%(?: \((?P<extra>[^)]*)\))?, \d+ s$")
 DONE = re.compile(r"^(?P<label>.+): done in \d+ s$")
+#: The line said before a run whose event loop numba has not compiled yet (a cold cache).
+COMPILING = re.compile(
+    r"^(?P<label>.+): compiling the event loop \(first run only; cached in .+\)…$"
+)
 
 
 class Clock:
@@ -118,7 +125,7 @@ def _progress_lines(argv: list[str], label: str) -> tuple[list[str], str]:
     lines = []
     for line in proc.stderr:  # as they come
         line = line.rstrip("\n")
-        if line.startswith(f"{label}:"):
+        if line.startswith(f"{label}:") and not COMPILING.match(line):
             match = LINE.match(line) or DONE.match(line)
             assert match and match["label"] == label, line
             lines.append(line)
@@ -156,3 +163,48 @@ def test_a_progress_pickles_for_ray_tune() -> None:
     shown.update(done=1)
     copy = pickle.loads(pickle.dumps(shown))
     assert copy.stream is sys.stderr and copy.bar is None and copy.done == 1
+
+
+def test_say_prints_at_once_and_stdout_is_flushed_first(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shown, stream, clock = _progress()
+    shown.say("compiling")  # not held back by the interval
+    assert stream.getvalue() == "work: compiling\n"
+    flushed: list[bool] = []
+    monkeypatch.setattr(
+        sys, "stdout", type("Out", (), {"flush": lambda self: flushed.append(True)})()
+    )
+    clock.now += 6
+    shown(0.5)
+    assert flushed and stream.getvalue().splitlines()[-1] == "work: 50%, 6 s"
+    quiet, stream, _ = _progress(enabled=False)
+    quiet.say("compiling")
+    assert stream.getvalue() == ""
+
+
+def test_compile_note_only_when_the_event_loop_is_not_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(progress_module, "numba_cache_dir", lambda: tmp_path)
+    assert COMPILING.match(f"run: {compile_note()}") and str(tmp_path) in compile_note()
+    cached = tmp_path / "cluster" / "kernel.run_kernel_nodes-1141.py311.nbi"
+    cached.parent.mkdir()
+    cached.write_bytes(b"")
+    assert compile_note() == ""
+
+
+def test_run_json_shows_progress_on_stderr_after_the_compile_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under --json, stdout is the JSON alone and progress still goes to stderr (a long
+    run used to say nothing); a first run says it compiles before anything else."""
+    monkeypatch.setenv(EVERY_ENV, "0")
+    monkeypatch.setattr(progress_module, "numba_cache_dir", lambda: tmp_path)  # looks cold
+    argv = ["run", "mm-c", "--json", "--set", "stop.jobs=3000", "--set", "stop.warmup_jobs=300"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["scenario"] == "mm-c"
+    lines = captured.err.splitlines()
+    assert COMPILING.match(lines[0]) and COMPILING.match(lines[0])["label"] == "mm-c"  # type: ignore[index]
+    assert len(lines) >= 3 and all(LINE.match(x) for x in lines[1:-1]) and DONE.match(lines[-1])

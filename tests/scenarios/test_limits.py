@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scenarios import limits
@@ -112,7 +112,12 @@ def test_an_mdp_truncation_that_cannot_fit() -> None:
     replications=st.integers(1, 10**9),
     nodes=st.integers(0, 10**11),
 )
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],  # no wall-clock verdict
+)
 def test_refused_exactly_when_the_estimate_exceeds_the_budget(
     jobs: int, replications: int, nodes: int
 ) -> None:

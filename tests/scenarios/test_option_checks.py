@@ -4,12 +4,16 @@ that starts with the option and says what was expected."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster.errors import UsageError
 from scenarios import limits
 from scenarios import option_checks as oc
+
+#: No wall-clock verdict: Hypothesis' default 200 ms deadline per example and its too_slow
+#: health check fail a test on a machine that is merely busy.
+NO_CLOCK = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 BUDGET = 16e9
 
@@ -39,11 +43,13 @@ def test_an_out_path_or_none_passes() -> None:
         oc.out_path("a\0b")
 
 
+@NO_CLOCK
 @given(st.integers(min_value=0, max_value=oc.MAX_SEED))
 def test_seeds_from_zero_to_2_63_pass(value: int) -> None:
     assert oc.seed(value, "--seed") == value
 
 
+@NO_CLOCK
 @given(st.one_of(st.integers(max_value=-1), st.integers(min_value=oc.MAX_SEED + 1)))
 def test_other_seeds_are_refused(value: int) -> None:
     with pytest.raises(oc.OptionError, match=r"^--seed: expected a non-negative integer"):
