@@ -213,6 +213,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         self._type_index = {t.name: i for i, t in enumerate(spec.node_types)}
         self._fault_draws = FaultDraws(spec, seq)
         self._redraw_rngs: dict[int, np.random.Generator] = {}
+        #: job row -> its original size and each redrawn one (`RunState.sizes_drawn`)
+        self._sizes_drawn: dict[int, tuple[float, ...]] = {}
         self._s = self._build_state(placer_rng, force_python_policies)
         self._t = tuple(self._s)  # what compiled entries take (see cluster.kernel)
         self._first_failures()
@@ -484,7 +486,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         """The state now, frozen: a read-only copy that never changes as the engine moves on
         (`state` gives read-only views of the live arrays instead)."""
         state = read_only(EngineState(*(a.copy() for a in self._s)))  # type: ignore[arg-type]
-        return RunState(self.spec, self.replication, state, self.now)
+        return RunState(self.spec, self.replication, state, self.now, dict(self._sizes_drawn))
 
     # -- driving ----------------------------------------------------------------------
 
@@ -605,7 +607,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         """The per-job table and summary of the run so far (read from the live state: the
         table shares no memory with it, so the engine may go on)."""
         return build_result(
-            RunState(self.spec, self.replication, self.state, self.now),
+            RunState(self.spec, self.replication, self.state, self.now, self._sizes_drawn),
             tuple(policy for _, policy in distinct(self.policies)),
             runs=self.jobs.features.get("run"),
         )

@@ -46,6 +46,7 @@ class Operations:
 
     _s: EngineState
     spec: SimulationSpec
+    _sizes_drawn: dict[int, tuple[float, ...]]
 
     # -- operations ---------------------------------------------------------------------
 
@@ -132,7 +133,10 @@ class Operations:
                 seq = replication_seed(self.spec, self.replication)
                 rng = stream(seq, Purpose.RESTART, self.spec.classes[c].name)
                 self._redraw_rngs[c] = rng
-            s.jobs_f[JF.SIZE, j] = float(self.spec.classes[c].size.sample(rng, 1)[0])
+            size = float(self.spec.classes[c].size.sample(rng, 1)[0])
+            drawn = self._sizes_drawn.get(j) or (float(s.jobs_f[JF.SIZE, j]),)
+            self._sizes_drawn[j] = (*drawn, size)
+            s.jobs_f[JF.SIZE, j] = size
 
     def _lift(self, j: int) -> None:
         """Job j ran out of memory within its retry limit: the provisioner lifts its

@@ -138,12 +138,35 @@ def speedup_value(
     return cores
 
 
-# --- binary heap of (time, id, kind), ordered by time then id ---------------------------
+# --- binary heap of (time, id, kind), ordered by time, then kind, then id ------------------
 
 
 @inline_function
-def _heap_less(ht: np.ndarray, hj: np.ndarray, a: int, b: int) -> bool:
-    return ht[a] < ht[b] or (ht[a] == ht[b] and hj[a] < hj[b])
+def tie_rank(kind: int) -> int:
+    """Where a heap event of `kind` comes among the events at one instant (docs/engine.md,
+    "Ties"): placed jobs' completions, out-of-memory kills, patience timeouts, random node
+    failures and recoveries (and their draw refills), nodes finishing start-up. Pool
+    completions, timeline events and arrivals come after the heap's completions (the
+    loop)."""
+    if kind == Event.COMPLETE:
+        return 0
+    if kind == Event.OOM:
+        return 1
+    if kind == Event.TIMER:
+        return 2
+    if kind == Event.NODE_READY:
+        return 4
+    return 3  # FAIL, RECOVER, DRAW_UP, DRAW_DOWN
+
+
+@inline_function
+def _heap_less(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, a: int, b: int) -> bool:
+    """Entry a before entry b: earlier, or at one instant by kind (`tie_rank`), then by id
+    (a job's number, or a node's row, within one kind)."""
+    if ht[a] != ht[b]:
+        return ht[a] < ht[b]
+    ra, rb = tie_rank(hk[a] & KIND_MASK), tie_rank(hk[b] & KIND_MASK)
+    return ra < rb or (ra == rb and hj[a] < hj[b])
 
 
 @inline_function
@@ -169,7 +192,7 @@ def heap_push(s, t: float, j: int, kind: int) -> None:  # type: ignore[no-untype
     s.istate[IS.HEAP_N] = i + 1
     while i > 0:
         parent = (i - 1) >> 1
-        if _heap_less(ht, hj, i, parent):
+        if _heap_less(ht, hj, hk, i, parent):
             _heap_swap(ht, hj, hk, i, parent)
             i = parent
         else:
@@ -184,9 +207,9 @@ def _sift_down(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, i: int, n: int) -
         if left >= n:
             break
         child = left
-        if left + 1 < n and _heap_less(ht, hj, left + 1, left):
+        if left + 1 < n and _heap_less(ht, hj, hk, left + 1, left):
             child = left + 1
-        if _heap_less(ht, hj, child, i):
+        if _heap_less(ht, hj, hk, child, i):
             _heap_swap(ht, hj, hk, i, child)
             i = child
         else:
@@ -849,13 +872,24 @@ def fail_node(s, k: int, t: float, random: bool) -> None:  # type: ignore[no-unt
     as waste) and re-queued or failed (`IS.ON_FAILURE`); the node takes no placement until
     it recovers (after a random down time when `random`, else at a timeline `recover`)."""
     status = s.nodes_i[NI.STATUS, k]
+    if status == NodeStatus.DOWN and not random:
+        # Down after a random failure: the timeline takes it over, and it stays down
+        # until the timeline's `recover` (its random repair goes stale).
+        s.nodes_i[NI.EPOCH, k] += 1
+        return
     if status != NodeStatus.UP and status != NodeStatus.DRAINING and status != NodeStatus.BOOTING:
         return
     if t >= s.fstate[FS.WIN_START]:
         s.istate[IS.NODE_FAILURES] += 1
     requeue = s.istate[IS.ON_FAILURE] == 0
     while s.nodes_i[NI.JOB_HEAD, k] >= 0:
+        # The killed jobs join the queue in arrival order (their numbers): the earliest
+        # first, whatever order they started in.
         j = s.nodes_i[NI.JOB_HEAD, k]
+        other = s.jobs_i[JI.NEXT, j]
+        while other >= 0:
+            j = min(j, other)
+            other = s.jobs_i[JI.NEXT, other]
         s.jobs_i[JI.FAIL_KILLS, j] += 1
         s.istate[IS.FAILURE_KILLS] += 1
         s.jobs_f[JF.LOST_CORE_S, j] += s.jobs_f[JF.REQ_CPU, j] * (t - s.jobs_f[JF.START, j])
@@ -922,7 +956,7 @@ def _acts_on(status: int, action: int) -> bool:
         return (
             status == NodeStatus.UP or status == NodeStatus.DRAINING or status == NodeStatus.BOOTING
         )
-    return status == NodeStatus.UP or status == NodeStatus.BOOTING or status == NodeStatus.DOWN
+    return status == NodeStatus.UP  # a drain by type takes nodes that take placements
 
 
 @inline_function
@@ -1257,9 +1291,12 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
             advance_to(s, t)
             istate[IS.EVENTS] += 1
 
-            # Ties: heap events (completions, timers, node events), then pool completions,
-            # then timeline events (in list order), then arrivals.
-            if t_heap <= t_pool and t_heap <= t_arrival and t_heap <= t_tl:
+            # Ties (docs/engine.md): placed jobs' completions, pools' completions, the
+            # heap's other kinds (`tie_rank`), timeline events in list order, arrivals.
+            heap_first = t_heap < t_pool or (
+                t_heap == t_pool and (not pools or (s.heap_k[0] & KIND_MASK) == Event.COMPLETE)
+            )
+            if heap_first and t_heap <= t_arrival and t_heap <= t_tl:
                 i = s.heap_j[0]
                 kind = s.heap_k[0] & KIND_MASK
                 heap_pop(s)

@@ -13,6 +13,7 @@ a half-width from one replication.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +184,24 @@ def _copied(values: np.ndarray) -> pa.Array:
     return pa.array(np.array(values, copy=True))
 
 
+def _original_sizes(last: np.ndarray, drawn: Mapping[int, tuple[float, ...]]) -> np.ndarray:
+    """Each job's size as it arrived (work, s on one core): `last` (the state's, the last
+    attempt's) but where a failure drew it again (`RunState.sizes_drawn`)."""
+    sizes = last.copy()
+    for j, draws in drawn.items():
+        sizes[j] = draws[0]
+    return sizes
+
+
+def _redrawn_sizes(n: int, drawn: Mapping[int, tuple[float, ...]]) -> pa.Array:
+    """The per-job table's `sizes_drawn`: the sizes drawn for each job's attempts after a
+    failure (`restart_work: redraw`), in order; empty for a job never re-queued."""
+    lists: list[tuple[float, ...]] = [()] * n
+    for j, draws in drawn.items():
+        lists[j] = draws[1:]
+    return pa.array(lists, pa.list_(pa.float64()))
+
+
 def build_result(
     run: RunState, policies: tuple[Policy, ...] = (), runs: np.ndarray | None = None
 ) -> RunResult:
@@ -218,7 +237,7 @@ def build_result(
             "start_s": pa.array(start),
             "end_s": pa.array(end),
             "response_time_s": pa.array(response := end - arrival),
-            "size": _copied(jf[JF.SIZE]),
+            "size": pa.array(_original_sizes(jf[JF.SIZE], run.sizes_drawn)),
             "node": _dictionary(node, names),
             "pool": _dictionary(pool, [p.name for p in spec.pools]),
             "core_seconds": pa.array(core_seconds),
@@ -240,6 +259,8 @@ def build_result(
             table = table.append_column(name, values)
     if spec.has_faults:
         table = table.append_column("failure_kills", pa.array(ji[JI.FAIL_KILLS].astype(np.int32)))
+        if spec.restart_work == "redraw":
+            table = table.append_column("sizes_drawn", _redrawn_sizes(n, run.sizes_drawn))
     summary = summarize(run, measured, response, failed)
     if spec.has_faults:
         summary.update(fault_summary(run))
@@ -500,7 +521,8 @@ def summarize(
     pool_cost = float(s.pools_f[PF.PRICE_PER_S].sum() * elapsed)
     if failed is None:
         failed = ji[JI.STATE] == JobState.FAILED
-    failed_measured = failed & in_window(run)
+    past_warmup = in_window(run)
+    failed_measured = failed & past_warmup
     failed_class = np.bincount(ji[JI.CLS][failed_measured], minlength=n_classes)
     summary: dict[str, Any] = {
         "scenario": spec.name,
@@ -530,8 +552,10 @@ def summarize(
             if ji.shape[1]
             else 0
         ),
-        "retries": int(ji[JI.RETRIES].sum()),
-        "wasted_core_s": float(jf[JF.WASTE_CORE_S].sum()),
+        # per-job counts and sums cover the jobs past the warm-up (`in_window`), as
+        # `jobs_failed`, `failure_kills` and `lost_core_s` do
+        "retries": int(ji[JI.RETRIES][past_warmup].sum()),
+        "wasted_core_s": float(jf[JF.WASTE_CORE_S][past_warmup].sum()),
         "jobs_dropped": int(s.istate[IS.DROPPED_COUNT]),
         "nodes_rented": max(used - len(spec.nodes), 0),
     }

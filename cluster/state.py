@@ -10,7 +10,8 @@ snapshot) or a policy view.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -339,6 +340,9 @@ class RunState:
     replication: int
     state: EngineState
     now_s: float
+    #: Jobs whose work was drawn again after a failure (`restart_work: redraw`): job row ->
+    #: its original size, then each later attempt's (the state holds the last one).
+    sizes_drawn: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def nodes_used(self) -> int:

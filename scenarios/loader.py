@@ -557,6 +557,14 @@ def _timeline_problems(model: schema.ScenarioModel) -> list[tuple[str, str]]:
                     f"class {shorten(cls)} replays a trace; set_rate applies to generated arrivals",
                 )
             )
+        elif cls is not None and isinstance(classes[cls].arrival, schema.BatchArrival):
+            problems.append(
+                (
+                    f"{where}.set_rate.class",
+                    f"class {shorten(cls)} is a batch (all its jobs at one instant); set_rate "
+                    "applies to classes with a rate (poisson or renewal arrivals)",
+                )
+            )
     return problems
 
 
@@ -1066,39 +1074,76 @@ def check_feasible(spec: SimulationSpec, source: str) -> None:
             )
     if problems:
         raise ScenarioError(source, problems)
-    # Stability of open arrival streams: offered busy cores must stay below capacity.
-    for pool in spec.pools:
-        load = sum(
-            (jc.arrival.rate_per_s or 0.0) * jc.size.mean / pool.speed
-            for jc in spec.classes
-            if jc.pool == pool.name
-        )
-        if load >= pool.cores:
-            problems.append(
-                (
-                    "workload.classes",
-                    f"unstable load on pool {pool.name!r}: the classes bring "
-                    f"{load:.4g} core-seconds of work per second at best (one core per "
-                    f"job) but the pool has {pool.cores:g} cores; expected a load below 1",
-                )
+    # Stability of open arrival streams: offered busy cores must stay below capacity, in
+    # every phase of the timeline's `set_rate` events.
+    for start_s, rates in _rate_phases(spec):
+        phase = _phase_words(spec, start_s)
+        for pool in spec.pools:
+            load = sum(
+                rate * jc.size.mean / pool.speed
+                for jc, rate in zip(spec.classes, rates, strict=True)
+                if jc.pool == pool.name
             )
-    placed = [jc for jc in spec.classes if jc.pool is None and jc.arrival.rate_per_s]
-    if placed and spec.nodes:
-        best_speed = max(spec.node_type(t).speed for t in set(spec.nodes))
-        demand = 0.0
-        for jc in placed:
-            cores = jc.request.cpu if jc.request.cpu > 0 else 1.0  # as the engine does
-            rate = float(jc.speedup.value(cores)) * best_speed
-            demand += (jc.arrival.rate_per_s or 0.0) * jc.size.mean / rate * jc.request.cpu
-        capacity = sum(spec.node_type(t).cpu for t in spec.nodes)
-        if demand >= capacity and not math.isclose(capacity, 0.0):
-            problems.append(
-                (
-                    "workload.classes",
-                    f"unstable load on the nodes: jobs occupy {demand:.4g} cores on "
-                    f"average at the fastest node speed, the nodes have {capacity:g}; "
-                    "expected a load below 1",
+            if load >= pool.cores:
+                problems.append(
+                    (
+                        "workload.classes",
+                        f"unstable load on pool {pool.name!r}{phase}: the classes bring "
+                        f"{load:.4g} core-seconds of work per second at best (one core per "
+                        f"job) but the pool has {pool.cores:g} cores; expected a load below 1",
+                    )
                 )
-            )
-    if problems:
-        raise ScenarioError(source, problems)
+        placed = [
+            (jc, rate)
+            for jc, rate in zip(spec.classes, rates, strict=True)
+            if jc.pool is None and rate > 0
+        ]
+        if placed and spec.nodes:
+            best_speed = max(spec.node_type(t).speed for t in set(spec.nodes))
+            demand = 0.0
+            for jc, rate in placed:
+                cores = jc.request.cpu if jc.request.cpu > 0 else 1.0  # as the engine does
+                speed = float(jc.speedup.value(cores)) * best_speed
+                demand += rate * jc.size.mean / speed * jc.request.cpu
+            capacity = sum(spec.node_type(t).cpu for t in spec.nodes)
+            if demand >= capacity and not math.isclose(capacity, 0.0):
+                problems.append(
+                    (
+                        "workload.classes",
+                        f"unstable load on the nodes{phase}: jobs occupy {demand:.4g} cores "
+                        f"on average at the fastest node speed, the nodes have "
+                        f"{capacity:g}; expected a load below 1",
+                    )
+                )
+        if problems:
+            raise ScenarioError(source, problems)
+
+
+def _rate_phases(spec: SimulationSpec) -> list[tuple[float, list[float]]]:
+    """Each phase of the timeline's `set_rate` events (its start, s) with every class's
+    arrival rate in it (jobs/s; 0 for a class without one): one phase without them."""
+    starts = sorted({0.0} | {e.at_s for e in spec.events if e.action == "set_rate"})
+    phases = []
+    for start_s in starts:
+        rates = []
+        for jc in spec.classes:
+            arrival = jc.arrival
+            if isinstance(arrival, wl.RateChanges):
+                rate = arrival.base.rate_per_s or 0.0
+                for at_s, changed in arrival.changes:
+                    if at_s <= start_s:
+                        rate = changed
+            else:
+                rate = arrival.rate_per_s or 0.0
+            rates.append(float(rate))
+        phases.append((start_s, rates))
+    return phases
+
+
+def _phase_words(spec: SimulationSpec, start_s: float) -> str:
+    """' from 2500 s on (after the timeline's set_rate)', or '' with one phase."""
+    if not any(e.action == "set_rate" for e in spec.events):
+        return ""
+    if start_s == 0.0:
+        return " before the timeline's first set_rate"
+    return f" from {start_s:g} s on (the timeline's set_rate)"

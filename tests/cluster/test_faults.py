@@ -278,14 +278,21 @@ def test_python_placer_path_equals_the_compiled_one_under_faults() -> None:
 
 
 def test_redraw_gives_killed_jobs_fresh_sizes_and_same_keeps_them() -> None:
+    """Under `redraw` the table keeps each job's original `size` and lists, in
+    `sizes_drawn`, one fresh size per failure kill (the last is the one it completed);
+    under `same` there is nothing to list."""
     same = Engine(busy_failing_spec(restart_work="same")).run().jobs.to_pandas()
     redraw = Engine(busy_failing_spec()).run().jobs.to_pandas()  # the default
     drawn = Engine(busy_failing_spec()).jobs.size
     np.testing.assert_array_equal(same["size"].to_numpy(), drawn)
-    killed = redraw["failure_kills"].to_numpy() > 0
-    assert killed.sum() > 100
-    assert np.all(redraw["size"].to_numpy()[killed] != drawn[killed])
-    np.testing.assert_array_equal(redraw["size"].to_numpy()[~killed], drawn[~killed])
+    assert "sizes_drawn" not in same
+    np.testing.assert_array_equal(redraw["size"].to_numpy(), drawn)
+    kills = redraw["failure_kills"].to_numpy()
+    assert (kills > 0).sum() > 100
+    counts = redraw["sizes_drawn"].map(len).to_numpy()
+    np.testing.assert_array_equal(counts, kills)
+    fresh = [d[-1] for d, k in zip(redraw["sizes_drawn"], kills, strict=True) if k > 0]
+    assert np.all(np.asarray(fresh) != drawn[kills > 0])
 
 
 def test_no_faults_no_fault_keys() -> None:
