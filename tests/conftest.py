@@ -7,6 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests judge what they draw, never how fast: no per-example deadline and no
+# "too slow" health check (a machine ten times slower, or both cores busy, must pass).
+settings.register_profile("clusteremu", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("clusteremu")
 
 # Local Ray instances the suite's commands start (`--ray`, sweeps, tuners, the docs' commands)
 # come up without their dashboard: about 3 s of CPU less each. The tests of the dashboard

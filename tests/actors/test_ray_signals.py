@@ -23,10 +23,12 @@ import ray  # noqa: F401  (puts Ray's copy of psutil on sys.path)
 
 import psutil  # isort: skip
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(150)]
+#: Safety nets, not what decides: each test takes 7-15 s on an idle 2-core machine (the
+#: former 150 s limit was 10x that); a waiting loop ends as soon as its condition holds.
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
 
 #: Seconds to wait for the first progress line (a Ray start on a loaded machine included).
-READY_S = 120.0
+READY_S = 300.0
 MESSAGE = {signal.SIGINT: "interrupted; ", signal.SIGTERM: "terminated (SIGTERM); "}
 
 
@@ -121,7 +123,7 @@ def test_tune_under_a_signal(sig: int, tmp_path: Path) -> None:
 def test_synthesize_under_sigterm(tmp_path: Path) -> None:
     argv = ["synthesize", "pennyworth-max", "--out", str(tmp_path / "p"), "--batches", "40"]
     argv += ["--jobs", "5", "--validation-batches", "4", "--test-batches", "4"]
-    argv += ["--workers", "1", "--trials", "200"]
+    argv += ["--workers", "1", "--trials", "200", "--time-limit", "3600"]  # every set proven
     code, err = _interrupt(argv, _line("synthesize search: "), signal.SIGTERM)
     _assert_ended_cleanly(code, err, signal.SIGTERM)
     assert not (tmp_path / "p" / "tree.json").exists()

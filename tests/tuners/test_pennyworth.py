@@ -47,6 +47,10 @@ from tuners.pennyworth_eval import actual_cost, batch_key
 SCENARIO = "pennyworth-max"
 #: 50 sets of 4 jobs: 3 chunks (20, 20, 10 sets), about 1 s of planning in all.
 BATCHES, JOBS = 50, 4
+#: The planner's time limit per set where the tests expect every set proven: a safety net,
+#: not what decides (a set of 4 jobs takes milliseconds; the default 20 s, which includes a
+#: fresh Ray worker's first call, could run out on a heavily loaded machine).
+TIME_LIMIT_S = 3600.0
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +64,9 @@ def spec() -> SimulationSpec:
 
 
 def small_plan(base: Problem, batches: int = BATCHES, seed: int = 3) -> ExamplePlan:
-    return plan_examples(SCENARIO, base, batches, JOBS, seed, chunk_batches=20)
+    return plan_examples(
+        SCENARIO, base, batches, JOBS, seed, chunk_batches=20, time_limit_s=TIME_LIMIT_S
+    )
 
 
 def chunk_bytes(folder: Path) -> dict[str, bytes]:
@@ -100,12 +106,14 @@ def planned(base: Problem, plan: ExamplePlan, i: int) -> Problem:
 def test_the_examples_are_optimal_plans_on_the_means_with_the_slack(base: Problem) -> None:
     plan = small_plan(base)
     assert plan.slack > 0
-    result = solve_chunk(base, JOBS, plan.seed, TRAIN, 5, 9, slack=plan.slack)
+    result = solve_chunk(
+        base, JOBS, plan.seed, TRAIN, 5, 9, time_limit_s=plan.time_limit_s, slack=plan.slack
+    )
     assert result.skipped == 0 and sorted(set(result.batch.tolist())) == [5, 6, 7, 8]
     for i in range(5, 9):
         p = planned(base, plan, i)
         assert p.slo.deadline_s == pytest.approx(base.slo.deadline_s * (1 - plan.slack))
-        found = solve_jobs(mean_job_problem(p))
+        found = solve_jobs(mean_job_problem(p), TIME_LIMIT_S)
         assert found.optimal
         x, y = examples_of_plan(p, teacher_plan(p, found.plan))
         mine = result.batch == i
@@ -164,7 +172,7 @@ def test_examples_are_identical_with_one_and_two_workers_and_resume(
     assert rows.x.shape[0] == first.rows == len(rows.y)
     assert np.array_equal(np.unique(rows.batch), np.arange(BATCHES))
     p = planned(base, plan, 17)
-    x, y = examples_of_plan(p, teacher_plan(p, solve_jobs(mean_job_problem(p)).plan))
+    x, y = examples_of_plan(p, teacher_plan(p, solve_jobs(mean_job_problem(p), TIME_LIMIT_S).plan))
     assert np.array_equal(rows.x[rows.batch == 17], x) and np.array_equal(
         rows.y[rows.batch == 17], y
     )
@@ -205,7 +213,9 @@ def test_a_folder_of_other_examples_is_refused(base: Problem, tmp_path: Path) ->
 
 def test_a_tree_is_scored_with_the_actual_run_times(base: Problem, spec: SimulationSpec) -> None:
     plan = small_plan(base)
-    chunk = solve_chunk(base, JOBS, plan.seed, TRAIN, 0, BATCHES, slack=plan.slack)
+    chunk = solve_chunk(
+        base, JOBS, plan.seed, TRAIN, 0, BATCHES, time_limit_s=plan.time_limit_s, slack=plan.slack
+    )
     full = RadTree.fit(chunk.x, chunk.y, base.task_names, base.type_names, base.profiles or {})
     stump = RadTree.fit(
         chunk.x, chunk.y, base.task_names, base.type_names, base.profiles or {}, max_depth=1

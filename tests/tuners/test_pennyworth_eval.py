@@ -45,6 +45,10 @@ SCENARIOS = ["pennyworth-max", "pennyworth-rtpt", "pennyworth-avg", "pennyworth-
 SEED, JOBS = 5, 32
 #: The padding the rules placer is run with in the emulation check.
 RULES_Z = 2.0
+#: The exact planner's time limit where a test needs the optimum proven: a safety net, not
+#: what decides (batches of 6 jobs are proven in well under a second; 30 s, which includes
+#: the planner's first-call compilation, was not a safe margin on a heavily loaded machine).
+TIME_LIMIT_S = 3600.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,13 +172,13 @@ def test_no_policy_beats_the_proven_optimum_on_small_batches(shipped: Scenario) 
     }
     costs = costs_of(policies, batches)
     for i, b in enumerate(batches):
-        found = optimum(b, time_limit_s=30.0)
+        found = optimum(b, time_limit_s=TIME_LIMIT_S)
         assert found.optimal and found.lower_bound_usd == pytest.approx(found.cost, rel=1e-9)
         jp = job_problem(b.problem.with_safety(0.0), b.runtime_s)
         assert job_plan_cost(jp, found.plan)[0] == pytest.approx(found.cost, rel=1e-12)
         for name, values in costs.items():
             assert found.cost <= values[i] * (1 + 1e-9), (i, name)
-    optima = optima_of(batches, time_limit_s=30.0)
+    optima = optima_of(batches, time_limit_s=TIME_LIMIT_S)
     assert optima.optimal.all() and np.allclose(optima.reference, optima.cost, rtol=1e-12)
     ratios = ratio_to(optima.reference, costs)
     assert all((r >= 1.0 - 1e-9).all() for r in ratios.values())

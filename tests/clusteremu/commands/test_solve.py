@@ -154,7 +154,9 @@ def test_actual_knowledge_plans_the_run_times_of_the_same_run(
     from cluster.jobs import runtime_table
     from scenarios.loader import load_scenario
 
-    args = ["solve", "pennyworth-max", "--json", "--knowledge", "actual", "--time-limit", "120"]
+    # The proof takes about 9 s on an idle 2-core machine: 120 s was not a safe margin on a
+    # loaded one. 3600 s is a safety net, not what decides (the verdict below is "optimal").
+    args = ["solve", "pennyworth-max", "--json", "--knowledge", "actual", "--time-limit", "3600"]
     assert main([*args, "--seed", "3"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["knowledge"] == "actual" and out["seed"] == 3
@@ -184,7 +186,8 @@ def test_actual_knowledge_plans_the_run_times_of_the_same_run(
     assert out["cost"] == pytest.approx(money + spec.slo.penalty_per_s * late_s, rel=1e-9)
     assert out["slo_loss_usd"] == pytest.approx(spec.slo.penalty_per_s * late_s, abs=1e-12)
     assert sorted(j["id"] for vm in out["vms"] for j in vm["jobs"]) == list(range(32))
-    assert main([*args[:-1], "2", "--seed", "4"]) == 0  # other draws (2 s is plenty)
+    # Other draws; the verdict (another cost) does not need the plan proven optimal.
+    assert main([*args[:-1], "2", "--seed", "4"]) == 0
     other = json.loads(capsys.readouterr().out)
     assert other["cost"] != out["cost"]
 

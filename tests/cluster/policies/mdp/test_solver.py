@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cluster.engine import Engine
@@ -148,7 +148,11 @@ def test_three_classes() -> None:
         solve(m, actions=4, refine=True)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],  # no wall-clock verdict
+)
 @given(
     k=st.integers(2, 16),
     load=st.floats(0.05, 0.6),
