@@ -1,3 +1,3 @@
-from clusteremu.cli import main
+from clusteremu.cli import console_main
 
-raise SystemExit(main())
+console_main()

@@ -794,3 +794,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def console_main() -> NoReturn:
+    """The `clusteremu` command (and `python -m clusteremu`): `main`, then exit with its
+    status even when a plug-in left a thread running (the interpreter would wait for it
+    for ever): such threads are named on stderr and not waited for."""
+    code = main()
+    stray = [
+        t.name
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and t.is_alive() and not t.daemon
+    ]
+    if stray:
+        print(
+            f"warning: thread(s) still running at exit, not waited for: {', '.join(stray)} "
+            "(started by a plug-in?)",
+            file=sys.stderr,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        import atexit
+
+        atexit._run_exitfuncs()  # what a normal exit runs (Ray's shutdown, temporary files)
+        os._exit(code)
+    raise SystemExit(code)

@@ -105,7 +105,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
         refusal = limits.count_refusal(config.iterations, limits.BYTES_PER_EPOCH, "epochs")
         if refusal is not None:
             raise ScenarioError(source, [(f"{PARAMS}.learn.iterations", refusal)])
-        with progress_bar(not args.json, f"learn {spec.name}") as update:
+        with progress_bar(True, f"learn {spec.name}") as update:
             result = learn(
                 spec,
                 config,

@@ -277,3 +277,26 @@ def test_plugin_takes_a_file_path(
         "wrong signature (file)",
         "place_two does not compile",
     )
+
+
+def test_a_plugin_that_leaves_a_thread_running_does_not_keep_the_command_alive(
+    tmp_path: Path,
+) -> None:
+    """A plug-in that starts a never-ending (non-daemon) thread: the command still exits
+    with its status, naming the thread on stderr, instead of waiting for it for ever. (The
+    timeout is a safety net for a regression, far above the second or so the run takes.)"""
+    import subprocess
+
+    plugin = tmp_path / "thready.py"
+    plugin.write_text(
+        "import threading, time\n"
+        "def forever():\n"
+        "    while True:\n"
+        "        time.sleep(1)\n"
+        "threading.Thread(target=forever, name='thready-loop').start()\n"
+    )
+    cmd = [sys.executable, "-m", "clusteremu", "run", "mm-c", "--plugin", str(plugin), *SHORT]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "thread(s) still running at exit, not waited for: thready-loop" in done.stderr
+    assert "jobs_completed" in done.stdout
