@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -799,8 +799,17 @@ if __name__ == "__main__":
 def console_main() -> NoReturn:
     """The `clusteremu` command (and `python -m clusteremu`): `main`, then exit with its
     status even when a plug-in left a thread running (the interpreter would wait for it
-    for ever): such threads are named on stderr and not waited for."""
+    for ever): such threads are named on stderr and not waited for.
+
+    Outside a command's own clean-up (`sigterm_as_interrupt`: before it starts, and after
+    it returned, while Python and Ray shut down) SIGTERM and SIGINT end the process at
+    once with 128 + the signal (143, 130), as the command's clean-up would, rather than
+    killing it by the signal or printing a traceback from an exit handler: nothing is half
+    written then (outputs are written atomically before the command returns)."""
+    signal.signal(signal.SIGTERM, _exit_by_signal)
     code = main()
+    signal.signal(signal.SIGTERM, _exit_by_signal)
+    signal.signal(signal.SIGINT, _exit_by_signal)
     stray = [
         t.name
         for t in threading.enumerate()
@@ -819,3 +828,11 @@ def console_main() -> NoReturn:
         atexit._run_exitfuncs()  # what a normal exit runs (Ray's shutdown, temporary files)
         os._exit(code)
     raise SystemExit(code)
+
+
+def _exit_by_signal(signum: int, frame: Any) -> None:
+    """End the process now with status 128 + signum (what `console_main` installs)."""
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(128 + signum)

@@ -300,3 +300,21 @@ def test_a_plugin_that_leaves_a_thread_running_does_not_keep_the_command_alive(
     assert done.returncode == 0, done.stderr
     assert "thread(s) still running at exit, not waited for: thready-loop" in done.stderr
     assert "jobs_completed" in done.stdout
+
+
+def test_a_sigterm_while_the_command_shuts_down_exits_143(tmp_path: Path) -> None:
+    """A SIGTERM after the command returned, while Python shuts down (here sent by an exit
+    handler a plug-in registered, the moment a late signal lands): exit status 143, as
+    during the command, not a death by the signal (-15)."""
+    import subprocess
+
+    plugin = tmp_path / "late_term.py"
+    plugin.write_text(
+        "import atexit, os, signal\n"
+        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
+    )
+    cmd = [sys.executable, "-m", "clusteremu", "run", "mm-c", "--plugin", str(plugin), *SHORT]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 143, (done.returncode, done.stderr)
+    assert "jobs_completed" in done.stdout
+    assert "Traceback" not in done.stderr
