@@ -806,7 +806,7 @@ def console_main() -> NoReturn:
     once with 128 + the signal (143, 130), as the command's clean-up would, rather than
     killing it by the signal or printing a traceback from an exit handler: nothing is half
     written then (outputs are written atomically before the command returns)."""
-    signal.signal(signal.SIGTERM, _exit_by_signal)
+    signal.signal(signal.SIGTERM, _exit_before_the_command)
     code = main()
     signal.signal(signal.SIGTERM, _exit_by_signal)
     signal.signal(signal.SIGINT, _exit_by_signal)
@@ -828,6 +828,16 @@ def console_main() -> NoReturn:
         atexit._run_exitfuncs()  # what a normal exit runs (Ray's shutdown, temporary files)
         os._exit(code)
     raise SystemExit(code)
+
+
+def _exit_before_the_command(signum: int, frame: Any) -> None:
+    """SIGTERM while the command starts up (before its own clean-up is in place): the
+    interrupt's line, then exit 143; nothing was written yet."""
+    print(
+        "terminated (SIGTERM); no results were written; an --out folder keeps what it held",
+        file=sys.stderr,
+    )
+    _exit_by_signal(signum, frame)
 
 
 def _exit_by_signal(signum: int, frame: Any) -> None:
