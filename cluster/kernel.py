@@ -163,8 +163,10 @@ def tie_rank(kind: int) -> int:
 def _heap_less(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, a: int, b: int) -> bool:
     """Entry a before entry b: earlier, or at one instant by kind (`tie_rank`), then by id
     (a job's number, or a node's row, within one kind)."""
+    if ht[a] < ht[b]:
+        return True
     if ht[a] != ht[b]:
-        return ht[a] < ht[b]
+        return False
     ra, rb = tie_rank(hk[a] & KIND_MASK), tie_rank(hk[b] & KIND_MASK)
     return ra < rb or (ra == rb and hj[a] < hj[b])
 
@@ -1293,9 +1295,11 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
 
             # Ties (docs/engine.md): placed jobs' completions, pools' completions, the
             # heap's other kinds (`tie_rank`), timeline events in list order, arrivals.
-            heap_first = t_heap < t_pool or (
-                t_heap == t_pool and (not pools or (s.heap_k[0] & KIND_MASK) == Event.COMPLETE)
-            )
+            heap_first = True  # without pools: t_pool is +inf
+            if pools:
+                heap_first = t_heap < t_pool or (
+                    t_heap == t_pool and (s.heap_k[0] & KIND_MASK) == Event.COMPLETE
+                )
             if heap_first and t_heap <= t_arrival and t_heap <= t_tl:
                 i = s.heap_j[0]
                 kind = s.heap_k[0] & KIND_MASK
