@@ -310,8 +310,7 @@ def test_a_sigterm_while_the_command_shuts_down_exits_143(tmp_path: Path) -> Non
 
     plugin = tmp_path / "late_term.py"
     plugin.write_text(
-        "import atexit, os, signal\n"
-        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
+        "import atexit, os, signal\natexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM))\n"
     )
     cmd = [sys.executable, "-m", "clusteremu", "run", "mm-c", "--plugin", str(plugin), *SHORT]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
