@@ -138,7 +138,13 @@ def speedup_value(
     return cores
 
 
-# --- binary heap of (time, id, kind), ordered by time, then kind, then id ------------------
+# --- binary heap of (time, key, kind), ordered by time, then kind, then id ----------------
+
+#: A heap entry's key (`heap_j`): its kind's tie rank above RANK_SHIFT, its id (a job's
+#: number or a node's row) below, so that (time, key) orders entries by time, then kind,
+#: then id with one comparison of integers at equal times.
+RANK_SHIFT = 56
+ID_MASK = (1 << RANK_SHIFT) - 1
 
 
 @inline_function
@@ -160,15 +166,16 @@ def tie_rank(kind: int) -> int:
 
 
 @inline_function
-def _heap_less(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, a: int, b: int) -> bool:
+def _heap_less(ht: np.ndarray, hj: np.ndarray, a: int, b: int) -> bool:
     """Entry a before entry b: earlier, or at one instant by kind (`tie_rank`), then by id
-    (a job's number, or a node's row, within one kind)."""
-    if ht[a] < ht[b]:
-        return True
-    if ht[a] != ht[b]:
-        return False
-    ra, rb = tie_rank(hk[a] & KIND_MASK), tie_rank(hk[b] & KIND_MASK)
-    return ra < rb or (ra == rb and hj[a] < hj[b])
+    (a job's number, or a node's row, within one kind): the key holds both."""
+    return ht[a] < ht[b] or (ht[a] == ht[b] and hj[a] < hj[b])
+
+
+@inline_function
+def heap_id(s, i: int) -> int:  # type: ignore[no-untyped-def]
+    """The id (job number or node row) of heap entry i."""
+    return s.heap_j[i] & ID_MASK
 
 
 @inline_function
@@ -190,11 +197,11 @@ def heap_push(s, t: float, j: int, kind: int) -> None:  # type: ignore[no-untype
         if i >= ht.size:
             s.istate[IS.HEAP_OVERFLOW] = 1
             return
-    ht[i], hj[i], hk[i] = t, j, kind
+    ht[i], hj[i], hk[i] = t, (tie_rank(kind & KIND_MASK) << RANK_SHIFT) | j, kind
     s.istate[IS.HEAP_N] = i + 1
     while i > 0:
         parent = (i - 1) >> 1
-        if _heap_less(ht, hj, hk, i, parent):
+        if _heap_less(ht, hj, i, parent):
             _heap_swap(ht, hj, hk, i, parent)
             i = parent
         else:
@@ -209,9 +216,9 @@ def _sift_down(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, i: int, n: int) -
         if left >= n:
             break
         child = left
-        if left + 1 < n and _heap_less(ht, hj, hk, left + 1, left):
+        if left + 1 < n and _heap_less(ht, hj, left + 1, left):
             child = left + 1
-        if _heap_less(ht, hj, hk, child, i):
+        if _heap_less(ht, hj, child, i):
             _heap_swap(ht, hj, hk, i, child)
             i = child
         else:
@@ -246,7 +253,7 @@ def purge_heap(s) -> None:  # type: ignore[no-untyped-def]
 def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
     """Whether heap entry i no longer applies (a killed attempt, a job no longer waiting)."""
     kind = s.heap_k[i] & KIND_MASK
-    j = s.heap_j[i]
+    j = heap_id(s, i)
     if kind == Event.COMPLETE or kind == Event.OOM:
         return (
             s.jobs_i[JI.STATE, j] != JobState.RUNNING
@@ -268,7 +275,7 @@ def prefetch_heap_top(s) -> None:  # type: ignore[no-untyped-def]
     the loop handles the event before it (`cluster.jit.prefetch`: a hint, no effect on
     what runs)."""
     if s.istate[IS.HEAP_N] > 0 and (s.heap_k[0] & KIND_MASK) == Event.COMPLETE:
-        j = s.heap_j[0]
+        j = heap_id(s, 0)
         if j < s.jobs_f.shape[1]:
             jobs_f, jobs_i = s.jobs_f, s.jobs_i
             prefetch(jobs_i, JI.STATE, j)
@@ -1301,7 +1308,7 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                     t_heap == t_pool and (s.heap_k[0] & KIND_MASK) == Event.COMPLETE
                 )
             if heap_first and t_heap <= t_arrival and t_heap <= t_tl:
-                i = s.heap_j[0]
+                i = heap_id(s, 0)
                 kind = s.heap_k[0] & KIND_MASK
                 heap_pop(s)
                 prefetch_heap_top(s)
