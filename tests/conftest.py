@@ -23,9 +23,13 @@ os.environ.setdefault("CLUSTEREMU_DASHBOARD", "0")
 @pytest.fixture(autouse=True)
 def _no_plugin_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """`--plugin` names its modules in CLUSTEREMU_PLUGINS for worker processes; a command run
-    in-process by one test must not hand its plug-ins to the processes of the next."""
+    in-process by one test must not hand its plug-ins to the processes of the next: the
+    variable is gone before each test and after it (a command run in-process sets it
+    outside the monkeypatch, and a module's fixtures start worker processes before the
+    next test's own set-up)."""
     monkeypatch.delenv("CLUSTEREMU_PLUGINS", raising=False)
     yield
+    os.environ.pop("CLUSTEREMU_PLUGINS", None)
 
 
 @pytest.fixture(scope="session", autouse=True)
