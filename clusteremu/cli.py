@@ -821,13 +821,25 @@ def console_main() -> NoReturn:
             "(started by a plug-in?)",
             file=sys.stderr,
         )
-        sys.stdout.flush()
-        sys.stderr.flush()
+    if stray or code in INTERRUPTED:
+        # After an interrupt, Ray's core worker can be stopped mid-call; tearing the
+        # interpreter down over it once ended in a segmentation fault after the command had
+        # printed its line (exit -11 instead of 130). What a normal exit runs (Ray's
+        # shutdown, temporary files) runs here, then the process ends without finalising
+        # the modules, with the command's own status.
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(OSError, ValueError):
+                stream.flush()
         import atexit
 
-        atexit._run_exitfuncs()  # what a normal exit runs (Ray's shutdown, temporary files)
+        with suppress(BaseException):
+            atexit._run_exitfuncs()
         os._exit(code)
     raise SystemExit(code)
+
+
+#: The statuses of an interrupted command: SIGINT (Ctrl-C) and SIGTERM.
+INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM)
 
 
 def _exit_before_the_command(signum: int, frame: Any) -> None:

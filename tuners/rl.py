@@ -339,6 +339,7 @@ def train_agent(
         raise ValueError(f"algorithm: expected one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
     torch.set_num_threads(1)
@@ -367,6 +368,9 @@ def train_agent(
             return True
 
     model = _learner(algorithm, learner_env, steps, envs, seed, net_arch, learning_starts)
+    # SB3's default logger makes a folder SB3-<date> in the temporary folder on every
+    # learn(), left behind; progress is the callback's, so its logger writes nowhere.
+    model.set_logger(Logger(folder=None, output_formats=[]))
     start = time.perf_counter()
     try:
         model.learn(total_timesteps=steps, callback=Progress())

@@ -248,6 +248,10 @@ def _trial_dirname(trial: Any) -> str:
     return f"experiment-{int(config['experiment']):04d}-step-{int(config['step'])}-{trial.trial_id}"
 
 
+#: The file Ray Tune writes in an experiment's folder to check that trials can reach it.
+STORAGE_MARKER = ".validate_storage_marker"
+
+
 def run_tuning(
     experiments: Sequence[Experiment],
     tuner: str,
@@ -309,6 +313,10 @@ def run_tuning(
             ),
         )
         start = time.perf_counter()
-        runner.fit()
+        try:
+            runner.fit()
+        finally:
+            # Ray Tune's check that the driver and trials share the folder; not a result.
+            (root / "trials" / STORAGE_MARKER).unlink(missing_ok=True)
         wall = time.perf_counter() - start
     return TuningResult(tuner, budget, searcher.outcomes, wall, searcher.failures)

@@ -70,6 +70,24 @@ def agent_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def test_training_leaves_nothing_in_the_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SB3's default logger made a folder `SB3-<date>` in the temporary folder on every
+    training, left behind (one per test run, and per `train-rl` of a user)."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    out = tmp_path / "agent.zip"
+    train_agent(20, out, envs=1, seed=0, domain_name="tiny", net_arch=(8,), learning_starts=10)
+    assert out.exists()
+    # (torch keeps its compiler's cache there, torchinductor_<user>, shared by every run)
+    assert not [p.name for p in scratch.iterdir() if p.name.startswith("SB3-")]
+
+
 def test_a_short_training_gives_valid_proposals_and_eq_1_rewards(agent_file: Path) -> None:
     agent = load_agent(agent_file)
     env = TuningEnv("tiny", budget=5)

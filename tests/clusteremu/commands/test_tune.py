@@ -80,6 +80,8 @@ def test_tuning_a_scenario_file_writes_results_and_a_placer_block(
     assert again and not again & {t for t in trials if t.startswith("experiment-")}
     assert json.loads((out / "tune.json").read_text())["seed"] == 1
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    # nor anything Ray Tune writes only to check its storage (it stayed behind once)
+    assert not list(out.rglob(".validate_storage_marker"))
 
 
 def test_train_rl_refuses_a_model_folder_under_a_file(
