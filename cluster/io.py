@@ -204,8 +204,23 @@ def _is_locked(path: Path) -> bool:
         os.close(fd)
 
 
+def cannot_write_in(folder: Path) -> str | None:
+    """Why no file can be made in the existing `folder` (None when one can): found by making
+    and removing an empty file there, since permission bits do not tell (root may "write"
+    to /proc by them, and an immutable folder passes `os.access`)."""
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".clusteremu-probe-", dir=folder)
+    except OSError as exc:
+        return os.strerror(exc.errno) if exc.errno is not None else str(exc)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
+
+
 def _writable_folder(folder: Path) -> bool:
-    return os.access(folder, os.W_OK | os.X_OK) and not _is_locked(folder)
+    return cannot_write_in(folder) is None
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
@@ -235,7 +250,8 @@ def owner_of(folder: Path) -> str | None:
 def check_output_folder(
     path: str | Path, command: str, files: Sequence[str] | None = None, option: str = "--out"
 ) -> Path:
-    """Raise OutputError unless `path` can take `command`'s files; create nothing.
+    """Raise OutputError unless `path` can take `command`'s files; create nothing (a probe file made to
+    test the folder is removed at once).
 
     `path` must be a folder or a path that can become one (not a file, not under a file,
     in a writable place); an existing result file must be replaceable (not a folder, not

@@ -30,7 +30,6 @@ The kinds:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
@@ -38,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cluster.errors import UsageError
+from cluster.io import cannot_write_in
 from scenarios import limits
 from scenarios.errors import shorten
 
@@ -87,11 +87,8 @@ def out_path(value: str | None, flag: str = "--out") -> str | None:
 
 def _can_write_near(value: str, flag: str) -> None:
     """OptionError when no file can be made where `value` points (its nearest folder that
-    exists: itself, or the first existing one above it): found by making and removing an
-    empty file there, since permissions do not tell (root may "write" to /proc, a read-only
-    mount passes `os.access`). A path under a file is left to the command's own checks."""
-    import tempfile
-
+    exists: itself, or the first existing one above it; `cluster.io.cannot_write_in`). A
+    path under a file is left to the command's own checks."""
     path = Path(value).expanduser().absolute()
     folder = path
     while not folder.exists() and folder != folder.parent:
@@ -100,17 +97,12 @@ def _can_write_near(value: str, flag: str) -> None:
         folder = folder.parent if folder == path else folder
         if not folder.is_dir():
             return
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".clusteremu-probe-", dir=folder)
-    except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
+    reason = cannot_write_in(folder)
+    if reason is not None:
         raise OptionError(
             f"{flag} {shorten(value, 200)}: cannot write there, {folder} is not writable "
             f"({reason}); expected a path in a writable folder"
-        ) from None
-    os.close(fd)
-    with contextlib.suppress(OSError):
-        os.unlink(probe)
+        )
 
 
 def seed(value: int | None, flag: str = "--seed") -> int | None:

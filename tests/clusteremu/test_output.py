@@ -24,6 +24,7 @@ from cluster.io import (
     MANIFEST,
     STAGE_PREFIX,
     OutputError,
+    check_output_file,
     check_output_folder,
     output_folder,
     write_json,
@@ -277,3 +278,13 @@ def test_misspelt_scenario_suggests_the_nearest(typo: str, nearest: str) -> None
     refused(
         ["run", typo], "run", "misspelt scenario", f"did you mean the shipped scenario {nearest}"
     )
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_folder_that_takes_no_file_is_refused_whatever_its_permission_bits_say() -> None:
+    """/proc passes `os.access(W_OK)` for root, yet no file can be made in it: the check
+    makes (and removes) a file to find out, as the options' own check does."""
+    with pytest.raises(OutputError, match=r"/proc is not writable"):
+        check_output_folder("/proc/clusteremu-out", "run")
+    with pytest.raises(OutputError, match=r"not writable"):
+        check_output_file("/proc/clusteremu.json", "dashboard")
