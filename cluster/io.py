@@ -250,8 +250,8 @@ def owner_of(folder: Path) -> str | None:
 def check_output_folder(
     path: str | Path, command: str, files: Sequence[str] | None = None, option: str = "--out"
 ) -> Path:
-    """Raise OutputError unless `path` can take `command`'s files; create nothing (a probe file made to
-    test the folder is removed at once).
+    """Raise OutputError unless `path` can take `command`'s files; create nothing (a probe
+    file made to test the folder is removed at once).
 
     `path` must be a folder or a path that can become one (not a file, not under a file,
     in a writable place); an existing result file must be replaceable (not a folder, not
