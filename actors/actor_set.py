@@ -17,13 +17,12 @@ from typing import Any
 
 import numpy as np
 import ray
-
-from actors.arrivals import ArrivalActor
-from actors.engine_host import EngineActor
-from actors.node_shard import NodeShardActor
-from actors.options import RayRunOptions
-from actors.scheduler import SchedulerActor
-from cluster.model import SimulationSpec
+from clusteremu.actors.arrivals import ArrivalActor
+from clusteremu.actors.engine_host import EngineActor
+from clusteremu.actors.node_shard import NodeShardActor
+from clusteremu.actors.options import RayRunOptions
+from clusteremu.actors.scheduler import SchedulerActor
+from clusteremu.cluster.model import SimulationSpec
 
 
 def node_slices(n_nodes: int, shards: int) -> list[np.ndarray]:

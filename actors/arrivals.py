@@ -1,6 +1,6 @@
 """`ArrivalActor`: streams the arrivals of one replication's job classes.
 
-The jobs are the kernel's own (`cluster.jobs.generate_jobs` on the replication's
+The jobs are the kernel's own (`clusteremu.cluster.jobs.generate_jobs` on the replication's
 stream, common random numbers), so every mode sees exactly the jobs `clusteremu run`
 sees. The coordinator pulls them in batches by simulated time; job ids are the row
 indices of the single-process engine.
@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import ray
-
-from actors.reusable import Reusable
-from cluster.engine import FloatArray, IntArray, Jobs
-from cluster.jobs import generate_jobs, replication_seed
-from cluster.model import SimulationSpec
+from clusteremu.actors.reusable import Reusable
+from clusteremu.cluster.engine import FloatArray, IntArray, Jobs
+from clusteremu.cluster.jobs import generate_jobs, replication_seed
+from clusteremu.cluster.model import SimulationSpec
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class ArrivalIds:
 
 
 def replication_jobs(spec: SimulationSpec, replication: int) -> Jobs:
-    """The jobs `cluster.engine.Engine(spec, replication)` would draw."""
+    """The jobs `clusteremu.cluster.engine.Engine(spec, replication)` would draw."""
     return generate_jobs(spec, replication_seed(spec, replication))
 
 

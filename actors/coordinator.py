@@ -1,9 +1,10 @@
 """The coordinator: owns simulated time and drives a replication's actors.
 
 One replication of a scenario runs on a set of named actors (`clusteremu/<run>/...`,
-`actors.actor_set`). Modes (DESIGN.md, "Actors"):
+`clusteremu.actors.actor_set`). Modes (DESIGN.md, "Actors"):
 
-* **exact** (`window_s == 0`): the one `cluster.engine.Engine`, hosted in an `EngineActor`
+* **exact** (`window_s == 0`): the one `clusteremu.cluster.engine.Engine`, hosted in an
+`EngineActor`
   and driven through its API (`step`, then its result): the per-job table is
   `clusteremu run`'s, whatever the number of shards. The coordinator steps it for about
   `METRICS_EVERY_S` of wall time at a time, reporting progress and the live gauges.
@@ -30,17 +31,16 @@ from typing import Any
 
 import numpy as np
 import ray
-
-from actors.actor_set import ActorSet
-from actors.arrivals import measurement_window, replication_jobs
-from actors.engine_host import EngineReport
-from actors.metrics import RunMetrics
-from actors.node_shard import ShardState
-from actors.options import RayRunOptions
-from actors.results import merge_result
-from cluster.metrics import RunResult
-from cluster.model import SimulationSpec
-from cluster.policies.points import scheduler_points
+from clusteremu.actors.actor_set import ActorSet
+from clusteremu.actors.arrivals import measurement_window, replication_jobs
+from clusteremu.actors.engine_host import EngineReport
+from clusteremu.actors.metrics import RunMetrics
+from clusteremu.actors.node_shard import ShardState
+from clusteremu.actors.options import RayRunOptions
+from clusteremu.actors.results import merge_result
+from clusteremu.cluster.metrics import RunResult
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.points import scheduler_points
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ PROGRESS: ContextVar[Progress | None] = ContextVar("clusteremu_ray_progress", de
 def reporting(progress: Progress | None) -> Iterator[None]:
     """Within the block, Ray runs report the fraction done (0..1) to `progress`.
 
-    For callers that reach the coordinator through `actors.launch.run_on_ray` (the
+    For callers that reach the coordinator through `clusteremu.actors.launch.run_on_ray` (the
     command line's progress bar)."""
     token = PROGRESS.set(progress)
     try:

@@ -1,4 +1,4 @@
-"""`EngineActor`: the one `cluster.engine.Engine` of an exact run, hosted in an actor.
+"""`EngineActor`: the one `clusteremu.cluster.engine.Engine` of an exact run, hosted in an actor.
 
 Exact mode runs the single-process engine itself (the scenario's policies, its queue, its
 timers, its tie-breaks), so its per-job table is `clusteremu run`'s by construction. The
@@ -13,13 +13,12 @@ import time
 from dataclasses import dataclass
 
 import ray
-
-from actors.node_shard import ShardState, engine_state
-from actors.reusable import Reusable
-from cluster.engine import Engine
-from cluster.layout import NI, Status
-from cluster.metrics import RunResult
-from cluster.model import SimulationSpec
+from clusteremu.actors.node_shard import ShardState, engine_state
+from clusteremu.actors.reusable import Reusable
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import NI, Status
+from clusteremu.cluster.metrics import RunResult
+from clusteremu.cluster.model import SimulationSpec
 
 #: Events per `Engine.step` call between two looks at the wall clock.
 EVENTS_PER_STEP = 1 << 16

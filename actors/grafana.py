@@ -1,7 +1,7 @@
 """The Grafana dashboard of the project's metrics, and how it gets to a Grafana server.
 
 The dashboard (`monitoring/grafana-dashboard.json`, uid `clusteremu`) charts the gauges of
-`actors.metrics` as Ray exports them to Prometheus (`ray_clusteremu_*`). `provision`
+`clusteremu.actors.metrics` as Ray exports them to Prometheus (`ray_clusteremu_*`). `provision`
 pushes it with the maintained `grafana-client` library (`POST /api/dashboards/db`, by
 uid, overwrite); the older `grafana-api` package is unmaintained since 2020 and relies on
 id-based endpoints that recent Grafana versions disable. Without a Grafana URL the JSON

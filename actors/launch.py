@@ -10,7 +10,7 @@ autoscaler monitor all listen on 127.0.0.1 only; the dashboard binds to `--dashb
 `CONNECT_TIMEOUT_S` is bad input. When Ray is already initialised in this process (a test,
 a notebook) that instance is used.
 
-Results have the shape of `cluster.runner.run_spec`'s: the per-job table of every
+Results have the shape of `clusteremu.cluster.runner.run_spec`'s: the per-job table of every
 replication, concatenated, and the combined summary.
 """
 
@@ -35,13 +35,12 @@ from typing import Any
 
 import pyarrow as pa
 import ray
-
-from actors.actor_set import ActorSet
-from actors.coordinator import RayRunOptions, run_replication
-from cluster.errors import UsageError
-from cluster.metrics import combine
-from cluster.model import SimulationSpec
-from cluster.runner import ScenarioResult
+from clusteremu.actors.actor_set import ActorSet
+from clusteremu.actors.coordinator import RayRunOptions, run_replication
+from clusteremu.cluster.errors import UsageError
+from clusteremu.cluster.metrics import combine
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.runner import ScenarioResult
 
 log = logging.getLogger(__name__)
 
@@ -494,8 +493,7 @@ def stop_ray(started: bool) -> None:
     if not started:
         return
     import psutil
-
-    from cluster.io import signals_held
+    from clusteremu.cluster.io import signals_held
 
     with signals_held():
         processes = _instance_processes()

@@ -1,6 +1,6 @@
 """`NodeShardActor`: a slice of the emulated cluster (some nodes, or one pool) and its jobs.
 
-Windowed mode. A shard hosts a `cluster.engine.Engine` built on its slice of the scenario
+Windowed mode. A shard hosts a `clusteremu.cluster.engine.Engine` built on its slice of the scenario
 (a node subset via `dataclasses.replace(spec, nodes=...)`, or no nodes for a pool shard)
 with the scenario's policies, fed the jobs routed to it window by window
 (`Engine.append_jobs`) and advanced with `Engine.step(until_s=...)`: a shard is exactly
@@ -19,13 +19,12 @@ from typing import Any
 
 import numpy as np
 import ray
-
-from actors.arrivals import ArrivalIds, JobBatch, StreamCopy, measurement_window
-from actors.reusable import Reusable
-from cluster.engine import Engine, FloatArray, IntArray, Jobs
-from cluster.layout import FS, IS, JF, JI, NF, NI, PF, JobState, NodeStatus
-from cluster.model import SimulationSpec
-from cluster.money import money_by_node
+from clusteremu.actors.arrivals import ArrivalIds, JobBatch, StreamCopy, measurement_window
+from clusteremu.actors.reusable import Reusable
+from clusteremu.cluster.engine import Engine, FloatArray, IntArray, Jobs
+from clusteremu.cluster.layout import FS, IS, JF, JI, NF, NI, PF, JobState, NodeStatus
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.money import money_by_node
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ agent do notice that the raylet is gone, but then try to report it to the GCS, w
 gone too, and wait for a 60-second timeout before exiting; so a SIGKILLed driver leaves
 them behind for a minute or more, listening.
 
-`actors.launch.ensure_ray` starts this script next to a local instance, as a process of its
+`clusteremu.actors.launch.ensure_ray` starts this script next to a local instance, as a process of
+its
 own session (so a Ctrl-C aimed at the driver's terminal does not reach it), with the
 driver's pid and the pids of the processes `ray.init` started. It remembers every
 descendant of those processes as it appears (pid and start time, so a reused pid is never

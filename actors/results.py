@@ -3,7 +3,7 @@
 Each shard returns its jobs' result rows keyed by global job id, plus its engine's time
 integrals over the statistics window (jobs in system per class, busy cores, pools' busy
 cores). `merge_result` lays them over the stream's jobs in a frozen `RunState` of the whole
-scenario and builds the per-job table and summary with `cluster.metrics.build_result`, so
+scenario and builds the per-job table and summary with `clusteremu.cluster.metrics.build_result`, so
 the table has exactly the columns of `clusteremu run`; the integrals are sums of the
 shards' (each shard integrates its own jobs and nodes, event by event).
 """
@@ -13,16 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from actors.node_shard import RESULT_F_ROWS, RESULT_I_ROWS
-from cluster.engine_feeding import job_rows
-from cluster.jobs import Jobs, replication_seed
-from cluster.layout import FS, IS, JF, JI, PF, JobState
-from cluster.metrics import RunResult, build_result
-from cluster.model import SimulationSpec
-from cluster.policies.base import Policy
-from cluster.policies.points import build_policies, distinct, setup_policies
-from cluster.state import (
+from clusteremu.actors.node_shard import RESULT_F_ROWS, RESULT_I_ROWS
+from clusteremu.cluster.engine_feeding import job_rows
+from clusteremu.cluster.jobs import Jobs, replication_seed
+from clusteremu.cluster.layout import FS, IS, JF, JI, PF, JobState
+from clusteremu.cluster.metrics import RunResult, build_result
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import Policy
+from clusteremu.cluster.policies.points import build_policies, distinct, setup_policies
+from clusteremu.cluster.state import (
     RunState,
     class_arrays,
     pool_arrays,

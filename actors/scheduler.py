@@ -1,6 +1,6 @@
 """`SchedulerActor`: routes a windowed run's arrivals between node shards.
 
-Windowed mode only (exact mode runs the one engine, `actors.engine_host`). For a window
+Windowed mode only (exact mode runs the one engine, `clusteremu.actors.engine_host`). For a window
 (T, T + W] the router chooses a shard for every arriving job from the shards' states at T
 (a snapshot up to W old, as a real scheduler's informer cache is); the choice is binding:
 the job joins that shard's queue, and the shard's own copy of the scenario's placer is the
@@ -25,19 +25,18 @@ import logging
 
 import numpy as np
 import ray
+from clusteremu.actors.arrivals import ArrivalIds, JobBatch, StreamCopy
+from clusteremu.actors.node_shard import ShardState
+from clusteremu.actors.reusable import Reusable
+from clusteremu.cluster.engine import IntArray
+from clusteremu.cluster.jobs import Purpose, replication_seed, stream
+from clusteremu.cluster.layout import GPU_MILLI
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies import registry
+from clusteremu.cluster.policies.base import Provisioner
+from clusteremu.cluster.policies.compiled import FIT_EPS, choose_gpus, has_room
+from clusteremu.cluster.state import gpu_count
 from numba import njit
-
-from actors.arrivals import ArrivalIds, JobBatch, StreamCopy
-from actors.node_shard import ShardState
-from actors.reusable import Reusable
-from cluster.engine import IntArray
-from cluster.jobs import Purpose, replication_seed, stream
-from cluster.layout import GPU_MILLI
-from cluster.model import SimulationSpec
-from cluster.policies import registry
-from cluster.policies.base import Provisioner
-from cluster.policies.compiled import FIT_EPS, choose_gpus, has_room
-from cluster.state import gpu_count
 
 log = logging.getLogger(__name__)
 

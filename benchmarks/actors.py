@@ -39,14 +39,13 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only instance
 
 import ray  # noqa: E402
-
-from actors.actor_set import ActorSet  # noqa: E402
-from actors.coordinator import Coordinator, RayRunOptions  # noqa: E402
-from actors.launch import run_on_ray  # noqa: E402
-from cluster.model import SimulationSpec  # noqa: E402
-from cluster.runner import run_spec  # noqa: E402
-from scenarios.loader import load_scenario  # noqa: E402
-from tuners.sweep import parse_grid, parse_seeds, plan_sweep, run_sweep  # noqa: E402
+from clusteremu.actors.actor_set import ActorSet  # noqa: E402
+from clusteremu.actors.coordinator import Coordinator, RayRunOptions  # noqa: E402
+from clusteremu.actors.launch import run_on_ray  # noqa: E402
+from clusteremu.cluster.model import SimulationSpec  # noqa: E402
+from clusteremu.cluster.runner import run_spec  # noqa: E402
+from clusteremu.scenarios.loader import load_scenario  # noqa: E402
+from clusteremu.tuners.sweep import parse_grid, parse_seeds, plan_sweep, run_sweep  # noqa: E402
 
 NODES = 10_000
 #: Replications timed after the first one, on the same (reused) actors.

@@ -20,9 +20,9 @@ import json
 import time
 from typing import Any
 
-from cluster.engine import Engine
-from cluster.runner import with_policies
-from scenarios.loader import load_scenario
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.runner import with_policies
+from clusteremu.scenarios.loader import load_scenario
 
 
 def timed_run(cores: int, jobs: int, allocator: str, python: bool = False) -> dict[str, Any]:

@@ -23,16 +23,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from clusteremu.cluster.engine import Engine  # noqa: E402
+from clusteremu.cluster.policies.base import Placer  # noqa: E402
+from clusteremu.scenarios.loader import spec_from_dict  # noqa: E402
 from engine_vs_simpy import erlang_c, mmc_scenario, run_simpy  # noqa: E402
-
-from cluster.engine import Engine  # noqa: E402
-from cluster.policies.base import Placer  # noqa: E402
-from scenarios.loader import spec_from_dict  # noqa: E402
 
 #: A user's module, as written from the docs (not part of the package).
 USER_MODULE = """
-from cluster.policies.compiled_table import compiled_placer, fits
-from cluster.policies.fifo import FcfsPlacer
+from clusteremu.cluster.policies.compiled_table import compiled_placer, fits
+from clusteremu.cluster.policies.fifo import FcfsPlacer
 
 
 @compiled_placer

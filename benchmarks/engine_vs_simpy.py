@@ -31,10 +31,9 @@ import time
 from typing import Any
 
 import numpy as np
-
-from cluster.engine import Engine
-from cluster.policies.base import Placement, PlacementView, Placer
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 class UserFirstFit(Placer):

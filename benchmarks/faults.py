@@ -16,8 +16,8 @@ import json
 import time
 from typing import Any
 
-from cluster.engine import Engine
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.scenarios.loader import spec_from_dict
 
 MEAN_SIZE_S = 60.0
 LOAD = 0.8

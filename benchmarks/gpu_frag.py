@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from cluster.experiments.gpu_frag import replay, workload
-from cluster.gpu_trace import load_nodes, load_pods
-from cluster.policies.gpu_share import SCORERS
+from clusteremu.cluster.experiments.gpu_frag import replay, workload
+from clusteremu.cluster.gpu_trace import load_nodes, load_pods
+from clusteremu.cluster.policies.gpu_share import SCORERS
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 

@@ -21,16 +21,15 @@ import time
 from typing import Any
 
 import numpy as np
-
-from cluster import layout as L
-from cluster.engine import Engine
-from cluster.experiments.mdp_learner import learn, tracking_delays
-from cluster.policies.mdp import estimator as est
-from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.learn_config import LearnConfig
-from cluster.policies.mdp.model import MdpModel
-from cluster.policies.mdp.solver import solve
-from scenarios.loader import load_scenario
+from clusteremu.cluster import layout as L
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.experiments.mdp_learner import learn, tracking_delays
+from clusteremu.cluster.policies.mdp import estimator as est
+from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
+from clusteremu.cluster.policies.mdp.learn_config import LearnConfig
+from clusteremu.cluster.policies.mdp.model import MdpModel
+from clusteremu.cluster.policies.mdp.solver import solve
+from clusteremu.scenarios.loader import load_scenario
 
 SYSTEMS = {
     "example 1": MdpModel.two_class(30, 4.0, 0.35, 2.5, (0.3, 0.8), 50),

@@ -1,4 +1,5 @@
-"""Speed of RAD-tree synthesis (`tuners.pennyworth`, `clusteremu synthesize`): reported, not
+"""Speed of RAD-tree synthesis (`clusteremu.tuners.pennyworth`, `clusteremu synthesize`): reported,
+not
 asserted.
 
 (a) examples + tree for 20 tasks: a synthetic 20-task problem (the 8 shipped Pennyworth
@@ -33,11 +34,10 @@ from typing import Any
 
 import numpy as np
 import ray
-
-from cluster.policies.pennyworth.problem import Problem
-from cluster.policies.pennyworth.tree import RadTree
-from scenarios.loader import SHIPPED_DIR
-from tuners.pennyworth import (
+from clusteremu.cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios.loader import SHIPPED_DIR
+from clusteremu.tuners.pennyworth import (
     ExamplePlan,
     generate_examples,
     plan_examples,

@@ -39,13 +39,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
-from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.astar import SearchLimit, solve
-from cluster.policies.pennyworth.exact import engine_runtimes, job_problem, solve_jobs
-from cluster.policies.pennyworth.problem import Problem, problem_from_spec
-from scenarios.loader import load_scenario
-from tuners.pennyworth_eval import batch_spec, with_counts
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.pennyworth.astar import SearchLimit, solve
+from clusteremu.cluster.policies.pennyworth.exact import engine_runtimes, job_problem, solve_jobs
+from clusteremu.cluster.policies.pennyworth.problem import Problem, problem_from_spec
+from clusteremu.scenarios.loader import load_scenario
+from clusteremu.tuners.pennyworth_eval import batch_spec, with_counts
 
 SLOS = ("max", "rtpt", "avg", "percentile")
 SIZES = (4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32)

@@ -38,10 +38,9 @@ from typing import Any
 
 import numpy as np
 import yaml
-
-from cluster.policies.pennyworth.tree import RadTree
-from scenarios.loader import load_scenario, resolve_path
-from tuners.pennyworth import (
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios.loader import load_scenario, resolve_path
+from clusteremu.tuners.pennyworth import (
     plan_examples,
     scenario_jobs,
     scenario_problem,
@@ -49,7 +48,7 @@ from tuners.pennyworth import (
     training_keys,
     validation_set,
 )
-from tuners.pennyworth_eval import (
+from clusteremu.tuners.pennyworth_eval import (
     ActualBatch,
     baseline_policies,
     costs_of,
@@ -61,7 +60,7 @@ from tuners.pennyworth_eval import (
     shuffled_tree,
     tree_policy,
 )
-from tuners.protocol import learned_something, mean_interval, paired_interval
+from clusteremu.tuners.protocol import learned_something, mean_interval, paired_interval
 
 SLOS = ("max", "rtpt", "avg", "percentile")
 #: The benchmark's own split of the seed (synthesize draws "train", "validation", "test").

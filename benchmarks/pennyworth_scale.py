@@ -27,19 +27,18 @@ import time
 from typing import Any
 
 import numpy as np
-
-from cluster.policies.pennyworth.exact import _money_lower_bound, job_problem
-from cluster.policies.pennyworth.tree import RadTree
-from scenarios.loader import SHIPPED_DIR, load_scenario, read_yaml
-from tuners.pennyworth import scenario_problem
-from tuners.pennyworth_eval import (
+from clusteremu.cluster.policies.pennyworth.exact import _money_lower_bound, job_problem
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, read_yaml
+from clusteremu.tuners.pennyworth import scenario_problem
+from clusteremu.tuners.pennyworth_eval import (
     actual_cost,
     baseline_policies,
     draw_batch,
     rules_policy,
     tree_policy,
 )
-from tuners.protocol import mean_interval
+from clusteremu.tuners.protocol import mean_interval
 
 SLOS = ("max", "rtpt", "avg", "percentile")
 SPLIT = "scale"

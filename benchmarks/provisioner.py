@@ -18,11 +18,11 @@ import json
 import time
 from typing import Any
 
-from cluster.engine import Engine
-from cluster.model import PolicyRef
-from cluster.policies.provisioner.policies import Predictive
-from cluster.policies.provisioner.sizing import profile, static_of, train_sizing
-from scenarios.loader import load_scenario
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import PolicyRef
+from clusteremu.cluster.policies.provisioner.policies import Predictive
+from clusteremu.cluster.policies.provisioner.sizing import profile, static_of, train_sizing
+from clusteremu.scenarios.loader import load_scenario
 
 
 def training(trials: int, sampler: str) -> dict[str, Any]:

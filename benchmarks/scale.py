@@ -12,7 +12,7 @@ through the same code (scenario -> loader -> Engine -> per-job table and summary
 phases: building the engine (drawing the jobs), the event loop, the per-job table and
 summary. A small run first compiles or loads the loop, so the figures are those of a warm
 process. Prints wall seconds per phase, jobs per wall second, the peak resident memory, and
-bytes per job and per node: from the layout (`cluster.state.layout_bytes`), allocated by
+bytes per job and per node: from the layout (`clusteremu.cluster.state.layout_bytes`), allocated by
 the engine, and resident (the rise of the peak RSS over the process before the run, table
 included, divided by the jobs). `--scan` runs without the index of free capacity (each
 placement scans the node rows: the engine before the index).
@@ -28,10 +28,10 @@ import resource
 import time
 from typing import Any
 
-from cluster.engine import Engine
-from cluster.layout import Status
-from cluster.state import layout_bytes, max_gpus
-from scenarios.loader import load_scenario
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import Status
+from clusteremu.cluster.state import layout_bytes, max_gpus
+from clusteremu.scenarios.loader import load_scenario
 
 #: Per-job arrays of the engine's state (the heap: two entries per job and per node row).
 JOB_ARRAYS = (

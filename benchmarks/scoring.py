@@ -27,14 +27,13 @@ import time
 from typing import Any
 
 import numpy as np
-
-from cluster.engine import Engine
-from cluster.model import StopRule
-from cluster.policies.scoring.framework import Cycle
-from cluster.policies.scoring.placer import ScoringPlacer
-from cluster.policies.scoring.scorers import ALL_SCORERS
-from scenarios import faas
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import StopRule
+from clusteremu.cluster.policies.scoring.framework import Cycle
+from clusteremu.cluster.policies.scoring.placer import ScoringPlacer
+from clusteremu.cluster.policies.scoring.scorers import ALL_SCORERS
+from clusteremu.scenarios import faas
+from clusteremu.scenarios.loader import spec_from_dict
 
 FUNCTION = "resnet50-preprocessing"
 IMAGE_SHARE = 0.2

@@ -45,7 +45,7 @@ from trace_files import GENERATORS  # noqa: E402
 CHILD = """
 import resource, sys, time
 from pathlib import Path
-from cluster.traces.formats import reader
+from clusteremu.cluster.traces.formats import reader
 m = reader(sys.argv[1])
 import pyarrow, numpy  # loaded before the baseline
 def rss_kb():
@@ -92,8 +92,8 @@ def replay(scenario: Path, repeat: int) -> dict[str, float]:
     """Best of `repeat`: reading the scenario and its table (s), and the replay (s: the
     engine built on the jobs, the run, the per-job table and the summary, as
     `benchmarks/engine_vs_simpy.py` times its engine)."""
-    from cluster.engine import Engine
-    from scenarios.loader import load_scenario
+    from clusteremu.cluster.engine import Engine
+    from clusteremu.scenarios.loader import load_scenario
 
     best_read = best_replay = np.inf
     jobs = 0

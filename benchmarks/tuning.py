@@ -17,10 +17,9 @@ import os
 
 import numpy as np
 import ray
-
-from tuners.domains import sample_configs
-from tuners.evaluate import experiment_from_config
-from tuners.tuning import run_tuning
+from clusteremu.tuners.domains import sample_configs
+from clusteremu.tuners.evaluate import experiment_from_config
+from clusteremu.tuners.tuning import run_tuning
 
 
 def timed(experiments: list, workers: int, budget: int) -> dict[str, float]:

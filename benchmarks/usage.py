@@ -17,8 +17,8 @@ import json
 import time
 from typing import Any
 
-from cluster.engine import Engine
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 def scenario(jobs: int, usage: bool) -> dict[str, Any]:

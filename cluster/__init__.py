@@ -20,16 +20,19 @@ from pathlib import Path
 
 #: A module holds compiled code when its source names one of these.
 _COMPILED = re.compile(r"\b(njit|kernel_function|inline_function|import numba|from numba)\b")
-#: `from cluster.x import a, b` (parenthesised lists too) and `import cluster.x`.
+#: `from clusteremu.cluster.x import a, b` (parenthesised lists too) and
+#: `import clusteremu.cluster.x`.
 _IMPORT = re.compile(
-    r"^\s*from\s+(cluster[\w.]*)\s+import\s+(\([^)]*\)|[^\n#]*)|^\s*import\s+(cluster[\w.]*)",
+    r"^\s*from\s+(clusteremu\.cluster[\w.]*)\s+import\s+(\([^)]*\)|[^\n#]*)"
+    r"|^\s*import\s+(clusteremu\.cluster[\w.]*)",
     re.M,
 )
 
 
 def _module_file(root: Path, name: str) -> Path | None:
-    """The source file of module `name` (``cluster.x.y``) under the package folder `root`."""
-    rel = Path(*name.split(".")[1:])
+    """The source file of module `name` (``clusteremu.cluster.x.y``) under the package
+    folder `root`."""
+    rel = Path(*name.split(".")[2:])
     candidates = [root / rel / "__init__.py"]
     if rel.parts:
         candidates.insert(0, root / rel.with_suffix(".py"))

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import SimulationSpec
-from cluster.policies import compiled
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies import compiled
 
 IntArray = npt.NDArray[np.int64]
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cluster.io import number_text
-from cluster.model import SimulationSpec
-from cluster.plotting import scale_axis
-from cluster.runner import run_spec, with_policies
+from clusteremu.cluster.io import number_text
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.plotting import scale_axis
+from clusteremu.cluster.runner import run_spec, with_policies
 
 
 def compare_policies(
@@ -132,7 +132,7 @@ def compare_grid(
     apply), the normalised holding cost holding_cost_rate / n with its 95% half-width
     (over replications), and the full summary.
     """
-    from cluster.policies.relaxed_bound import BoundError, scenario_bound
+    from clusteremu.cluster.policies.relaxed_bound import BoundError, scenario_bound
 
     records: list[dict[str, Any]] = []
     for g, value in enumerate(values):

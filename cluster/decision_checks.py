@@ -8,22 +8,21 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster import kernel
-from cluster.layout import (
+from clusteremu.cluster import kernel
+from clusteremu.cluster.layout import (
     JF,
     NF,
     NI,
     NodeStatus,
 )
-from cluster.policies import compiled
-from cluster.policies.base import (
+from clusteremu.cluster.policies import compiled
+from clusteremu.cluster.policies.base import (
     Allocation,
     Placement,
     PolicyError,
     PoolView,
 )
-from cluster.state import (
+from clusteremu.cluster.state import (
     EngineState,
 )
 

@@ -1,7 +1,8 @@
 """The event engine: the one owner of simulated time and state.
 
 An `Engine` holds one replication's `EngineState` (typed groups of arrays,
-`cluster.state`) and drives the compiled loop (`cluster.kernel`). Only the engine moves
+`clusteremu.cluster.state`) and drives the compiled loop (`clusteremu.cluster.kernel`). Only the
+engine moves
 time and writes state; policies, actors, learners and tuners use its API (SimPy's rule):
 
 - `peek()` the time of the next event, `step(until_s)` advance, `run()` to the end;
@@ -16,15 +17,16 @@ writing them raises. Policies are called back through four extension points (sca
 placer, allocator, provisioner) when they have no compiled path.
 
 The engine's code is split by job: this module builds the state and drives the loop;
-`cluster.engine_operations` (start, kill, rent, release and what the loop asks for),
-`cluster.engine_feeding` (jobs added after the start) and `cluster.engine_policies` (the
-Python policies' views and decisions) are mixins of `Engine`; `cluster.live_view` is the
-placers' reusable view and `cluster.decision_checks` the checks of their decisions.
+`clusteremu.cluster.engine_operations` (start, kill, rent, release and what the loop asks for),
+`clusteremu.cluster.engine_feeding` (jobs added after the start) and
+`clusteremu.cluster.engine_policies` (the
+Python policies' views and decisions) are mixins of `Engine`; `clusteremu.cluster.live_view` is the
+placers' reusable view and `clusteremu.cluster.decision_checks` the checks of their decisions.
 
->>> from cluster.model import *
->>> from cluster.distributions import Exponential
->>> from cluster.speedup import LinearSpeedup
->>> from cluster.workload import poisson_arrivals
+>>> from clusteremu.cluster.model import *
+>>> from clusteremu.cluster.distributions import Exponential
+>>> from clusteremu.cluster.speedup import LinearSpeedup
+>>> from clusteremu.cluster.workload import poisson_arrivals
 >>> spec = SimulationSpec(
 ...     name="mm1", seed=1, stop=StopRule(jobs=1000),
 ...     node_types=(NodeType("core", cpu=1, memory_gb=1),), nodes=("core",), pools=(),
@@ -43,15 +45,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster import fit_index, kernel
-from cluster.decision_checks import ALLOC_EPS, check_allocation
-from cluster.engine_feeding import JobFeeding, job_state
-from cluster.engine_operations import Operations
-from cluster.engine_policies import PLACER_CALLBACK, PolicyCalls
-from cluster.faults import FaultDraws, timeline_array
-from cluster.jit import direct_entry
-from cluster.jobs import (
+from clusteremu.cluster import fit_index, kernel
+from clusteremu.cluster.decision_checks import ALLOC_EPS, check_allocation
+from clusteremu.cluster.engine_feeding import JobFeeding, job_state
+from clusteremu.cluster.engine_operations import Operations
+from clusteremu.cluster.engine_policies import PLACER_CALLBACK, PolicyCalls
+from clusteremu.cluster.faults import FaultDraws, timeline_array
+from clusteremu.cluster.jit import direct_entry
+from clusteremu.cluster.jobs import (
     Jobs,
     Purpose,
     generate_jobs,
@@ -60,7 +61,7 @@ from cluster.jobs import (
     runtime_table,
     stream,
 )
-from cluster.layout import (
+from clusteremu.cluster.layout import (
     CF,
     FS,
     IS,
@@ -70,10 +71,10 @@ from cluster.layout import (
     SCALE_ACTIONS,
     Status,
 )
-from cluster.metrics import RunResult, build_result
-from cluster.model import SimulationSpec
-from cluster.policies import compiled_table
-from cluster.policies.base import (
+from clusteremu.cluster.metrics import RunResult, build_result
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies import compiled_table
+from clusteremu.cluster.policies.base import (
     Allocator,
     LiftRule,
     Placement,
@@ -81,8 +82,8 @@ from cluster.policies.base import (
     Provisioner,
     Scaler,
 )
-from cluster.policies.points import build_policies, distinct, setup_policies
-from cluster.state import (
+from clusteremu.cluster.policies.points import build_policies, distinct, setup_policies
+from clusteremu.cluster.state import (
     EngineState,
     RunState,
     check_gpu_request,
@@ -93,9 +94,9 @@ from cluster.state import (
     state_from,
     static_nodes,
 )
-from cluster.traces.feed import TableSource, streamed_source
-from cluster.usage import CPU_RULES
-from cluster.world import build_world, initial_cache
+from clusteremu.cluster.traces.feed import TableSource, streamed_source
+from clusteremu.cluster.usage import CPU_RULES
+from clusteremu.cluster.world import build_world, initial_cache
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -142,7 +143,7 @@ def _table_feed(
     spec: SimulationSpec,
 ) -> tuple[TableSource | None, Iterator[Jobs] | None, Jobs | None, int]:
     """(the table, the chunks after the first, the first chunk, the jobs in all) of a
-    scenario whose every class replays one streamed trace table (`cluster.traces.feed`),
+    scenario whose every class replays one streamed trace table (`clusteremu.cluster.traces.feed`),
     else nothing."""
     source = streamed_source(spec.classes)
     if source is None or spec.usage is not None:
@@ -182,7 +183,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         as a Pennyworth planner, is given at each of its points: `Engine(spec, placer=p,
         scaler=p)`); `force_python_policies` takes the Python decision path even for
         compiled policies.
-        `fit_index` keeps an index of free capacity (`cluster.fit_index`; the same runs,
+        `fit_index` keeps an index of free capacity (`clusteremu.cluster.fit_index`; the same runs,
         faster first-fit placements on many nodes) or not; None: with a placer that uses it
         (`uses_fit_index`, the compiled first-fit) on `fit_index.MIN_ROWS` node rows or more.
         """
@@ -191,7 +192,8 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         self.replication = replication
         seq = replication_seed(spec, replication)
         # One object per policy: a pair (Pennyworth's planners, placer and scaler) is one
-        # object at each of its points, named so by the scenario (`cluster.policies.points`).
+        # object at each of its points, named so by the scenario
+        # (`clusteremu.cluster.policies.points`).
         self.policies = build_policies(
             spec, placer=placer, allocator=allocator, provisioner=provisioner, scaler=scaler
         )
@@ -216,7 +218,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
         #: job row -> its original size and each redrawn one (`RunState.sizes_drawn`)
         self._sizes_drawn: dict[int, tuple[float, ...]] = {}
         self._s = self._build_state(placer_rng, force_python_policies)
-        self._t = tuple(self._s)  # what compiled entries take (see cluster.kernel)
+        self._t = tuple(self._s)  # what compiled entries take (see clusteremu.cluster.kernel)
         self._first_failures()
         self._run: Callable[..., int] | None = None  # the loop entry without type dispatch
         self._ro: EngineState | None = None
@@ -506,7 +508,7 @@ class Engine(JobFeeding, Operations, PolicyCalls):
     def step(self, until_s: float = math.inf, max_events: int = EVENTS_PER_CALL) -> int:
         """Advance until `until_s`, `max_events` events or the end; answer policy calls.
 
-        Returns a `cluster.layout.Status`: FINISHED, PAUSED (next event after `until_s`)
+        Returns a `clusteremu.cluster.layout.Status`: FINISHED, PAUSED (next event after `until_s`)
         or YIELDED (`max_events` events done). A streamed trace table's next chunk is fed
         just before the time of its first arrival.
         """

@@ -1,4 +1,4 @@
-"""Jobs handed to an engine after it was built, as a mixin of `cluster.engine.Engine`:
+"""Jobs handed to an engine after it was built, as a mixin of `clusteremu.cluster.engine.Engine`:
 `add_jobs` (a window's jobs at a time) and `append_jobs` (many small batches in amortised
 O(batch), the windowed Ray shards), the job arrays they fill (`job_state`), and the room
 the heap and the queue need."""
@@ -10,28 +10,27 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.jobs import (
+from clusteremu.cluster.jobs import (
     Jobs,
     concat_jobs,
     runtime_table,
 )
-from cluster.layout import (
+from clusteremu.cluster.layout import (
     IS,
     JF,
     JI,
 )
-from cluster.model import SimulationSpec
-from cluster.policies.base import (
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import (
     PolicyError,
     Provisioner,
 )
-from cluster.state import (
+from clusteremu.cluster.state import (
     EngineState,
     check_gpu_request,
     grown,
 )
-from cluster.usage import Usage
+from clusteremu.cluster.usage import Usage
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -93,7 +92,8 @@ def _widened(array: npt.NDArray[Any], size: int, fill: float = 0) -> Any:
 
 
 class JobFeeding:
-    """Job feeding of `Engine` (state `_s`, `spec`, `jobs`, `provisioner`: `cluster.engine`)."""
+    """Job feeding of `Engine` (state `_s`, `spec`, `jobs`, `provisioner`:
+    `clusteremu.cluster.engine`)."""
 
     _s: EngineState
     spec: SimulationSpec
@@ -159,7 +159,7 @@ class JobFeeding:
             "wait_f": grown(s.wait_f, queue),
         }
 
-    # -- a trace table streamed a chunk at a time (`cluster.traces.feed`) ---------------
+    # -- a trace table streamed a chunk at a time (`clusteremu.cluster.traces.feed`) ---------------
 
     def reserve_jobs(self, total: int) -> None:
         """Make room for `total` job rows, the ones past those held now arriving never

@@ -1,4 +1,4 @@
-"""The engine's operations on jobs and nodes, as a mixin of `cluster.engine.Engine`:
+"""The engine's operations on jobs and nodes, as a mixin of `clusteremu.cluster.engine.Engine`:
 start, kill, drop, rent, release, and what the compiled loop asks the engine to do
 (timeline actions, fault draws, size redraws, out-of-memory lifts). They write the
 engine's state; nothing else does."""
@@ -8,14 +8,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from cluster import kernel
-from cluster.capacity import fits_a_node_type, node_types_of_run
-from cluster.jobs import (
+from clusteremu.cluster import kernel
+from clusteremu.cluster.capacity import fits_a_node_type, node_types_of_run
+from clusteremu.cluster.jobs import (
     Purpose,
     replication_seed,
     stream,
 )
-from cluster.layout import (
+from clusteremu.cluster.layout import (
     IS,
     JF,
     JI,
@@ -25,24 +25,25 @@ from cluster.layout import (
     JobState,
     NodeStatus,
 )
-from cluster.model import SimulationSpec
-from cluster.policies.base import (
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import (
     OomKill,
     Placement,
     PolicyError,
 )
-from cluster.state import (
+from clusteremu.cluster.state import (
     EngineState,
     check_gpu_request,
     empty_nodes,
     fill_node,
     grown,
 )
-from cluster.world import initial_cache
+from clusteremu.cluster.world import initial_cache
 
 
 class Operations:
-    """Operations of `Engine` (state `_s`, `_t`, `spec`, policies: see `cluster.engine`)."""
+    """Operations of `Engine` (state `_s`, `_t`, `spec`, policies: see
+    `clusteremu.cluster.engine`)."""
 
     _s: EngineState
     spec: SimulationSpec

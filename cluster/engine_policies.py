@@ -1,4 +1,4 @@
-"""How the engine calls Python policies, as a mixin of `cluster.engine.Engine`: their
+"""How the engine calls Python policies, as a mixin of `clusteremu.cluster.engine.Engine`: their
 views (placement, pool, scale), the decisions they return (checked, then applied through
 the compiled transitions), and refusals."""
 
@@ -9,10 +9,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster import kernel
-from cluster.decision_checks import check_allocation, check_placement
-from cluster.layout import (
+from clusteremu.cluster import kernel
+from clusteremu.cluster.decision_checks import check_allocation, check_placement
+from clusteremu.cluster.layout import (
     CF,
     FS,
     IS,
@@ -23,9 +22,9 @@ from cluster.layout import (
     PF,
     Refusal,
 )
-from cluster.live_view import LiveView, static_node_arrays
-from cluster.model import SimulationSpec
-from cluster.policies.base import (
+from clusteremu.cluster.live_view import LiveView, static_node_arrays
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import (
     Placement,
     PlacementView,
     PolicyError,
@@ -34,8 +33,8 @@ from cluster.policies.base import (
     Rent,
     ScaleView,
 )
-from cluster.policies.compiled_table import RELEASE, RENT
-from cluster.state import (
+from clusteremu.cluster.policies.compiled_table import RELEASE, RENT
+from clusteremu.cluster.state import (
     EngineState,
 )
 
@@ -51,7 +50,8 @@ PLACER_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)
 
 
 class PolicyCalls:
-    """Python policy calls of `Engine` (state `_s`, `_t`, `spec`: see `cluster.engine`)."""
+    """Python policy calls of `Engine` (state `_s`, `_t`, `spec`: see
+    `clusteremu.cluster.engine`)."""
 
     _s: EngineState
     spec: SimulationSpec

@@ -1,5 +1,5 @@
 """`UsageError`: what a user gave (an option, a file, an address) cannot be used. Raised
-before any work by every layer that checks input (the CLI, `actors.launch`, the option
+before any work by every layer that checks input (the CLI, `clusteremu.actors.launch`, the option
 checks); `clusteremu` prints its message and exits with status 2."""
 
 from __future__ import annotations

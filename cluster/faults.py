@@ -1,10 +1,10 @@
 """Node failures and the scenario's timeline, as engine data (docs/faults.md).
 
-The compiled loop (`cluster.kernel`) owns every fault event: random failures and
+The compiled loop (`clusteremu.cluster.kernel`) owns every fault event: random failures and
 recoveries are heap events of the node (`Event.FAIL`, `Event.RECOVER`), timeline events a
 sorted array it walks beside the arrivals. This module prepares their data:
 
-- `timeline_array(spec)`: the `timeline` rows (`cluster.layout.TL`) of a scenario;
+- `timeline_array(spec)`: the `timeline` rows (`clusteremu.cluster.layout.TL`) of a scenario;
 - `FaultDraws`: each node's up and down times, drawn ahead in blocks of `FAULT_DRAWS` from
   the node's own streams, keyed by (node type name, purpose, the node's ordinal among the
   nodes of its type): adding a failure model to a type changes no other draw.
@@ -16,10 +16,9 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.jobs import Purpose, name_key
-from cluster.layout import TL, Action
-from cluster.model import SimulationSpec
+from clusteremu.cluster.jobs import Purpose, name_key
+from clusteremu.cluster.layout import TL, Action
+from clusteremu.cluster.model import SimulationSpec
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -1,7 +1,8 @@
 """The one fit rule (`node_fits`) and an index of free capacity that finds the first node
 row it admits in O(log N) instead of a scan of every row.
 
-The index (`EngineState.fit_index`, columns named by `cluster.layout.FX`) is a segment tree
+The index (`EngineState.fit_index`, columns named by `clusteremu.cluster.layout.FX`) is a segment
+tree
 over node rows: row L + k holds node row k's free cores, free GB, free worker slots and,
 when some node type has GPUs, the most free milli-GPU on one of its GPUs and its wholly free
 GPUs (-inf everywhere for a node that is not up), every inner row the most of each column
@@ -13,7 +14,7 @@ cover the request, confirms it with `node_fits` and goes on to the right when a 
 scan in node order returns.
 
 Only the engine's transitions write node rows; each one that changes a node's free cores,
-GB, slots, GPUs or status calls `index_update` for it (`cluster.kernel`; `Engine.rent`,
+GB, slots, GPUs or status calls `index_update` for it (`clusteremu.cluster.kernel`; `Engine.rent`,
 `Engine.release`). An empty index ((0, 0): small clusters, placers that do not use it) costs
 those transitions one branch.
 """
@@ -23,10 +24,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from cluster.jit import inline_function, internal_function, kernel_function
-from cluster.layout import FX, GPU_MILLI, NF, NI, NodeStatus
-from cluster.state import EngineState
+from clusteremu.cluster.jit import inline_function, internal_function, kernel_function
+from clusteremu.cluster.layout import FX, GPU_MILLI, NF, NI, NodeStatus
+from clusteremu.cluster.state import EngineState
 
 #: Tolerance on capacity checks (cores, GB, GPUs).
 FIT_EPS = 1e-9

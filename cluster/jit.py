@@ -16,18 +16,17 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
+from clusteremu.cluster.jit_pipeline import KernelCompiler
 from llvmlite import ir as llvm_ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from cluster.jit_pipeline import KernelCompiler
-
 F = TypeVar("F")
 
 
 #: numba options of every kernel function: the on-disk cache, no reference counting, the
-#: cheaper inlining of `cluster.jit_pipeline`, and no C-callable wrapper (nothing takes a
+#: cheaper inlining of `clusteremu.cluster.jit_pipeline`, and no C-callable wrapper (nothing takes a
 #: kernel function's address; compiled policies have their own options).
 _KERNEL_OPTIONS: dict[str, Any] = {  # _nrt and the wrappers are not in numba's stubs
     "cache": True,
@@ -69,7 +68,7 @@ def call_c(typingctx: Any, address: Any, n: Any) -> Any:  # noqa: ARG001 - numba
     """Call the C function `int64 f(int64)` at `address` with `n` (compiled code only).
 
     The event loop calls a Python placer this way (a ctypes callback,
-    `cluster.engine_policies`): about 0.1 us, where leaving the loop and entering it
+    `clusteremu.cluster.engine_policies`): about 0.1 us, where leaving the loop and entering it
     again costs its whole state's arguments, 1-2 us."""
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:

@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import JobClass, SimulationSpec
-from cluster.usage import Usage, draw_usage
+from clusteremu.cluster.model import JobClass, SimulationSpec
+from clusteremu.cluster.usage import Usage, draw_usage
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -50,7 +49,7 @@ class Jobs:
     size: FloatArray
     #: One uniform draw per job, mapped to a run time on each node type that has one.
     runtime_u: FloatArray | None = None
-    #: What each job really uses (None: exactly its request); see `cluster.usage`.
+    #: What each job really uses (None: exactly its request); see `clusteremu.cluster.usage`.
     usage: Usage | None = None
     #: Per-job input features a provisioner may read (name -> one float per job).
     features: dict[str, FloatArray] = field(default_factory=dict)

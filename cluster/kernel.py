@@ -1,10 +1,11 @@
 """The compiled event loop: piecewise-constant rates, one clock, no time steps.
 
-`run_kernel` advances an `EngineState` (see `cluster.state`, rows in `cluster.layout`)
+`run_kernel` advances an `EngineState` (see `clusteremu.cluster.state`, rows in
+`clusteremu.cluster.layout`)
 event by event. Between two events every rate is constant, so time jumps straight to the
 next arrival, completion, pool completion, node ready or patience timer. Each event kind
 has its own handler (`on_arrival`, `on_complete`, ...). Decisions are made at the top of
-the loop: by a compiled policy (`cluster.policies.compiled_table`) inside the loop; by a
+the loop: by a compiled policy (`clusteremu.cluster.policies.compiled_table`) inside the loop; by a
 Python placer called from inside the loop (a C callback into the engine, `FN_PYTHON_PLACER`),
 whose placements go through the same transitions (`start_job`); or, for the rarer Python
 decisions, by returning to Python (`NEED_SCALE_DECISION`, `NEED_ALLOC_DECISION`, ...), which
@@ -12,7 +13,7 @@ applies them and calls the loop again. The loop also
 returns when the next event lies beyond `until_s` or after `max_events` events, so a run
 can be resumed at any point with exactly the same result.
 
-Only `cluster.engine.Engine` calls these functions: they are the engine's transitions.
+Only `clusteremu.cluster.engine.Engine` calls these functions: they are the engine's transitions.
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from cluster.fit_index import index_update
-from cluster.jit import call_c, inline_function, internal_function, kernel_function, prefetch
-from cluster.layout import (
+from clusteremu.cluster.fit_index import index_update
+from clusteremu.cluster.jit import (
+    call_c,
+    inline_function,
+    internal_function,
+    kernel_function,
+    prefetch,
+)
+from clusteremu.cluster.layout import (
     CF,
     CI,
     FS,
@@ -42,13 +48,13 @@ from cluster.layout import (
     NodeStatus,
     Status,
 )
-from cluster.policies.compiled import (
+from clusteremu.cluster.policies.compiled import (
     FIT_EPS,
     choose_gpus,
     holds_request,
     node_fits,
 )
-from cluster.policies.compiled_table import (
+from clusteremu.cluster.policies.compiled_table import (
     allocator_view,
     as_allocator,
     as_placer,
@@ -56,9 +62,9 @@ from cluster.policies.compiled_table import (
     placer_view,
     scaler_view,
 )
-from cluster.speedup import AMDAHL, POWER, RIGID, ROOFTOP, SMOOTH_ROOFTOP, TABLE
-from cluster.state import EngineState
-from cluster.world import setup_delay
+from clusteremu.cluster.speedup import AMDAHL, POWER, RIGID, ROOFTOP, SMOOTH_ROOFTOP, TABLE
+from clusteremu.cluster.state import EngineState
+from clusteremu.cluster.world import setup_delay
 
 # Return codes as plain ints: an IntEnum member returned to Python is boxed through pickle.
 _FINISHED, _NEED_PLACE_DECISION, _NEED_ALLOC_DECISION = (
@@ -81,7 +87,7 @@ _BAD_ALLOCATION = int(Status.BAD_ALLOCATION)
 _NEED_SCALE_ACTIONS = int(Status.NEED_SCALE_ACTIONS)
 _PLACER_HANDED_BACK = int(Status.PLACER_HANDED_BACK)
 #: Over-allocation a compiled allocator may make (relative and absolute, cores), as in
-#: `cluster.decision_checks.ALLOC_EPS`.
+#: `clusteremu.cluster.decision_checks.ALLOC_EPS`.
 _ALLOC_EPS = 1e-9
 #: Rows of the `fns` array the loop takes: (C wrapper, object, entry) addresses per kind;
 #: `FN_PYTHON_PLACER`: the engine's callback for a Python placer (`call_c`), then zeros.
@@ -108,7 +114,8 @@ def speedup_value(
     tx: np.ndarray,
     ty: np.ndarray,
 ) -> float:
-    """s_c(cores) for class c; linear below one core (see cluster.speedup) but for a rigid
+    """s_c(cores) for class c; linear below one core (see clusteremu.cluster.speedup) but for a
+    rigid
     class (1 on any cores)."""
     kind = classes_i[CI.SP_KIND, c]
     if kind == RIGID:
@@ -272,7 +279,7 @@ def _stale(s, i: int) -> bool:  # type: ignore[no-untyped-def]
 @inline_function
 def prefetch_heap_top(s) -> None:  # type: ignore[no-untyped-def]
     """Bring the job rows that the heap's first completion will read into the caches while
-    the loop handles the event before it (`cluster.jit.prefetch`: a hint, no effect on
+    the loop handles the event before it (`clusteremu.cluster.jit.prefetch`: a hint, no effect on
     what runs)."""
     if s.istate[IS.HEAP_N] > 0 and (s.heap_k[0] & KIND_MASK) == Event.COMPLETE:
         j = heap_id(s, 0)
@@ -343,11 +350,11 @@ def start_job(  # type: ignore[no-untyped-def]
     The job runs for `run_s` seconds (size / (node speed * s(cpu)) when negative) after a
     set-up delay of `setup_s` seconds (image pull, data transfer) during which it already
     holds its request. `run_by_type[node type, j]`, when present and not negative, is the
-    job's run time on that node type. The world model (`cluster.world`) adds the set-up
+    job's run time on that node type. The world model (`clusteremu.cluster.world`) adds the set-up
     delay of pulls and transfers the node needs. `gpu_mask` names the GPUs of node k the
     job gets (bit g = GPU g); -1 lets `choose_gpus` pick (the first GPUs with room).
 
-    With real usages (`cluster.usage`): a job that keeps u cores busy runs at s(u) cores,
+    With real usages (`clusteremu.cluster.usage`): a job that keeps u cores busy runs at s(u) cores,
     whatever it requested; granted r < u cores, it runs u / r times longer (`cpu_rule`
     proportional; with a linear speed-up: size / min(r, u)). A memory peak above the
     request ends the attempt at `peak_at` of its run time with an out-of-memory event.
@@ -1185,7 +1192,7 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
         """Run events until the end, a Python decision, time `until_s` or `max_events` events.
 
         `fns` holds the compiled policies' function addresses, a row per extension point
-        (`FN_PLACER`, ...; see `cluster.policies.compiled_table.function_addresses`), and
+        (`FN_PLACER`, ...; see `clusteremu.cluster.policies.compiled_table.function_addresses`), and
         the engine's callback for a Python placer (`FN_PYTHON_PLACER`): the loop calls it
         with the number of waiting jobs gathered in `members` and goes on with its answer,
         without returning. Returns a `Status`. `t` is the state as a plain tuple

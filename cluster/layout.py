@@ -3,7 +3,7 @@
 The engine keeps each entity kind in one 2-D array whose rows are fields: `jobs_f[JF.REM]`
 is the remaining work of every job. The row enums number themselves (no hand-counted
 constants); numba reads `IntEnum` members as compile-time integers, so the compiled loop
-indexes with them directly. The arrays are grouped in `cluster.state.EngineState`.
+indexes with them directly. The arrays are grouped in `clusteremu.cluster.state.EngineState`.
 
 Units: seconds, cores, GB, GPUs (milli-GPU where named), dollars.
 """
@@ -31,7 +31,8 @@ class JF(IntEnum):
     SETUP_S = 12  #: set-up delay of the current attempt (image pull, data), s
     DUE = 13  #: scheduled end of the current attempt, s (stale heap entries differ)
     WASTE_CORE_S = 14  #: core-seconds held by killed attempts (work lost)
-    # Real usage (`cluster.usage`; NaN: exactly the request). Filled only with a usage model.
+    # Real usage (`clusteremu.cluster.usage`; NaN: exactly the request). Filled only with a usage
+    # model.
     USE_CPU = 15  #: cores the job keeps busy
     USE_MEM = 16  #: memory peak, GB (above the request: killed, out-of-memory, at the peak)
     PEAK_AT = 17  #: fraction of the run time at which the memory peak occurs
@@ -116,7 +117,7 @@ class NodeStatus(IntEnum):
 class FX(IntEnum):
     """Columns of `fit_index` (float64[2 * L, len(FX)], L a power of two >= node rows; the
     first 3 columns only when no node type has GPUs): a segment tree over node rows
-    (`cluster.fit_index`). Row L + k is node row k, row i the
+    (`clusteremu.cluster.fit_index`). Row L + k is node row k, row i the
     most of each column over rows 2i and 2i + 1, row 1 the root. A node row that is not up
     (and a padding row) holds -inf everywhere: it takes no placement."""
 
@@ -192,7 +193,7 @@ class IS(IntEnum):
     DEC_BAD = 20  #: index of the placement that could not be applied, or -1
     DEC_WHY = 21  #: why (`Refusal`)
     HAS_USAGE = 22  #: 1: jobs carry real usages (USE_* rows filled; OOM kills, stretching)
-    CPU_RULE = 23  #: CPU under-provisioning: 0 none, 1 proportional (`cluster.usage`)
+    CPU_RULE = 23  #: CPU under-provisioning: 0 none, 1 proportional (`clusteremu.cluster.usage`)
     RETRY_LIMIT = 24  #: attempts an out-of-memory job may be re-queued
     OOM_JOB = 25  #: with NEED_LIFT_DECISION: the job whose memory peak exceeded its request
     OOM_COUNT = 26  #: out-of-memory kills so far

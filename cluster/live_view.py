@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import (
+from clusteremu.cluster.layout import (
     CI,
     FS,
     IS,
@@ -20,10 +19,10 @@ from cluster.layout import (
     JobState,
     NodeStatus,
 )
-from cluster.policies.base import (
+from clusteremu.cluster.policies.base import (
     PlacementView,
 )
-from cluster.state import (
+from clusteremu.cluster.state import (
     EngineState,
 )
 
@@ -127,8 +126,10 @@ class LiveView(PlacementView):
             raise IndexError(f"waiting job {i} of {d['_n']}")
         rows, entry = d["_rows"], d["_fit_entry"]
         if entry is None:
-            from cluster.fit_index import fitting_waiting  # compiled: imported on first use
-            from cluster.jit import direct_entry
+            from clusteremu.cluster.fit_index import (
+                fitting_waiting,  # compiled: imported on first use
+            )
+            from clusteremu.cluster.jit import direct_entry
 
             s = d["_s"]
             rows = d["_rows"] = np.empty(s.nodes_f.shape[1], dtype=np.int64)

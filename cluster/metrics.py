@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-
-from cluster.capacity import fits_a_node_type, node_types_of_run
-from cluster.jit import kernel_function, signals_blocked
-from cluster.layout import CI, FS, IS, JF, JI, NF, NI, PF, JobState
-from cluster.state import RunState
+from clusteremu.cluster.capacity import fits_a_node_type, node_types_of_run
+from clusteremu.cluster.jit import kernel_function, signals_blocked
+from clusteremu.cluster.layout import CI, FS, IS, JF, JI, NF, NI, PF, JobState
+from clusteremu.cluster.state import RunState
 
 if TYPE_CHECKING:
-    from cluster.policies.base import Policy
+    from clusteremu.cluster.policies.base import Policy
 
 #: Metrics averaged over replications and given a confidence interval.
 MEAN_METRICS = (
@@ -272,7 +271,7 @@ def build_result(
         spans = run_makespans(arrival, end, failed, runs)
         summary["mean_run_makespan_s"] = float(spans.mean()) if spans.size else float("nan")
     # The world model's metrics and those the scenario selects (`score`), for every policy.
-    from cluster.score_metric import scenario_metrics
+    from clusteremu.cluster.score_metric import scenario_metrics
 
     summary.update(scenario_metrics(run, table))
     for policy in policies:
@@ -291,8 +290,8 @@ def _with_slo(
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Per-job money and SLO loss columns and the summary's `slo_loss_usd` and `total_usd`
     (money plus SLO loss: the Pennyworth paper's eq. 1), for a scenario with `slo:`
-    (`cluster.money`)."""
-    from cluster.money import job_money, slo_losses
+    (`clusteremu.cluster.money`)."""
+    from clusteremu.cluster.money import job_money, slo_losses
 
     s = run.state
     used = run.nodes_used
@@ -359,7 +358,7 @@ def usage_integrals(
 
 def failed_no_fit(run: RunState, failed: np.ndarray) -> int:
     """How many of the `failed` jobs request (their last request) more than an empty node
-    of any type the run may hold could give (`cluster.capacity.node_types_of_run`)."""
+    of any type the run may hold could give (`clusteremu.cluster.capacity.node_types_of_run`)."""
 
     s = run.state
     types = node_types_of_run(run.spec, s.nodes_i[NI.NODE_TYPE, : run.nodes_used])
@@ -452,7 +451,7 @@ def node_money(run: RunState) -> tuple[float, float]:
 
     A node costs its start-up cost once, plus its price from ready to release (or now).
     """
-    from cluster.money import money_by_node
+    from clusteremu.cluster.money import money_by_node
 
     used = run.nodes_used
     startup, operating = money_by_node(

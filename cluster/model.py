@@ -12,16 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster.distributions import Distribution
-from cluster.speedup import Speedup
-from cluster.workload import ArrivalProcess
+from clusteremu.cluster.distributions import Distribution
+from clusteremu.cluster.speedup import Speedup
+from clusteremu.cluster.workload import ArrivalProcess
 
 
 @dataclass(frozen=True)
 class NodeFailures:
     """Random failures of every node of a type: each node alternates up times and down
     times drawn from `up` and `down` (seconds), whether or not it runs a job, each node
-    from its own streams (`cluster.faults`)."""
+    from its own streams (`clusteremu.cluster.faults`)."""
 
     up: Distribution
     down: Distribution
@@ -125,7 +125,8 @@ class ClassUsage:
 
 @dataclass(frozen=True)
 class UsageSpec:
-    """How jobs' real usages are drawn (`cluster.usage`) and what under-provisioning does.
+    """How jobs' real usages are drawn (`clusteremu.cluster.usage`) and what under-provisioning
+    does.
 
     `model` names a registered usage model (`independent`: each class's `ClassUsage`);
     `params` are its parameters; `cpu_rule` is `proportional` (a job granted r cores that
@@ -287,12 +288,12 @@ class SimulationSpec:
     classes: tuple[JobClass, ...]
     scheduler: SchedulerSpec = field(default_factory=SchedulerSpec)
     replications: int = 1
-    #: Images, data items and goodput (`cluster.world` turns them into engine state).
+    #: Images, data items and goodput (`clusteremu.cluster.world` turns them into engine state).
     world: WorldSpec = field(default_factory=WorldSpec)
     metrics: MetricsSpec = field(default_factory=MetricsSpec)
     #: Real usages of the jobs (None: every job uses exactly what it requests).
     usage: UsageSpec | None = None
-    #: The service-level objective whose loss the summary reports (`cluster.slo`).
+    #: The service-level objective whose loss the summary reports (`clusteremu.cluster.slo`).
     slo: Any = None
     #: The timeline: events at set times (fail, recover, join, drain, set_rate,
     #: set_speedup), sorted by time.

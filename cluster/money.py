@@ -7,7 +7,7 @@ add up to what the nodes that ran jobs cost:
 - `startup_usd`: the node's start-up cost split evenly among the jobs it ran;
 - `operating_usd`: the node's operating cost split in proportion to the jobs' run times
   (end − start, seconds) on it;
-- `slo_loss_usd`: the job's share of the scenario's SLO loss (`cluster.slo.job_losses`):
+- `slo_loss_usd`: the job's share of the scenario's SLO loss (`clusteremu.cluster.slo.job_losses`):
   its own term for `max` and `rtpt`; for `avg` and `percentile` its batch's loss (a batch:
   the jobs that arrived at one instant) split evenly over the batch.
 
@@ -24,9 +24,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import NF, NI, NodeStatus
-from cluster.slo import Slo, job_losses
+from clusteremu.cluster.layout import NF, NI, NodeStatus
+from clusteremu.cluster.slo import Slo, job_losses
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -7,11 +7,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-
-from cluster.engine import Engine
-from cluster.metrics import combine
-from cluster.model import PolicyRef, SimulationSpec
-from cluster.policies.points import paired, replaced
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.metrics import combine
+from clusteremu.cluster.model import PolicyRef, SimulationSpec
+from clusteremu.cluster.policies.points import paired, replaced
 
 
 @dataclass
@@ -50,10 +49,10 @@ def with_policies(spec: SimulationSpec, **names: str) -> SimulationSpec:
     runs exactly that configuration); given parameters then override those keys. Another
     policy starts from no parameters.
 
-    Pairs follow their placer as in a scenario (`cluster.policies.points`): replacing a
+    Pairs follow their placer as in a scenario (`clusteremu.cluster.policies.points`): replacing a
     Pennyworth planner (the placer and the scaler) replaces both points' policy (with
     another planner, or a placer and the default scaler); a scaler other than the
-    planner's raises `cluster.policies.points.PairError` naming `scheduler.scaler`.
+    planner's raises `clusteremu.cluster.policies.points.PairError` naming `scheduler.scaler`.
     """
     sched = spec.scheduler
     for kind, text in names.items():

@@ -4,7 +4,8 @@ every placer.
 `build_result` (cluster/metrics.py) calls `scenario_metrics` for every run, so `run`,
 `compare`, `sweep` and tuning see the same keys whatever the policies:
 
-- when the scenario has a world model (`cluster.world`): `mean_setup_s` (mean set-up delay
+- when the scenario has a world model (`clusteremu.cluster.world`): `mean_setup_s` (mean set-up
+delay
   of the measured completed jobs, s), `image_pulls` (images pulled onto nodes over the run),
   `fetched_mb` (MB of images, models and data items fetched onto nodes) and
   `data_transfer_mb` (MB of per-start data moved);
@@ -34,10 +35,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-
-from cluster.model import JobClass, ScoreBounds, SimulationSpec
-from cluster.state import RunState
-from cluster.world import WF, Stat
+from clusteremu.cluster.model import JobClass, ScoreBounds, SimulationSpec
+from clusteremu.cluster.state import RunState
+from clusteremu.cluster.world import WF, Stat
 
 #: Eq. 2 bounds of one function (exec_s, wait_s), seconds.
 Bounds = ScoreBounds

@@ -6,7 +6,8 @@ core-seconds at speed 1, so a job of size x on k cores of a speed-v node runs fo
 x / (v * s(k)) seconds.
 
 The engine evaluates curves inside its compiled loop; each curve therefore also has a
-plain-data encoding (`kernel_code`, `kernel_params`) read by `cluster.kernel.speedup_value`.
+plain-data encoding (`kernel_code`, `kernel_params`) read by
+`clusteremu.cluster.kernel.speedup_value`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 
-# Kernel codes: keep in sync with cluster.kernel.speedup_value.
+# Kernel codes: keep in sync with clusteremu.cluster.kernel.speedup_value.
 LINEAR, AMDAHL, POWER, ROOFTOP, TABLE = 0, 1, 2, 3, 4
 SMOOTH_ROOFTOP = 5
 RIGID = 6
@@ -177,7 +178,7 @@ class SmoothRooftopSpeedup(Speedup):
     The power mean of k and the cap m with exponent -q, scaled so s(1) = 1: concave,
     strictly increasing and twice differentiable (the WHAM paper's assumptions, which the sharp
     rooftop breaks), tending to min(k, m) (times (1 + m^-q)^(1/q)) as the sharpness q grows.
-    Its f of Definition 6.6 is c m^q / k^(q+1) (see cluster.policies.relaxed_bound).
+    Its f of Definition 6.6 is c m^q / k^(q+1) (see clusteremu.cluster.policies.relaxed_bound).
     """
 
     max_cores: float

@@ -1,5 +1,6 @@
 """Random streams keyed by (seed, split name, instance): the splits of the evaluation
-protocol (`tuners.protocol`, which re-exports these), here so that any layer can draw from
+protocol (`clusteremu.tuners.protocol`, which re-exports these), here so that any layer can draw
+from
 them (the provisioner's classifiers split their profiling runs with them).
 
 Split ``name`` under ``seed`` has the SeedSequence ``[seed, n, b_1, ..., b_n]`` (the

@@ -1,9 +1,10 @@
 """The engine's state, defined once: typed groups of arrays.
 
-`EngineState` is a NamedTuple of numpy arrays (rows named in `cluster.layout`). It is plain
+`EngineState` is a NamedTuple of numpy arrays (rows named in `clusteremu.cluster.layout`). It is
+plain
 data: numba compiles functions over it without reference counting, it copies and pickles,
-and it ships to Ray actors. Only `cluster.engine.Engine` and the compiled loop it drives
-(`cluster.kernel`) write it; everything else reads a `RunState` (a frozen, read-only
+and it ships to Ray actors. Only `clusteremu.cluster.engine.Engine` and the compiled loop it drives
+(`clusteremu.cluster.kernel`) write it; everything else reads a `RunState` (a frozen, read-only
 snapshot) or a policy view.
 """
 
@@ -16,8 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import (
+from clusteremu.cluster.layout import (
     CF,
     CI,
     FS,
@@ -33,9 +33,9 @@ from cluster.layout import (
     PI,
     SCALE_ACTIONS,
 )
-from cluster.layout import NodeStatus as NS
-from cluster.model import NodeType, SimulationSpec
-from cluster.speedup import MAX_TABLE_POINTS
+from clusteremu.cluster.layout import NodeStatus as NS
+from clusteremu.cluster.model import NodeType, SimulationSpec
+from clusteremu.cluster.speedup import MAX_TABLE_POINTS
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -75,7 +75,9 @@ class EngineState(NamedTuple):
     decision_setup_s: FloatArray  #: (D,) their set-up delays, s
     wait_i: IntArray  #: (Q,) scratch: classes of the waiting jobs (for a Python placer)
     wait_f: FloatArray  #: (3, Q) scratch: their (cpu, GB, GPU) requests
-    world_f: FloatArray  #: the world model's float tables (`cluster.world`); (0, 0) if none
+    world_f: (
+        FloatArray  #: the world model's float tables (`clusteremu.cluster.world`); (0, 0) if none
+    )
     world_i: IntArray  #: its integer tables; (0, 0) if none
     cached: FloatArray  #: (N, I) 1.0 where node row k holds image (or data item) i
     #: (classes, 1 + E) the compiled lift rule per class: column 0 the cap (GB, inf: none),
@@ -86,7 +88,7 @@ class EngineState(NamedTuple):
     fault_draws: FloatArray = np.zeros((0, 0))
     #: (len(TL), E) the scenario's timeline, sorted by time; (len(TL), 0) without one.
     timeline: FloatArray = np.zeros((8, 0))
-    #: (2 L, len(FX)) the index of free capacity over node rows (`cluster.fit_index`) the
+    #: (2 L, len(FX)) the index of free capacity over node rows (`clusteremu.cluster.fit_index`) the
     #: compiled first-fit placer searches; (0, 0) without one (a scan of the rows instead).
     fit_index: FloatArray = np.zeros((0, 0))
 

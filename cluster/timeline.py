@@ -5,8 +5,8 @@
 go, so sampling changes nothing); `plot_timeline(timeline, path)` draws the three panels
 as a PNG (docs/faults.md shows one)::
 
-    from cluster.engine import Engine
-    from cluster.timeline import plot_timeline, sample_timeline
+    from clusteremu.cluster.engine import Engine
+    from clusteremu.cluster.timeline import plot_timeline, sample_timeline
     from clusteremu import load_scenario
 
     result, timeline = sample_timeline(Engine(load_scenario("faults-edge")), every_s=5.0)
@@ -21,10 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.engine import Engine
-from cluster.layout import IS, JI, JobState, NodeStatus, Status
-from cluster.metrics import RunResult
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import IS, JI, JobState, NodeStatus, Status
+from clusteremu.cluster.metrics import RunResult
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -88,8 +87,7 @@ def plot_timeline(timeline: Timeline, path: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from cluster.plotting import scale_axis
+    from clusteremu.cluster.plotting import scale_axis
 
     t = timeline.time_s
     fig, axes = plt.subplots(3, 1, figsize=(8, 7), sharex=True)

@@ -2,7 +2,7 @@
 
 A job *requests* resources (what its node reserves: the provisioner decides it) and *uses*
 others (what it really needs). The engine compares the two when the job starts
-(`cluster.kernel.start_job`): a memory peak above the request kills the job when the peak
+(`clusteremu.cluster.kernel.start_job`): a memory peak above the request kills the job when the peak
 occurs (out-of-memory; the provisioner lifts the request and the job waits again, up to its
 retry limit), and fewer cores than it keeps busy stretch its run time (`cpu_rule`).
 
@@ -25,8 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import SimulationSpec
+from clusteremu.cluster.model import SimulationSpec
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -91,7 +90,7 @@ class Usage:
 
 
 class Arrivals(Protocol):
-    """What a usage model reads of the jobs (a `cluster.jobs.Jobs` is one): each job's
+    """What a usage model reads of the jobs (a `clusteremu.cluster.jobs.Jobs` is one): each job's
     arrival time (s) and class index."""
 
     @property
@@ -109,7 +108,7 @@ UsageModelFn = Callable[
 
 _MODELS: dict[str, UsageModelFn] = {}
 #: Modules holding the built-in usage models besides `independent`, imported on first lookup.
-BUILTIN_MODELS = ("cluster.workflow",)
+BUILTIN_MODELS = ("clusteremu.cluster.workflow",)
 _loaded = False
 
 

@@ -23,7 +23,7 @@ reaches ~170 GB, heavy task 2 (a parallel task, static 100 GB) ~65 GB. Only the 
 parallel tasks keep more than one core busy (2.5 to 4.8 of their 5); every other task
 keeps at most one busy (the thesis cuts non-parallel tasks to one core: 132 -> 43 cores).
 Heavy inputs also run longer. All of it is drawn by the `ml-workflow` usage model
-(`cluster.usage`) from the scenario seed; the constants are ours, chosen to reproduce the
+(`clusteremu.cluster.usage`) from the scenario seed; the constants are ours, chosen to reproduce the
 thesis's shapes, not its data (which is private).
 
 Runs arrive every `run_interval_s` seconds (every class has the same deterministic
@@ -42,9 +42,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-
-from cluster.model import SimulationSpec
-from cluster.usage import Arrivals, Usage, register_usage_model
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.usage import Arrivals, Usage, register_usage_model
 
 FloatArray = npt.NDArray[np.float64]
 

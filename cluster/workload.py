@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.distributions import Distribution, Exponential
+from clusteremu.cluster.distributions import Distribution, Exponential
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -39,10 +39,9 @@ from enum import IntEnum
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.jit import internal_function
-from cluster.layout import JI, NI
-from cluster.model import Image, JobClass, NodeType, SimulationSpec
+from clusteremu.cluster.jit import internal_function
+from clusteremu.cluster.layout import JI, NI
+from clusteremu.cluster.model import Image, JobClass, NodeType, SimulationSpec
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -24,8 +24,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
-from cluster.errors import UsageError
-from cluster.io import (
+from clusteremu.cluster.errors import UsageError
+from clusteremu.cluster.io import (
     OutputError,
     check_output_folder,
     number_text,
@@ -35,16 +35,21 @@ from cluster.io import (
     write_json,
     write_parquet,
 )
-from cluster.model import SimulationSpec, replays_table
-from cluster.policies import registry
-from cluster.policies.base import PolicyError
-from cluster.policies.points import PairError
-from cluster.readback import ReadBackError
-from cluster.runner import ScenarioResult, run_spec, with_policies
+from clusteremu.cluster.model import SimulationSpec, replays_table
+from clusteremu.cluster.policies import registry
+from clusteremu.cluster.policies.base import PolicyError
+from clusteremu.cluster.policies.points import PairError
+from clusteremu.cluster.readback import ReadBackError
+from clusteremu.cluster.runner import ScenarioResult, run_spec, with_policies
 from clusteremu.plugins import add_plugin_option, load_plugins
 from clusteremu.progress import Progress, compile_note, progress
-from scenarios.errors import ScenarioError, shorten
-from scenarios.loader import check_policies, load_scenario, resolve_path, shipped_scenarios
+from clusteremu.scenarios.errors import ScenarioError, shorten
+from clusteremu.scenarios.loader import (
+    check_policies,
+    load_scenario,
+    resolve_path,
+    shipped_scenarios,
+)
 
 EXIT_BAD_INPUT = 2
 EXIT_POLICY_ERROR = 3
@@ -78,14 +83,14 @@ SUMMARY_METRICS = (
     "decisions",
 )
 #: ... and the keys the world model and the scenario's selected metrics add
-#: (`cluster.score_metric`: any placer reports them when the scenario has them).
+#: (`clusteremu.cluster.score_metric`: any placer reports them when the scenario has them).
 POLICY_METRICS = (
     "score",
     "image_pulls",
     "mean_setup_s",
     "fetched_mb",
     "data_transfer_mb",
-    # a usage model's (`cluster.usage`): requests against real usage
+    # a usage model's (`clusteremu.cluster.usage`): requests against real usage
     "reserved_memory_gb_h",
     "used_memory_gb_h",
     "reserved_cpu_core_h",
@@ -96,7 +101,8 @@ POLICY_METRICS = (
     # a usage model whose jobs carry a `run` feature (the ml-workflow family): per workflow
     # run, its last end minus its first arrival, over the runs that completed
     "mean_run_makespan_s",
-    # a scenario with `slo:` (`cluster.money`): its loss and money plus loss (the Pennyworth
+    # a scenario with `slo:` (`clusteremu.cluster.money`): its loss and money plus loss (the
+    # Pennyworth
     # paper's eq. 1)
     "slo_loss_usd",
     "total_usd",
@@ -129,7 +135,7 @@ def require_extra(module: str, extra: str, feature: str) -> None:
 
 
 def check_out(args: argparse.Namespace, command: str, files: Sequence[str] | None = None) -> None:
-    """Check `--out` before any work (see cluster.io.check_output_folder)."""
+    """Check `--out` before any work (see clusteremu.cluster.io.check_output_folder)."""
     if getattr(args, "out", None):
         try:
             check_output_folder(args.out, command, files)
@@ -247,7 +253,7 @@ def _check_ray_mode(spec: SimulationSpec, args: argparse.Namespace) -> None:
     """Refuse, before Ray starts, what the windowed and real-time modes do not model."""
     if not (args.window or args.realtime):
         return
-    from actors.coordinator import check_windowed
+    from clusteremu.actors.coordinator import check_windowed
 
     try:
         check_windowed(spec)
@@ -293,7 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.ray:
         require_extra("ray", "ray", "run --ray")
         if args.shards is not None:  # one actor (a process) per shard
-            from scenarios.option_checks import workers
+            from clusteremu.scenarios.option_checks import workers
 
             workers(args.shards, "--shards", local=args.address is None)
     variant = _run_variant(args.policy)
@@ -302,8 +308,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if variant:  # --policy: the scenario with those policies, built and checked first
         spec = check_variant(spec, ",".join(args.policy), variant)
     if args.ray:
-        from actors.coordinator import reporting  # the Ray extra; imported only when asked for
-        from actors.launch import run_on_ray
+        from clusteremu.actors.coordinator import (
+            reporting,  # the Ray extra; imported only when asked for
+        )
+        from clusteremu.actors.launch import run_on_ray
 
         _check_ray_mode(spec, args)
         _warn_shards_in_exact_mode(args)
@@ -421,7 +429,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     spec = _load(args)
     for text, variant in variants:
         check_variant(spec, text, variant)
-    from cluster.compare import compare_policies, plot_comparison, table_text
+    from clusteremu.cluster.compare import compare_policies, plot_comparison, table_text
 
     with progress_bar(True, f"compare {spec.name}", compiles=True) as update:
         rows = compare_policies(spec, [v for _, v in variants], update)
@@ -444,8 +452,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _compare_grid(args: argparse.Namespace) -> int:
     """`compare --grid PATH=v1,v2,...`: every policy at every value (the mean-field
     convergence and heuristics figures)."""
-    from cluster.compare import compare_grid, grid_table_text, plot_grid
-    from scenarios.option_checks import grid
+    from clusteremu.cluster.compare import compare_grid, grid_table_text, plot_grid
+    from clusteremu.scenarios.option_checks import grid
 
     path, grid_values = grid(args.grid)
     values = list(grid_values)
@@ -510,7 +518,7 @@ def _description(path: Path) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from cluster.policies.gpu_share import SCORERS as GPU_PLACERS
+    from clusteremu.cluster.policies.gpu_share import SCORERS as GPU_PLACERS
 
     paths = shipped_scenarios()
     folder = paths[0].parent if paths else ""
@@ -746,7 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         with sigterm_as_interrupt():
-            from scenarios.option_checks import out_path
+            from clusteremu.scenarios.option_checks import out_path
 
             out_path(getattr(args, "out", None))  # every command's --out: not empty
             load_plugins(getattr(args, "plugin", None) or [])

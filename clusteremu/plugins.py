@@ -13,7 +13,8 @@ Installed packages can instead declare an entry point in the `clusteremu.policie
 which the registry loads by itself (no option needed).
 
 The loaded modules are also named in the `CLUSTEREMU_PLUGINS` environment variable
-(`cluster.policies.registry.PLUGINS_ENV`), which the registry imports in every process that
+(`clusteremu.cluster.policies.registry.PLUGINS_ENV`), which the registry imports in every process
+that
 looks a policy up: the Ray workers of `run --ray` and `sweep` on a local Ray inherit it
 (and `PYTHONPATH`) from the command, so they know the plug-in's policies too. On a remote
 cluster the module must be importable on the workers (installed, or shipped with a Ray
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from cluster.errors import UsageError
+from clusteremu.cluster.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,9 @@ def load_plugins(modules: Sequence[str]) -> list[ModuleType]:
     `UsageError` (exit status 2) naming the plug-in or the environment's entry when it
     cannot be found, fails while being imported (a syntax error, a policy name registered
     twice, an exception of its own), or registers a policy whose compiled function does not
-    compile for its extension point (`cluster.policies.registry.import_plugin`).
+    compile for its extension point (`clusteremu.cluster.policies.registry.import_plugin`).
     """
-    from cluster.policies import registry
+    from clusteremu.cluster.policies import registry
 
     for name in modules:
         if "," in name:

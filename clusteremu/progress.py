@@ -7,7 +7,7 @@
   the first only after that long, so short commands stay silent; and, when a line was
   printed, a last one (``gpu-frag: done in 51 s``) when the work ends.
 
-`Progress` is callable with the fraction done (what `cluster.runner.run_spec` and the
+`Progress` is callable with the fraction done (what `clusteremu.cluster.runner.run_spec` and the
 engine report); `update(done=..., total=...)` takes counts; `say(text)` prints one line
 at once (``mm-c: compiling the event loop (first run only)…``, see `compile_note`).
 `progress(label, enabled)` is the context manager the commands use. Progress stays on
@@ -200,7 +200,7 @@ def numba_cache_dir() -> Path:
     """The folder numba caches the compiled event loop in (set by `cluster`)."""
     import numba
 
-    import cluster  # noqa: F401 - sets numba's cache folder
+    import clusteremu.cluster  # noqa: F401 - sets numba's cache folder
 
     return Path(getattr(numba.config, "CACHE_DIR"))  # noqa: B009 - not in numba's stubs
 

@@ -23,8 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-
-from cluster.traces.table import ClassSpec, Trace
+from clusteremu.cluster.traces.table import ClassSpec, Trace
 
 #: The placer an imported scenario starts with (others: `fcfs`).
 DEFAULT_PLACER = {

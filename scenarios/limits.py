@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scenarios import schema
-from scenarios.errors import ScenarioError
+from clusteremu.scenarios import schema
+from clusteremu.scenarios.errors import ScenarioError
 
 #: Bytes one job costs while its replication runs (engine arrays, per-job table, merge).
 BYTES_PER_JOB_RUN = 256

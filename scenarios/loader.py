@@ -19,15 +19,13 @@ from typing import Any
 
 import numpy as np
 import yaml
-from pydantic import ValidationError
-
-from cluster import distributions as dist
-from cluster import readback
-from cluster import speedup as sp
-from cluster import workload as wl
-from cluster.distributions import Deterministic
-from cluster.jobs import Jobs
-from cluster.model import (
+from clusteremu.cluster import distributions as dist
+from clusteremu.cluster import readback
+from clusteremu.cluster import speedup as sp
+from clusteremu.cluster import workload as wl
+from clusteremu.cluster.distributions import Deterministic
+from clusteremu.cluster.jobs import Jobs
+from clusteremu.cluster.model import (
     ClassUsage,
     JobClass,
     NodeFailures,
@@ -41,16 +39,17 @@ from cluster.model import (
     TimelineEvent,
     UsageSpec,
 )
-from cluster.policies import registry
-from cluster.policies.base import PolicyError
-from cluster.policies.points import PairError, paired, scheduler_points
-from cluster.slo import slo_from_mapping
-from cluster.traces.feed import TableClassStream
-from cluster.usage import draw_usage, usage_models
-from scenarios import limits, schema, world
-from scenarios.errors import ScenarioError, clip, shorten
-from scenarios.trace_table import read_table_classes
-from scenarios.world_schema import NumberFieldError
+from clusteremu.cluster.policies import registry
+from clusteremu.cluster.policies.base import PolicyError
+from clusteremu.cluster.policies.points import PairError, paired, scheduler_points
+from clusteremu.cluster.slo import slo_from_mapping
+from clusteremu.cluster.traces.feed import TableClassStream
+from clusteremu.cluster.usage import draw_usage, usage_models
+from clusteremu.scenarios import limits, schema, world
+from clusteremu.scenarios.errors import ScenarioError, clip, shorten
+from clusteremu.scenarios.trace_table import read_table_classes
+from clusteremu.scenarios.world_schema import NumberFieldError
+from pydantic import ValidationError
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
 _TAGS = set(schema.DISTRIBUTION_KINDS + schema.ARRIVAL_KINDS + schema.SPEEDUP_KINDS)
@@ -403,7 +402,7 @@ def validate(data: dict[str, Any], source: str) -> schema.ScenarioModel:
         raise ScenarioError(source, [("", "nested too deeply")]) from None
     limits.check_scenario(model, source)  # before anything is expanded or built
     if model.cluster.generator is not None:
-        from scenarios.faas import apply_cluster_generator
+        from clusteremu.scenarios.faas import apply_cluster_generator
 
         try:
             model = apply_cluster_generator(model)
@@ -854,7 +853,7 @@ def _check_gpus(model: schema.ScenarioModel, spec: SimulationSpec, source: str) 
     """The engine's GPU rules, checked at load (not as a traceback when the run starts):
     whole GPUs per node type, at most a node row's (`gpu_count`), and requests that are a
     share of one GPU or whole GPUs (`check_gpu_request`)."""
-    from cluster.state import check_gpu_request, gpu_count
+    from clusteremu.cluster.state import check_gpu_request, gpu_count
 
     problems: list[tuple[str, str]] = []
     where = {t.name: i for i, t in enumerate(model.cluster.node_types)}
@@ -876,7 +875,8 @@ def _check_gpus(model: schema.ScenarioModel, spec: SimulationSpec, source: str) 
 
 def _paired(sched: SchedulerSpec, source: str) -> SchedulerSpec:
     """The scheduler with each pair's points filled (a Pennyworth planner named as the
-    placer is the scaler too: `cluster.policies.points`); ScenarioError names the field."""
+    placer is the scaler too: `clusteremu.cluster.policies.points`); ScenarioError names the
+    field."""
     try:
         return paired(sched)
     except PairError as exc:
@@ -973,7 +973,7 @@ def check_policies(spec: SimulationSpec, source: str) -> None:
     policy does not take) raises ScenarioError naming `scheduler.<kind>`: what `validate`
     accepts, `run` accepts too. Set-up may be as costly as the policy's (an MDP solve).
     """
-    from cluster.policies.mdp.model import MdpModelError
+    from clusteremu.cluster.policies.mdp.model import MdpModelError
 
     rng = np.random.default_rng(0)
     try:

@@ -15,7 +15,8 @@ The kinds:
 - `count`: a whole number in a range (sizes that only have a lower bound, or an upper
   bound with a stated reason);
 - `fits_memory`: a size that multiplies into memory (runs, environments, experiments x
-  evaluations, grid cells, replays) estimated against `scenarios.limits.memory_budget_bytes()`
+  evaluations, grid cells, replays) estimated against
+  `clusteremu.scenarios.limits.memory_budget_bytes()`
   as a scenario's sizes are (tests pin that budget);
 - `workers`: parallel worker processes: at least 1, and as many processes as the machine's
   memory holds when they run here (`BYTES_PER_WORKER` each); more workers than CPUs is
@@ -36,10 +37,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from cluster.errors import UsageError
-from cluster.io import cannot_write_in
-from scenarios import limits
-from scenarios.errors import shorten
+from clusteremu.cluster.errors import UsageError
+from clusteremu.cluster.io import cannot_write_in
+from clusteremu.scenarios import limits
+from clusteremu.scenarios.errors import shorten
 
 #: The largest seed (numpy's generators take any non-negative integer; results store int64).
 MAX_SEED = 2**63 - 1
@@ -87,7 +88,7 @@ def out_path(value: str | None, flag: str = "--out") -> str | None:
 
 def _can_write_near(value: str, flag: str) -> None:
     """OptionError when no file can be made where `value` points (its nearest folder that
-    exists: itself, or the first existing one above it; `cluster.io.cannot_write_in`). A
+    exists: itself, or the first existing one above it; `clusteremu.cluster.io.cannot_write_in`). A
     path under a file is left to the command's own checks."""
     path = Path(value).expanduser().absolute()
     folder = path
@@ -173,7 +174,7 @@ def count(
 
 def fits_memory(size: float, bytes_each: float, flag: str, what: str) -> None:
     """OptionError naming `flag` when `size` items of `bytes_each` bytes exceed the memory
-    budget (`scenarios.limits.memory_budget_bytes()`); `what` names the items."""
+    budget (`clusteremu.scenarios.limits.memory_budget_bytes()`); `what` names the items."""
     refusal = limits.count_refusal(size, bytes_each, what)
     if refusal is not None:
         raise OptionError(f"{flag}: {refusal}")

@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, ConfigDict, Field, model_validator
-
-from scenarios.world_schema import (
+from clusteremu.scenarios.world_schema import (
     Bandwidth,
     ContainerModel,
     LabelValues,
@@ -21,6 +19,7 @@ from scenarios.world_schema import (
     StrictNumbers,
     WorldModel,
 )
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -377,7 +376,8 @@ class RequestModel(Strict):
 
 
 class ClassUsageModel(Strict):
-    """What a class's jobs really use (the `independent` usage model, `cluster.usage`)."""
+    """What a class's jobs really use (the `independent` usage model,
+    `clusteremu.cluster.usage`)."""
 
     memory_gb: Distribution | None = Field(default=None, description="memory peak, GB")
     cpu: Distribution | None = Field(default=None, description="cores kept busy")
@@ -518,7 +518,7 @@ class SchedulerModel(Strict):
 
 
 class SloModel(Strict):
-    """A service-level objective and the dollars it costs to miss (`cluster.slo`)."""
+    """A service-level objective and the dollars it costs to miss (`clusteremu.cluster.slo`)."""
 
     kind: Literal["max", "rtpt", "avg", "percentile"]
     penalty_per_s: float = Field(ge=0, allow_inf_nan=False, description="dollars per second late")
@@ -616,7 +616,7 @@ class EventModel(Strict):
 
 
 #: The largest seed (numpy's generators take any non-negative integer; results store
-#: int64): `scenarios.option_checks.MAX_SEED`, the same for `--seed` and `seed:`.
+#: int64): `clusteremu.scenarios.option_checks.MAX_SEED`, the same for `--seed` and `seed:`.
 MAX_SEED = 2**63 - 1
 
 

@@ -1,7 +1,7 @@
 """The workload's trace table (`workload.jobs`, written by `clusteremu import`): its columns
 read once into arrays and split into the table classes' arrival processes.
 
-The table is the common per-job table of `cluster.traces.table` (docs/traces.md): the
+The table is the common per-job table of `clusteremu.cluster.traces.table` (docs/traces.md): the
 loader reads `arrival_s`, `run_s`, `request_cpu`, `request_memory_gb`, `request_gpu`
 (milli-GPU), `estimate_s` and `class` as columns (no Python object per job) and checks
 every value before any work: a bad row is a `ScenarioError` naming the file, the row and
@@ -16,19 +16,18 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster import readback
-from cluster.traces import feed
-from cluster.traces.feed import (
+from clusteremu.cluster import readback
+from clusteremu.cluster.traces import feed
+from clusteremu.cluster.traces.feed import (
     READ_COLUMNS,
     Chunk,
     TableClassStream,
     TableSource,
     batch_columns,
 )
-from cluster.traces.table import JOB_SCHEMA
-from scenarios import limits, schema
-from scenarios.errors import ScenarioError, shorten
+from clusteremu.cluster.traces.table import JOB_SCHEMA
+from clusteremu.scenarios import limits, schema
+from clusteremu.scenarios.errors import ScenarioError, shorten
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -46,7 +45,7 @@ def read_table_classes(
     model: schema.ScenarioModel, base_dir: Path, source: str
 ) -> dict[str, TableClassStream]:
     """Each table class's arrival process (class name -> its rows, streamed from the
-    table: `cluster.traces.feed`), after a check of every row, a chunk at a time."""
+    table: `clusteremu.cluster.traces.feed`), after a check of every row, a chunk at a time."""
     import pyarrow.parquet as pq
 
     path = table_path(model, base_dir)

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from cluster.model import (
+from clusteremu.cluster.model import (
     Container,
     DataItem,
     Image,
@@ -34,8 +34,8 @@ from cluster.model import (
     SimulationSpec,
     WorldSpec,
 )
-from scenarios import schema
-from scenarios.errors import ScenarioError, clip, shorten
+from clusteremu.scenarios import schema
+from clusteremu.scenarios.errors import ScenarioError, clip, shorten
 
 #: The scoring placer's old parameters that held the world model.
 OLD_PLACER_PARAMS = ("pods", "goodput", "score_bounds")
@@ -143,7 +143,7 @@ def _class_index(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def _migrate_placer(data: dict[str, Any], source: str) -> None:
     """Move pods / goodput / score_bounds out of the scoring placer's params (in place)."""
-    from cluster.policies.scoring.placer import parse_pod  # the old format's own parser
+    from clusteremu.cluster.policies.scoring.placer import parse_pod  # the old format's own parser
 
     params: dict[str, Any] = data["scheduler"]["placer"]["params"]
     where = "scheduler.placer.params"
@@ -260,7 +260,7 @@ def _values(v: str | list[str]) -> tuple[str, ...]:
 
 def attach_world(spec: SimulationSpec, model: schema.ScenarioModel, source: str) -> SimulationSpec:
     """`spec` with the world model and metrics of `model` (names checked)."""
-    from cluster.score_metric import default_bounds
+    from clusteremu.cluster.score_metric import default_bounds
 
     problems: list[tuple[str, str]] = []
     w = model.world

@@ -6,7 +6,8 @@ images and data items (`world:`), which images, data and model each workload cla
 pre-pulled cache (`cluster.node_types[*].registry_mbps`, ...). `metrics:` selects summary
 metrics beyond the standard ones (the Learning to Score paper's eq. 2 `score`, see
 docs/scoring.md). Units: MB (10^6 bytes) for sizes, Mbit/s for bandwidths, seconds for
-bounds. The engine turns them into state (`cluster.world`); `scenarios.world` checks the
+bounds. The engine turns them into state (`clusteremu.cluster.world`); `clusteremu.scenarios.world`
+checks the
 names and builds the model.
 """
 

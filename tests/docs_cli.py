@@ -70,7 +70,7 @@ def _replace_option(argv: list[str], name: str, value: str) -> list[str]:
 
 
 def _scenario(scenario: str) -> dict[str, Any]:
-    from scenarios.loader import resolve_path
+    from clusteremu.scenarios.loader import resolve_path
 
     try:
         data = yaml.safe_load(resolve_path(scenario).read_text(encoding="utf-8"))

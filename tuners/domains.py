@@ -2,7 +2,8 @@
 Score", Table II; docs/tuning.md) and the tuning experiments drawn from them.
 
 One experiment is one (cluster setup, workload, scheduling options) configuration of the
-cloud/edge family (`scenarios.faas`), seeded: every evaluation of the experiment runs the same
+cloud/edge family (`clusteremu.scenarios.faas`), seeded: every evaluation of the experiment runs the
+same
 arrivals and execution-time quantiles (common random numbers), only the weights change.
 
 =====================  ======================  =================================
@@ -26,7 +27,7 @@ setup, as the paper does. Requests per second is the rate of each inference and 
 function; training runs at 0.1/s and preprocessing at 1/s (faas-sim's profile). A run lasts
 100 simulated seconds (the paper's benchmark window); a request that finds no node within
 30 s fails. The "min / max nodes per function" and "scale factor" are faas-sim's scaling
-options, the scoring placer's ``replicas`` (`cluster.policies.scoring.placer`).
+options, the scoring placer's ``replicas`` (`clusteremu.cluster.policies.scoring.placer`).
 """
 
 from __future__ import annotations
@@ -37,9 +38,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.policies.scoring.scorers import FIXED_WEIGHTS, SEED_SCORERS
-from scenarios import faas
+from clusteremu.cluster.policies.scoring.scorers import FIXED_WEIGHTS, SEED_SCORERS
+from clusteremu.scenarios import faas
 
 #: The weight vector's order: the paper's eight scorers.
 WEIGHT_NAMES: tuple[str, ...] = SEED_SCORERS
@@ -49,7 +49,8 @@ FIXED: tuple[float, ...] = tuple(FIXED_WEIGHTS[n] for n in WEIGHT_NAMES)
 RUN_TIME_S = 100.0
 #: Seconds a request may wait for a node before it fails.
 TIMEOUT_S = 30.0
-#: Fresh seeds each tuner's chosen weights are judged on by default (`tuners.out_of_sample`).
+#: Fresh seeds each tuner's chosen weights are judged on by default
+#: (`clusteremu.tuners.out_of_sample`).
 DEFAULT_TEST_SEEDS = 5
 
 

@@ -1,8 +1,8 @@
 """One evaluation of a tuning experiment: one emulator run of its scenario under a weight
-vector, scored by the Learning to Score paper's eq. 2 (`cluster.score_metric`).
+vector, scored by the Learning to Score paper's eq. 2 (`clusteremu.cluster.score_metric`).
 
 An `Experiment` is a scenario (a YAML-shaped dict whose placer is ``scoring``) and the coarse
-description the RL agent sees. It comes from a domain (`tuners.domains.sample_config`) or
+description the RL agent sees. It comes from a domain (`clusteremu.tuners.domains.sample_config`) or
 from a user's scenario file (`experiment_from_file`). Every evaluation of one experiment
 runs the same seed: arrivals and execution-time quantiles are common random numbers, only
 the weights differ. `repeats` > 1 averages the score over that many replications.
@@ -18,8 +18,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from tuners.domains import ExperimentConfig, static_features, weight_mapping
+from clusteremu.tuners.domains import ExperimentConfig, static_features, weight_mapping
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ class Evaluation:
 
 def experiment_from_config(config: ExperimentConfig) -> Experiment:
     """The experiment of a domain configuration."""
-    from scenarios.loader import spec_from_dict
+    from clusteremu.scenarios.loader import spec_from_dict
 
     data = config.scenario()
     spec = spec_from_dict(data, data["name"])
@@ -54,8 +53,14 @@ def experiment_from_config(config: ExperimentConfig) -> Experiment:
 def experiment_from_file(path: str, overrides: list[str] | None = None) -> Experiment:
     """The experiment of a scenario file (after ``--set`` overrides). Raises ScenarioError
     for a file that is not a valid scenario, or whose placer is not ``scoring``."""
-    from scenarios.errors import ScenarioError
-    from scenarios.loader import apply_overrides, build_spec, read_yaml, resolve_path, validate
+    from clusteremu.scenarios.errors import ScenarioError
+    from clusteremu.scenarios.loader import (
+        apply_overrides,
+        build_spec,
+        read_yaml,
+        resolve_path,
+        validate,
+    )
 
     resolved = resolve_path(path)
     source = str(resolved)
@@ -97,8 +102,8 @@ def scenario_with(data: dict[str, Any], weights: Any, repeats: int = 1) -> dict[
 def evaluate(experiment: Experiment, weights: Any, repeats: int = 1) -> Evaluation:
     """Run the experiment's scenario under `weights`; the score is the mean over `repeats`
     replications (each the same for every weight vector)."""
-    from cluster.runner import run_spec
-    from scenarios.loader import spec_from_dict
+    from clusteremu.cluster.runner import run_spec
+    from clusteremu.scenarios.loader import spec_from_dict
 
     start = time.perf_counter()
     base = experiment.data.get("_base_dir")

@@ -1,4 +1,5 @@
-"""Tuned weights judged out of sample, through the evaluation protocol (`tuners.protocol`).
+"""Tuned weights judged out of sample, through the evaluation protocol
+(`clusteremu.tuners.protocol`).
 
 A search tunes each experiment on the experiment's own seed: its best score is the best of
 its budget on that very seed, an in-sample figure that selected the weights. Here the best
@@ -37,10 +38,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from tuners.domains import DEFAULT_TEST_SEEDS, FIXED
-from tuners.evaluate import Experiment, evaluate
-from tuners.protocol import (
+from clusteremu.tuners.domains import DEFAULT_TEST_SEEDS, FIXED
+from clusteremu.tuners.evaluate import Experiment, evaluate
+from clusteremu.tuners.protocol import (
     REPORTED_SPLIT,
     Report,
     Scores,

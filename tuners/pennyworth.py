@@ -1,6 +1,6 @@
 """Synthesising a RAD-tree on Ray (Pennyworth): examples from optimal plans, a Ray Tune
 search of the tree's hyper-parameters selected on validation batches, and one score on
-held-out test batches (the evaluation protocol of `tuners.protocol`).
+held-out test batches (the evaluation protocol of `clusteremu.tuners.protocol`).
 
 Examples. `M` example job sets of `n` jobs are drawn over varying task mixes, as the
 Pennyworth paper did (set i: a number of tasks m uniform in 1..T, m distinct tasks, each
@@ -24,7 +24,8 @@ chunks that still match and removes the others; another scenario, `--jobs`, `--s
 feature layout is refused (`ExamplesError`, naming what differs) before any work.
 
 Validation. Batches of the scenario's size (32 jobs in the shipped family) with actual run
-times come from the protocol's "validation" split (`tuners.pennyworth_eval`); a tree plans
+times come from the protocol's "validation" split (`clusteremu.tuners.pennyworth_eval`); a tree
+plans
 them on the means and `score_tree` prices its plans with the actual run times (eq. 1, SLO
 loss included), in `VALIDATION_DRAWS` replications of each batch's run: the mean cost in
 dollars is what the search minimises.
@@ -61,29 +62,32 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import ray
-
-from cluster import readback
-from cluster.io import write_json, write_parquet
-from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.exact import (
+from clusteremu.cluster import readback
+from clusteremu.cluster.io import write_json, write_parquet
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.pennyworth.exact import (
     JobPlan,
     engine_runtimes,
     mean_job_problem,
     solve_jobs,
 )
-from cluster.policies.pennyworth.features import (
+from clusteremu.cluster.policies.pennyworth.features import (
     action_names,
     examples_of_plan,
     feature_names,
     feature_width,
 )
-from cluster.policies.pennyworth.plan import Plan
-from cluster.policies.pennyworth.problem import Problem, ScenarioFieldError, checked_problem
-from cluster.policies.pennyworth.tree import RadTree
-from scenarios import limits
-from scenarios.errors import ScenarioError
-from scenarios.loader import canonical_name, load_scenario, resolve_path
-from tuners.pennyworth_eval import (
+from clusteremu.cluster.policies.pennyworth.plan import Plan
+from clusteremu.cluster.policies.pennyworth.problem import (
+    Problem,
+    ScenarioFieldError,
+    checked_problem,
+)
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios import limits
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import canonical_name, load_scenario, resolve_path
+from clusteremu.tuners.pennyworth_eval import (
     ActualBatch,
     actual_cost,
     baseline_policies,
@@ -95,7 +99,7 @@ from tuners.pennyworth_eval import (
     tree_policy,
     with_counts,
 )
-from tuners.protocol import Overlap, Report, Splits, TestSet, instance_rng
+from clusteremu.tuners.protocol import Overlap, Report, Splits, TestSet, instance_rng
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ compares a policy applied with *estimates* (task means) against the optimum comp
 This module draws such batches and prices plans on them:
 
 - a batch of a split ("validation" or "test") is drawn from the evaluation protocol's
-  per-instance stream (`tuners.protocol.instance_rng(seed, split, i)`): its jobs' tasks
+  per-instance stream (`clusteremu.tuners.protocol.instance_rng(seed, split, i)`): its jobs' tasks
   uniformly, and its actual run times as the engine draws them for the scenario run with
   those counts and seed `instance_seed(seed, split, i)` (common random numbers with
   `clusteremu run` and `clusteremu solve --knowledge actual`);
@@ -30,9 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.exact import (
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.pennyworth.exact import (
     ExactSolution,
     JobPlan,
     engine_runtimes,
@@ -40,16 +39,22 @@ from cluster.policies.pennyworth.exact import (
     job_problem,
     solve_jobs,
 )
-from cluster.policies.pennyworth.features import rules_plan
-from cluster.policies.pennyworth.placers import (
+from clusteremu.cluster.policies.pennyworth.features import rules_plan
+from clusteremu.cluster.policies.pennyworth.placers import (
     FfdCheapestPlacer,
     FixedPoolPlacer,
     VmPerJobPlacer,
 )
-from cluster.policies.pennyworth.plan import Plan, assign_ids
-from cluster.policies.pennyworth.problem import Problem
-from cluster.policies.pennyworth.tree import RadTree
-from tuners.protocol import Overlap, canonical_key, drop_equivalent, instance_rng, instance_seed
+from clusteremu.cluster.policies.pennyworth.plan import Plan, assign_ids
+from clusteremu.cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.tuners.protocol import (
+    Overlap,
+    canonical_key,
+    drop_equivalent,
+    instance_rng,
+    instance_seed,
+)
 
 FloatArray = npt.NDArray[np.float64]
 

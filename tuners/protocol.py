@@ -75,9 +75,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
-
-from cluster.splits import (  # noqa: F401  (the protocol's streams, re-exported)
+from clusteremu.cluster.splits import (  # noqa: F401  (the protocol's streams, re-exported)
     _check_seed,
     instance_rng,
     instance_seed,
@@ -86,6 +84,7 @@ from cluster.splits import (  # noqa: F401  (the protocol's streams, re-exported
     split_rng,
     split_sequence,
 )
+from scipy import stats
 
 __all__ = [
     "BETTER",
@@ -148,7 +147,7 @@ DRAWN_BY = (
 )
 
 
-# --- splits and per-instance streams: `cluster.splits` (imported above) ----------------------
+# --- splits and per-instance streams: `clusteremu.cluster.splits` (imported above) ----------------
 
 
 @dataclass(frozen=True)
@@ -1084,7 +1083,7 @@ class Report:
         fig = Figure(figsize=(width * len(panels), 4.0))
         FigureCanvasAgg(fig)
         colours = {"method": "#4c72b0", "baseline": "#8c8c8c", "ablation": "#dd8452"}
-        from cluster.plotting import scale_axis
+        from clusteremu.cluster.plotting import scale_axis
 
         for k, comp in enumerate(panels):
             ax = fig.add_subplot(1, len(panels), k + 1)

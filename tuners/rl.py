@@ -5,13 +5,13 @@ frame stack, or sb3-contrib's RecurrentPPO, the paper's recurrent variant), and 
 Episode (`TuningEnv`): `reset` draws an experiment from the domain and evaluates the Fixed
 weights (score r_0); each of the `budget - 1` steps evaluates the action's weights (r_i).
 
-- observation: the experiment's coarse static description (`tuners.domains.STATIC_SPACE`,
+- observation: the experiment's coarse static description (`clusteremu.tuners.domains.STATIC_SPACE`,
   scaled to [0, 1]), a frame stack of the last `frames` explored (weights,
   score / r_0 - 1) pairs, oldest first (the ratio clipped to [-1, 1]; zeros for frames not
   yet visited), and the step index / budget. SAC sees `budget - 1` frames (the paper's frame
   stacking); RecurrentPPO sees the latest pair only and keeps the rest in its LSTM's state
   (the paper's "recurrent policy" alternative);
-- action: the weight vector in [0, 1]^8 (`tuners.domains.WEIGHT_NAMES` order);
+- action: the weight vector in [0, 1]^8 (`clusteremu.tuners.domains.WEIGHT_NAMES` order);
 - reward: the paper's percentage-improvement reward (its eq. 1), (max(r_1..r_n) - r_0) / r_0
   at the last step n = budget - 1, 0 before.
 
@@ -44,10 +44,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster import readback
-from tuners.domains import FIXED, STATIC_SPACE, WEIGHT_NAMES, domain, sample_config
-from tuners.evaluate import Experiment, evaluate, experiment_from_config
+from clusteremu.cluster import readback
+from clusteremu.tuners.domains import FIXED, STATIC_SPACE, WEIGHT_NAMES, domain, sample_config
+from clusteremu.tuners.evaluate import Experiment, evaluate, experiment_from_config
 
 try:
     import gymnasium as gym

@@ -12,7 +12,7 @@ scores it was told, so a tuning is reproducible whatever the number of Ray worke
 ``bo``     Optuna's GPSampler: Bayesian optimisation with a Gaussian process (Matern 5/2 kernel,
            log expected improvement; the paper used a squared-exponential kernel with UCB 0.5;
            scikit-optimize is archived and Ray Tune dropped it). Needs torch (extra ``rl``).
-``rl``     a Stable-Baselines3 SAC policy trained by `clusteremu train-rl` (`tuners.rl`),
+``rl``     a Stable-Baselines3 SAC policy trained by `clusteremu train-rl` (`clusteremu.tuners.rl`),
            deterministic: the policy's mean action for the experiment's observation
 =========  ======================================================================================
 
@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from tuners.domains import FIXED, WEIGHT_NAMES
+from clusteremu.tuners.domains import FIXED, WEIGHT_NAMES
 
 #: The registered strategies, by name.
 STRATEGIES: dict[str, type[Strategy]] = {}
@@ -49,7 +48,8 @@ def register_strategy(name: str) -> Callable[[type[Strategy]], type[Strategy]]:
 class Strategy:
     """Ask/tell interface of one experiment's search; the first ask is the Fixed weights.
 
-    `static` is the experiment's coarse description (`tuners.domains.static_features`), which
+    `static` is the experiment's coarse description (`clusteremu.tuners.domains.static_features`),
+    which
     only the RL agent reads; `budget` counts every evaluation, the Fixed one included.
     """
 
@@ -95,7 +95,7 @@ class FixedStrategy(Strategy):
         weights: Sequence[float] | None = None,
         **options: Any,
     ) -> None:
-        from tuners.domains import check_weights
+        from clusteremu.tuners.domains import check_weights
 
         super().__init__(budget, seed, static, **options)
         self.weights = FIXED if weights is None else check_weights(weights)
@@ -186,7 +186,7 @@ class BayesStrategy(OptunaStrategy):
 
 @register_strategy("rl")
 class RlStrategy(Strategy):
-    """The trained SAC agent's deterministic proposals (`tuners.rl`)."""
+    """The trained SAC agent's deterministic proposals (`clusteremu.tuners.rl`)."""
 
     def __init__(
         self,
@@ -196,7 +196,7 @@ class RlStrategy(Strategy):
         model: str | Path | None = None,
         **options: Any,
     ) -> None:
-        from tuners import rl
+        from clusteremu.tuners import rl
 
         super().__init__(budget, seed, static, **options)
         if model is None:

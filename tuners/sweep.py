@@ -6,7 +6,7 @@ Layout of a sweep folder::
     DIR/sweep.json                    what the sweep is (scenario, its hash, grid, seeds, policies)
     DIR/runs/cell-000012-<key>.parquet one row: the cell's parameters and its run's summary
 
-Every row is written atomically by the driver when its run returns (`cluster.io`), named
+Every row is written atomically by the driver when its run returns (`clusteremu.cluster.io`), named
 by the cell's index and a hash of its parameters, so the folder is always a valid Parquet
 dataset of finished runs. Re-running the same command after an interruption (Ctrl-C, a
 killed worker, a killed driver) runs only the cells without a file. The runs are
@@ -42,15 +42,14 @@ from typing import Any
 
 import pyarrow as pa
 import ray
-
-from cluster import readback
-from cluster.io import write_json, write_parquet
-from cluster.model import SimulationSpec
-from cluster.policies.points import PairError
-from cluster.runner import run_spec, with_policies
-from scenarios import limits
-from scenarios.errors import ScenarioError, shorten
-from scenarios.loader import canonical_name, check_policies, load_scenario, resolve_path
+from clusteremu.cluster import readback
+from clusteremu.cluster.io import write_json, write_parquet
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.points import PairError
+from clusteremu.cluster.runner import run_spec, with_policies
+from clusteremu.scenarios import limits
+from clusteremu.scenarios.errors import ScenarioError, shorten
+from clusteremu.scenarios.loader import canonical_name, check_policies, load_scenario, resolve_path
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +130,8 @@ class SweepPlan:
 
 def parse_grid(text: str) -> GridAxis:
     """`workload.classes.0.arrival.rate_per_s=6,7,8` -> GridAxis (checked as every command
-    checks a grid axis: `scenarios.option_checks.grid`)."""
-    from scenarios.option_checks import OptionError, grid
+    checks a grid axis: `clusteremu.scenarios.option_checks.grid`)."""
+    from clusteremu.scenarios.option_checks import OptionError, grid
 
     try:
         path, values = grid(text, "--grid")
@@ -143,9 +142,9 @@ def parse_grid(text: str) -> GridAxis:
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """`1-20`, `3`, or `1,4,9` -> seeds (a range includes both ends), checked as every
-    command checks a seed list (`scenarios.option_checks.seeds`: no empty item, no seed
+    command checks a seed list (`clusteremu.scenarios.option_checks.seeds`: no empty item, no seed
     twice, non-negative, the count checked against memory before a range is expanded)."""
-    from scenarios.option_checks import OptionError, seeds
+    from clusteremu.scenarios.option_checks import OptionError, seeds
 
     try:
         return seeds(text, "--seeds", limits.BYTES_PER_CELL, "seeds")
@@ -175,7 +174,7 @@ def plan_sweep(
     paths = [a.path for a in axes]
     if len(set(paths)) != len(paths):
         raise SweepError(f"--grid: a path appears twice in {paths}")
-    from scenarios.option_checks import OptionError, grid_points
+    from clusteremu.scenarios.option_checks import OptionError, grid_points
 
     try:
         grid_points([len(a.values) for a in axes], "--grid")
@@ -391,7 +390,7 @@ def run_sweep(
 
     Ray must be initialised. `progress(done, total)` is called after every finished cell.
     """
-    from actors.metrics import SweepMetrics  # the Ray layer's gauges
+    from clusteremu.actors.metrics import SweepMetrics  # the Ray layer's gauges
 
     out = Path(out)
     check_manifest(out, plan)
@@ -494,7 +493,7 @@ def read_results(out: str | Path) -> pa.Table:
 def summary_table(table: pa.Table, metrics: str | Sequence[str] = ("mean_response_time_s",)) -> str:
     """One line per grid point and policy: each metric's mean over seeds with its 95% CI
     (n/a with one seed, or for a metric no cell reported), then the number of seeds."""
-    from cluster.metrics import ci95_half_width
+    from clusteremu.cluster.metrics import ci95_half_width
 
     chosen = [metrics] if isinstance(metrics, str) else list(metrics)
     if table.num_rows == 0:

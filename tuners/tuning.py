@@ -1,6 +1,7 @@
 """Tuning scoring weights on Ray Tune: many experiments at once, one Tune trial per evaluation.
 
-`run_tuning(experiments, tuner, budget, ...)` runs every experiment's search (`tuners.strategies`)
+`run_tuning(experiments, tuner, budget, ...)` runs every experiment's search
+(`clusteremu.tuners.strategies`)
 in one `ray.tune.Tuner`:
 
 - a trial is one evaluation: a function trainable (`evaluation_trial`) runs the experiment's
@@ -31,10 +32,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from clusteremu.tuners.evaluate import Experiment, evaluate
+from clusteremu.tuners.strategies import Strategy, make_strategy
 from scipy import stats
-
-from tuners.evaluate import Experiment, evaluate
-from tuners.strategies import Strategy, make_strategy
 
 log = logging.getLogger(__name__)
 #: Ray Tune installs a SIGINT handler of its own unless this variable is 1.
@@ -203,7 +203,8 @@ class TuningResult:
     outcomes: list[ExperimentOutcome]
     wall_s: float
     failures: list[str]
-    #: The best weights against Fixed on fresh seeds (`tuners.out_of_sample`), once judged.
+    #: The best weights against Fixed on fresh seeds (`clusteremu.tuners.out_of_sample`), once
+    #: judged.
     out_of_sample: dict[str, Any] | None = None
 
     def improvements(self) -> np.ndarray:

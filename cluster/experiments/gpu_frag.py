@@ -10,7 +10,7 @@ GPU; `curve` bins them by round(100 x arrived / capacity) from 0 to 130 (an empt
 the mean of its nearest neighbours) and reports unallocated GPU % = 100 - 100 x allocated /
 capacity. The engine holds the nodes, the GPUs' free milli-GPU and the placements; the
 policy (`GpuSharePlacer`) reads them through its view and decides in compiled code
-(`cluster.policies.gpu_share`).
+(`clusteremu.cluster.policies.gpu_share`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.distributions import Deterministic
-from cluster.engine import Engine
-from cluster.gpu_trace import Nodes, Pods
-from cluster.jobs import Jobs
-from cluster.layout import JI, JobState
-from cluster.model import JobClass, NodeType, SimulationSpec, StopRule
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.gpu_share import (
+from clusteremu.cluster.distributions import Deterministic
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.gpu_trace import Nodes, Pods
+from clusteremu.cluster.jobs import Jobs
+from clusteremu.cluster.layout import JI, JobState
+from clusteremu.cluster.model import JobClass, NodeType, SimulationSpec, StopRule
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.gpu_share import (
     CPU_NORM,
     GPU_NORM,
     TypicalPods,
@@ -39,8 +38,8 @@ from cluster.policies.gpu_share import (
     scorer,
     typical_pods,
 )
-from cluster.speedup import LinearSpeedup
-from cluster.workload import BatchArrivals
+from clusteremu.cluster.speedup import LinearSpeedup
+from clusteremu.cluster.workload import BatchArrivals
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

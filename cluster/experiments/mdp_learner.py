@@ -32,15 +32,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-
-from cluster.engine import Engine
-from cluster.layout import FS, JF, JI, Status
-from cluster.model import SimulationSpec, StopRule
-from cluster.policies.mdp import estimator as est
-from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.learn_config import LearnConfig
-from cluster.policies.mdp.model import MdpModelError, model_from_spec
-from cluster.policies.mdp.solver import check_truncation, evaluate_policy, solve
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import FS, JF, JI, Status
+from clusteremu.cluster.model import SimulationSpec, StopRule
+from clusteremu.cluster.policies.mdp import estimator as est
+from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
+from clusteremu.cluster.policies.mdp.learn_config import LearnConfig
+from clusteremu.cluster.policies.mdp.model import MdpModelError, model_from_spec
+from clusteremu.cluster.policies.mdp.solver import check_truncation, evaluate_policy, solve
 
 log = logging.getLogger(__name__)
 

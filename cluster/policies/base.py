@@ -3,7 +3,7 @@
 Policies are plain objects. They read a *view* of the state (numpy arrays, never the
 engine's own buffers) and return a small decision object; the engine validates the decision
 and applies it, raising `PolicyError` on anything illegal. A policy may also provide a
-compiled decision function (`compiled`, registered in `cluster.policies.compiled_table`):
+compiled decision function (`compiled`, registered in `clusteremu.cluster.policies.compiled_table`):
 the engine then decides inside its compiled loop, through the same checks.
 """
 
@@ -15,8 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import SimulationSpec
+from clusteremu.cluster.model import SimulationSpec
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -102,10 +101,10 @@ class PlacementView:
     #: (nodes, GPUs per node): free milli-GPU of each GPU (1000 = wholly free).
     gpu_free_milli: FloatArray
     #: (nodes, items): 1.0 where a node holds an image or data item of the world model
-    #: (`cluster.world.World.items` names them; its tables say what a class needs where);
+    #: (`clusteremu.cluster.world.World.items` names them; its tables say what a class needs where);
     #: (0, 0) when the scenario has no world model. The engine's cache, read-only.
     cached: FloatArray = field(default_factory=lambda: np.zeros((0, 0)))
-    #: Each node row's `cluster.layout.NodeStatus` (BOOTING, UP, DOWN after a failure,
+    #: Each node row's `clusteremu.cluster.layout.NodeStatus` (BOOTING, UP, DOWN after a failure,
     #: DRAINING, RELEASED); only UP nodes (`active`) take placements. Empty: not given.
     node_status: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: (node rows, classes): how many jobs of each class (`class_index`'s numbering: the
@@ -150,7 +149,8 @@ class PlacementView:
         """A per-job column indexed by job id (the ids in `queue`), read-only: `arrival_s`,
         `size` (a rigid job's run time at speed 1, s), `estimate_s` (the user's estimate,
         s; 0: none), `start_s` (start of the current attempt, s), `node` (its node row, or
-        -1) and `state` (a `cluster.layout.JobState`). For queue policies that look at the
+        -1) and `state` (a `clusteremu.cluster.layout.JobState`). For queue policies that look at
+        the
         running jobs (EASY backfilling's reservation: docs/traces.md). A hand-made view
         has none."""
         raise NotImplementedError("this view carries no per-job columns")
@@ -162,7 +162,9 @@ class PlacementView:
         code: well under a microsecond on a hundred nodes, where a scan in Python costs
         several. Your own placements of this call are not taken off: placing several jobs
         in one call, keep a tally of what they took."""
-        from cluster.fit_index import fitting_rows  # compiled code: imported on first use
+        from clusteremu.cluster.fit_index import (
+            fitting_rows,  # compiled code: imported on first use
+        )
 
         out = np.empty(self.free_cpu.shape[0], dtype=np.int64)
         count = fitting_rows(
@@ -199,7 +201,7 @@ class Placement(NamedTuple):
 class ScaleView:
     """What a scaler sees: the waiting jobs and every node row handed out so far.
 
-    `node_status` holds `cluster.layout.NodeStatus` values (BOOTING, UP, DOWN, DRAINING,
+    `node_status` holds `clusteremu.cluster.layout.NodeStatus` values (BOOTING, UP, DOWN, DRAINING,
     RELEASED): a DOWN node failed and comes back empty (a rented one bills meanwhile; a
     scaler may rent a replacement or release it), a DRAINING one takes no new job and is
     released when its last job ends. The scaler is asked after every failure and recovery.
@@ -239,11 +241,11 @@ class Policy:
 
     name: ClassVar[str] = "policy"
     #: None = decide in Python; else a compiled decision function registered for this
-    #: extension point (`@compiled_placer`, ... in `cluster.policies.compiled_table`).
+    #: extension point (`@compiled_placer`, ... in `clusteremu.cluster.policies.compiled_table`).
     compiled: ClassVar[Any] = None
     #: The extension points one object of the class decides for, when more than one (a
     #: pair, e.g. Pennyworth's planners: ("placer", "scaler")); the first is the point a
-    #: scenario names it through, and the others follow it (`cluster.policies.points`).
+    #: scenario names it through, and the others follow it (`clusteremu.cluster.policies.points`).
     #: Empty: the one point it is registered for.
     provides: ClassVar[tuple[str, ...]] = ()
 
@@ -394,7 +396,7 @@ class Provisioner(Policy):
     def requests_for(
         self, spec: SimulationSpec, jobs: Any
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
-        """Per-job (cpu, memory_gb, gpu) requests of `jobs` (a `cluster.jobs.Jobs`).
+        """Per-job (cpu, memory_gb, gpu) requests of `jobs` (a `clusteremu.cluster.jobs.Jobs`).
 
         The default asks `requests` by class. A provisioner that sizes each instance
         overrides this and reads `jobs.features` (never `jobs.usage`: that is what it has

@@ -1,20 +1,20 @@
 """The compiled fit rules every path shares, and the seeded random stream of compiled policies.
 
 `has_room` is the one fit rule (a free worker slot, cores, GB, GPUs per GPU): the compiled
-placers (`cluster.policies.compiled_table.fits`), the Python placers' helpers (`fit_mask`,
+placers (`clusteremu.cluster.policies.compiled_table.fits`), the Python placers' helpers
+(`fit_mask`,
 `first_fit`) and the engine's check of every placement use it. The compiled policies
-themselves are registered in the one table, `cluster.policies.compiled_table`.
+themselves are registered in the one table, `clusteremu.cluster.policies.compiled_table`.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from clusteremu.cluster.fit_index import FIT_EPS, gpu_fits, has_room, node_fits
+from clusteremu.cluster.jit import inline_function, kernel_function
+from clusteremu.cluster.layout import GPU_MILLI
 
-from cluster.fit_index import FIT_EPS, gpu_fits, has_room, node_fits
-from cluster.jit import inline_function, kernel_function
-from cluster.layout import GPU_MILLI
-
-#: The fit rule lives with the index of free capacity (`cluster.fit_index`); re-exported.
+#: The fit rule lives with the index of free capacity (`clusteremu.cluster.fit_index`); re-exported.
 __all__ = [
     "FIT_EPS",
     "choose_gpus",

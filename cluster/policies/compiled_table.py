@@ -36,16 +36,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from clusteremu.cluster.fit_index import search
+from clusteremu.cluster.jit import inline_function, signals_blocked
+from clusteremu.cluster.layout import CF, JF, JI, NF, NI, JobState, NodeStatus
+from clusteremu.cluster.policies.compiled import has_room, uniform_index
 from numba import njit, typeof, types
 from numba.core import cgutils
 from numba.core.registry import CPUDispatcher
 from numba.experimental.function_type import _get_jit_address, _get_wrapper_address
 from numba.extending import intrinsic
-
-from cluster.fit_index import search
-from cluster.jit import inline_function, signals_blocked
-from cluster.layout import CF, JF, JI, NF, NI, JobState, NodeStatus
-from cluster.policies.compiled import has_room, uniform_index
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -85,10 +84,11 @@ class PlacerView(NamedTuple):
     free_slots: FloatArray  #: (N,) worker slots
     capacity_cpu: FloatArray  #: (N,) cores
     capacity_mem: FloatArray  #: (N,) GB
-    node_status: IntArray  #: (N,) `cluster.layout.NodeStatus`
+    node_status: IntArray  #: (N,) `clusteremu.cluster.layout.NodeStatus`
     node_type: IntArray  #: (N,) node type index (scenario order)
     gpu_free: FloatArray  #: (N, G) free milli-GPU of each GPU (1000 = a whole free GPU)
-    #: the engine's index of free capacity (`cluster.fit_index`; (0, 0) when it keeps none):
+    #: the engine's index of free capacity (`clusteremu.cluster.fit_index`; (0, 0) when it keeps
+    #: none):
     #: `first_fit(view, job)` searches it
     fit_index: FloatArray
     params: FloatArray  #: writable: the policy's `kernel_params()`
@@ -97,7 +97,7 @@ class PlacerView(NamedTuple):
 
 class AllocatorView(NamedTuple):
     """What a compiled allocator reads (read-only unless said). The `*_f`/`*_i` tables are
-    the engine's own rows (named in `cluster.layout`: `JF`, `JI`, `CF`, `CI`), for
+    the engine's own rows (named in `clusteremu.cluster.layout`: `JF`, `JI`, `CF`, `CI`), for
     allocators that need the speed-up curves; the named fields cover the common needs."""
 
     arrival_s: FloatArray  #: (J,) s
@@ -122,7 +122,7 @@ class ScalerView(NamedTuple):
     queue: IntArray  #: job ids in arrival order
     queue_head: int
     queue_tail: int
-    job_state: IntArray  #: (J,) `cluster.layout.JobState` (QUEUED while it waits)
+    job_state: IntArray  #: (J,) `clusteremu.cluster.layout.JobState` (QUEUED while it waits)
     request_cpu: FloatArray  #: (J,) cores
     job_class: IntArray  #: (J,) class index
     node_count: int  #: node rows handed out (static nodes, then rented ones)
@@ -417,7 +417,7 @@ def code_of(kind: str, fn: Any) -> int:
             return i + 1
     raise ValueError(
         f"{getattr(fn, '__name__', fn)!r} is not a registered compiled {kind} "
-        f"(decorate it with @compiled_{kind}, cluster.policies.compiled_table)"
+        f"(decorate it with @compiled_{kind}, clusteremu.cluster.policies.compiled_table)"
     )
 
 

@@ -2,7 +2,8 @@
 and the static provisioner (every job requests its class's request).
 
 Each has a compiled decision function (registered in the one table of compiled policies,
-`cluster.policies.compiled_table`) and a Python one; the conformance tests check that both
+`clusteremu.cluster.policies.compiled_table`) and a Python one; the conformance tests check that
+both
 paths give identical runs.
 """
 
@@ -12,11 +13,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import GPU_MILLI
-from cluster.model import SimulationSpec
-from cluster.policies import compiled as rules
-from cluster.policies.base import (
+from clusteremu.cluster.layout import GPU_MILLI
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies import compiled as rules
+from clusteremu.cluster.policies.base import (
     Allocation,
     Allocator,
     FloatArray,
@@ -28,7 +28,7 @@ from cluster.policies.base import (
     Provisioner,
     Scaler,
 )
-from cluster.policies.compiled_table import (
+from clusteremu.cluster.policies.compiled_table import (
     AllocatorView,
     PlacerView,
     compiled_allocator,
@@ -37,7 +37,7 @@ from cluster.policies.compiled_table import (
     fits,
     uniform_index,
 )
-from cluster.policies.registry import register
+from clusteremu.cluster.policies.registry import register
 
 FIT_EPS = rules.FIT_EPS
 

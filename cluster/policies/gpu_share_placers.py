@@ -1,7 +1,7 @@
 """The GPU-sharing placers of docs/gpu-frag.md for scenarios (`scheduler.placer.name`).
 
 Registered as `fgd`, `best-fit`, `dot-product`, `gpu-packing`, `gpu-clustering` and
-`gpu-random-fit`: the scores of `cluster.policies.gpu_share` (the same compiled `choose`
+`gpu-random-fit`: the scores of `clusteremu.cluster.policies.gpu_share` (the same compiled `choose`
 the trace replay uses) on a scenario's nodes. `gpu-random-fit` is the replay's
 `random-fit` (a random feasible node, a random GPU with room); the name `random-fit` is
 taken by the generic placer, which picks a random node too but takes the first GPU with
@@ -50,11 +50,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import GPU_MILLI
-from cluster.model import JobClass, SimulationSpec
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.gpu_share import (
+from clusteremu.cluster.layout import GPU_MILLI
+from clusteremu.cluster.model import JobClass, SimulationSpec
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.gpu_share import (
     TypicalPods,
     choose,
     choose_random,
@@ -62,8 +61,8 @@ from cluster.policies.gpu_share import (
     scorer,
     typical_pods,
 )
-from cluster.policies.registry import register
-from cluster.workload import BatchArrivals, TraceArrivals
+from clusteremu.cluster.policies.registry import register
+from clusteremu.cluster.workload import BatchArrivals, TraceArrivals
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

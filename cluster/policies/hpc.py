@@ -37,13 +37,12 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import JobState
-from cluster.model import SimulationSpec
-from cluster.policies import compiled as rules
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.fifo import FirstFit, FreeTally
-from cluster.policies.registry import register
+from clusteremu.cluster.layout import JobState
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies import compiled as rules
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.fifo import FirstFit, FreeTally
+from clusteremu.cluster.policies.registry import register
 
 FloatArray = npt.NDArray[np.float64]
 _RUNNING = int(JobState.RUNNING)

@@ -37,12 +37,11 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import JobState
-from cluster.model import JobClass, NodeType, SimulationSpec
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.fifo import FreeTally
-from cluster.policies.registry import register
+from clusteremu.cluster.layout import JobState
+from clusteremu.cluster.model import JobClass, NodeType, SimulationSpec
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.fifo import FreeTally
+from clusteremu.cluster.policies.registry import register
 
 BoolArray = npt.NDArray[np.bool_]
 #: The kube-scheduler's non-zero request defaults for scoring: milli-cores and bytes.

@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
-
-from cluster.jobs import Purpose, stream
-from cluster.model import PolicyRef, SchedulerSpec, SimulationSpec
-from cluster.policies import compiled_table, registry
-from cluster.policies.base import Policy, PolicyError
-from cluster.policies.registry import Kind
+from clusteremu.cluster.jobs import Purpose, stream
+from clusteremu.cluster.model import PolicyRef, SchedulerSpec, SimulationSpec
+from clusteremu.cluster.policies import compiled_table, registry
+from clusteremu.cluster.policies.base import Policy, PolicyError
+from clusteremu.cluster.policies.registry import Kind
 
 #: The extension points, in the order the engine builds and sets them up.
 POINTS: tuple[Kind, ...] = registry.KINDS

@@ -4,7 +4,8 @@
 builds one. Duplicate names are refused. A class that decides for several extension points
 with one object (a pair: Pennyworth's planners are a placer and a scaler) declares them in
 its `provides`; it is registered through the first and listed under each (how a scheduler's
-points are filled and checked: `cluster.policies.points`). Third-party policies register through the
+points are filled and checked: `clusteremu.cluster.policies.points`). Third-party policies register
+through the
 `clusteremu.policies` entry-point group, loaded on first lookup; scenario files only ever
 name policies, never contain code.
 """
@@ -26,8 +27,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
 
-from cluster.errors import UsageError
-from cluster.policies.base import Allocator, Placer, Policy, PolicyError, Provisioner, Scaler
+from clusteremu.cluster.errors import UsageError
+from clusteremu.cluster.policies.base import (
+    Allocator,
+    Placer,
+    Policy,
+    PolicyError,
+    Provisioner,
+    Scaler,
+)
 
 Kind = Literal["placer", "allocator", "provisioner", "scaler"]
 KINDS: tuple[Kind, ...] = ("placer", "allocator", "provisioner", "scaler")
@@ -45,15 +53,16 @@ log = logging.getLogger(__name__)
 _REGISTRY: dict[str, dict[str, type[Policy]]] = {kind: {} for kind in KINDS}
 #: Modules holding the built-in policies, imported on first lookup.
 BUILTIN_MODULES = (
-    "cluster.policies.fifo",
-    "cluster.policies.wham",
-    "cluster.policies.mdp.allocator",
-    "cluster.policies.scoring.placer",
-    "cluster.policies.pennyworth.placers",
-    "cluster.policies.gpu_share_placers",  # fgd, best-fit, dot-product, ... (docs/gpu-frag.md)
-    "cluster.policies.hpc",  # fcfs, sjf, easy-backfill (docs/traces.md)
-    "cluster.policies.kube",  # kube-default (docs/traces.md)
-    "cluster.policies.provisioner",
+    "clusteremu.cluster.policies.fifo",
+    "clusteremu.cluster.policies.wham",
+    "clusteremu.cluster.policies.mdp.allocator",
+    "clusteremu.cluster.policies.scoring.placer",
+    "clusteremu.cluster.policies.pennyworth.placers",
+    # fgd, best-fit, dot-product, ... (docs/gpu-frag.md)
+    "clusteremu.cluster.policies.gpu_share_placers",
+    "clusteremu.cluster.policies.hpc",  # fcfs, sjf, easy-backfill (docs/traces.md)
+    "clusteremu.cluster.policies.kube",  # kube-default (docs/traces.md)
+    "clusteremu.cluster.policies.provisioner",
 )
 _loaded = False
 #: Comma-separated plug-in modules to import on first lookup (set by `--plugin`, inherited
@@ -271,7 +280,7 @@ def check_compiled(kind: Kind, cls: type[Policy]) -> None:
     function = inspect.getattr_static(cls, "compiled", None)
     if function is None:
         return
-    from cluster.policies import compiled_table
+    from clusteremu.cluster.policies import compiled_table
 
     points = [p for p in provided(kind, cls) if p in compiled_table.KINDS]
     shown = getattr(getattr(function, "py_func", function), "__qualname__", repr(function))
@@ -287,7 +296,7 @@ def check_compiled(kind: Kind, cls: type[Policy]) -> None:
     decorators = " or ".join(f"@compiled_{p}" for p in points)
     raise ValueError(
         f"{cls.__qualname__}.compiled = {shown} is not a registered compiled {points[0]}; "
-        f"decorate the function with {decorators} (cluster.policies.compiled_table)"
+        f"decorate the function with {decorators} (clusteremu.cluster.policies.compiled_table)"
     )
 
 

@@ -25,7 +25,7 @@ keeps perfectly elastic curves (linear, rooftop below its cap) finite; this rest
 also satisfied by every real policy, so the optimum stays a lower bound.
 
 The same f_i, evaluated at one job's width, is what WHAM equalises across jobs
-(`cluster.policies.wham`); `marginal_inverse` is GREEDY's s_i'^{-1}.
+(`clusteremu.cluster.policies.wham`); `marginal_inverse` is GREEDY's s_i'^{-1}.
 """
 
 from __future__ import annotations
@@ -37,9 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import SimulationSpec
-from cluster.speedup import (
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.speedup import (
     AmdahlSpeedup,
     LinearSpeedup,
     PowerSpeedup,

@@ -1,13 +1,14 @@
 """Malleable core allocators of "Mean field optimal Core Allocation across Malleable jobs"
 (the WHAM paper; docs/wham.md): WHAM (Definition 6.9), FW-CAM (Definition 5.1) and the
-GREEDY baseline of Section 7 (EQUI lives in `cluster.policies.fifo`).
+GREEDY baseline of Section 7 (EQUI lives in `clusteremu.cluster.policies.fifo`).
 
 WHAM, at every event in a pool of n cores holding N jobs:
   * N > n (first mode): one core each to the n jobs with the largest c_i / (remaining
     size) (Theorem 6.8); the others wait. Sizes must be known to the policy here.
   * otherwise (second mode): the market-clearing price nu, the smallest at which
     sum_j max(1, f_{i(j)}^{-1}(nu)) <= n, with f_i of Definition 6.6 (eq. 10,
-    `cluster.policies.relaxed_bound.f_value`); every class-i job gets max(1, f_i^{-1}(nu)).
+    `clusteremu.cluster.policies.relaxed_bound.f_value`); every class-i job gets max(1,
+    f_i^{-1}(nu)).
     All jobs of a class get the same width, so the price is found by bisection on
     log nu over the classes present (their job counts as weights), never over jobs;
     all n cores are used whenever some job can use more (widths are capped at n).
@@ -19,8 +20,8 @@ GREEDY (Berg et al. 2017): maximise sum_j s_{i(j)}(k_j), i.e. equalise s_i'(k) a
 (k_j = max(1, s_i'^{-1}(nu)), sum = n); with N > n, one core each to the n earliest.
 
 Each allocator has a compiled decision function (called inside the engine's loop through
-`cluster.policies.compiled_table`) and a Python one; both follow the same arithmetic.
-This module must not import `cluster.policies.compiled` (which imports it).
+`clusteremu.cluster.policies.compiled_table`) and a Python one; both follow the same arithmetic.
+This module must not import `clusteremu.cluster.policies.compiled` (which imports it).
 """
 
 from __future__ import annotations
@@ -30,22 +31,21 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit
-
-from cluster.layout import CF, CI, JF, JI
-from cluster.model import SimulationSpec
-from cluster.policies.base import Allocation, Allocator, FloatArray, PoolView
-from cluster.policies.compiled_table import AllocatorView, compiled_allocator
-from cluster.policies.registry import register
-from cluster.policies.relaxed_bound import (
+from clusteremu.cluster.layout import CF, CI, JF, JI
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import Allocation, Allocator, FloatArray, PoolView
+from clusteremu.cluster.policies.compiled_table import AllocatorView, compiled_allocator
+from clusteremu.cluster.policies.registry import register
+from clusteremu.cluster.policies.relaxed_bound import (
     LOG_PRICE_HI,
     LOG_PRICE_LO,
     BoundError,
     class_loads,
     solve_relaxed,
 )
-from cluster.speedup import AMDAHL, LINEAR, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
-from cluster.state import class_arrays
+from clusteremu.cluster.speedup import AMDAHL, LINEAR, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
+from clusteremu.cluster.state import class_arrays
+from numba import njit
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Subclass a conformance suite in your test module and say how to build your policy; pytest
 collects the inherited tests::
 
-    from cluster.testing import PlacerConformance
+    from clusteremu.cluster.testing import PlacerConformance
 
     class TestMyPlacer(PlacerConformance):
         def make_placer(self):
@@ -14,7 +14,7 @@ The suites need pytest (and numpy, pyarrow), nothing else from the test tree.
 
 from __future__ import annotations
 
-from cluster.testing.conformance import (
+from clusteremu.cluster.testing.conformance import (
     AllocatorConformance,
     PlacerConformance,
     ScalerConformance,

@@ -17,7 +17,7 @@ run with worker slots, inactive (booting and released) nodes, a failed and a dra
 (docs/faults.md), patience timeouts and shared GPUs (two 0.5-GPU jobs share one GPU, a
 1.0-GPU job needs a wholly free one); scalers with failing nodes and views holding down
 and draining ones. Policies with a compiled path (`compiled`, a function registered in
-`cluster.policies.compiled_table`) must give the same per-job table on both paths. A
+`clusteremu.cluster.policies.compiled_table`) must give the same per-job table on both paths. A
 placer's whole runs are made on each path it has (the Python path, every decision checked
 as it is made, and the compiled one, checked by the engine and over the whole run); a
 compiled placer without its Python twin is checked on the compiled path, and the tests
@@ -38,13 +38,12 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 import pytest
-
-from cluster.engine import Engine
-from cluster.layout import GPU_MILLI, JF, JI, NF, NI, JobState, NodeStatus
-from cluster.metrics import RunResult
-from cluster.model import NodeFailures, SimulationSpec, TimelineEvent
-from cluster.policies import compiled_table
-from cluster.policies.base import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import GPU_MILLI, JF, JI, NF, NI, JobState, NodeStatus
+from clusteremu.cluster.metrics import RunResult
+from clusteremu.cluster.model import NodeFailures, SimulationSpec, TimelineEvent
+from clusteremu.cluster.policies import compiled_table
+from clusteremu.cluster.policies.base import (
     Allocation,
     Allocator,
     Placement,
@@ -57,7 +56,7 @@ from cluster.policies.base import (
     Scaler,
     ScaleView,
 )
-from cluster.policies.fifo import FcfsPlacer
+from clusteremu.cluster.policies.fifo import FcfsPlacer
 
 #: Tolerance on capacity checks (cores, GB, GPUs).
 EPS = 1e-9
@@ -227,7 +226,7 @@ def as_spec(scenario: Scenario) -> SimulationSpec:
     """A scenario dict (validated by the scenario loader) or a SimulationSpec as is."""
     if isinstance(scenario, SimulationSpec):
         return scenario
-    from scenarios.loader import spec_from_dict  # the scenario layer, only for dicts
+    from clusteremu.scenarios.loader import spec_from_dict  # the scenario layer, only for dicts
 
     return spec_from_dict(scenario)
 
@@ -263,7 +262,7 @@ def with_timeline(spec: SimulationSpec, *events: TimelineEvent) -> SimulationSpe
 
 def with_failures(spec: SimulationSpec, mtbf_s: float, mttr_s: float) -> SimulationSpec:
     """The spec with every node type failing at random (exponential up and down times)."""
-    from cluster.distributions import Exponential
+    from clusteremu.cluster.distributions import Exponential
 
     failures = NodeFailures(Exponential(mtbf_s), Exponential(mttr_s))
     types = tuple(dataclasses.replace(t, failures=failures) for t in spec.node_types)

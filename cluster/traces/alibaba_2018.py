@@ -69,12 +69,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from cluster.traces.alibaba_instances import TASK_KEYS, read_instances
-from cluster.traces.csv_columns import as_mask, null_if_empty, numbers, read_headerless, strings
-from cluster.traces.inputs import choice, number_above, parse_options, pick_files
-from cluster.traces.rows import dedupe, unique_ids
-from cluster.traces.table import ClassSpec, ImportReport, Trace, job_table, node_table
+from clusteremu.cluster.traces.alibaba_instances import TASK_KEYS, read_instances
+from clusteremu.cluster.traces.csv_columns import (
+    as_mask,
+    null_if_empty,
+    numbers,
+    read_headerless,
+    strings,
+)
+from clusteremu.cluster.traces.inputs import choice, number_above, parse_options, pick_files
+from clusteremu.cluster.traces.rows import dedupe, unique_ids
+from clusteremu.cluster.traces.table import ClassSpec, ImportReport, Trace, job_table, node_table
 
 NAME = "alibaba-2018"
 DESCRIPTION = "Alibaba cluster-trace-v2018: batch instances (one job each), tasks' plans, machines"

@@ -57,7 +57,7 @@ a number, a negative time (other than -1), a negative plan or capacity, too few 
 fields, a blank line, an empty job_name / task_name / machine, a compressed file under a
 plain name, an empty file. Fields the import does not use are not checked.
 
-Speed: vectorised like `cluster.traces.alibaba_2018` (whose CSV helpers it uses): 10^6
+Speed: vectorised like `clusteremu.cluster.traces.alibaba_2018` (whose CSV helpers it uses): 10^6
 pai_instance rows import in under 1 s on two cores, at a peak of about 0.6 KB per row.
 """
 
@@ -69,13 +69,25 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from cluster.traces.alibaba_instances import TASK_KEYS, read_instances
-from cluster.traces.csv_columns import as_mask, null_if_empty, numbers, read_headerless, strings
-from cluster.traces.inputs import choice, parse_options, pick_files
-from cluster.traces.rows import dedupe, unique_ids
-from cluster.traces.table import GPU_MILLI, ClassSpec, ImportReport, Trace, job_table, node_table
-from cluster.traces.text_files import check_values
+from clusteremu.cluster.traces.alibaba_instances import TASK_KEYS, read_instances
+from clusteremu.cluster.traces.csv_columns import (
+    as_mask,
+    null_if_empty,
+    numbers,
+    read_headerless,
+    strings,
+)
+from clusteremu.cluster.traces.inputs import choice, parse_options, pick_files
+from clusteremu.cluster.traces.rows import dedupe, unique_ids
+from clusteremu.cluster.traces.table import (
+    GPU_MILLI,
+    ClassSpec,
+    ImportReport,
+    Trace,
+    job_table,
+    node_table,
+)
+from clusteremu.cluster.traces.text_files import check_values
 
 NAME = "alibaba-gpu-2020"
 DESCRIPTION = (

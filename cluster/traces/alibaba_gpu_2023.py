@@ -1,7 +1,7 @@
 """Reader of the Alibaba GPU cluster trace 2023 (`cluster-trace-gpu-v2023`, "openb", the
 trace of the ATC'23 FGD paper): pods as jobs, the node list as nodes.
 
-It is the trace layer's face of `cluster.gpu_trace` (the loader ``clusteremu gpu-frag``
+It is the trace layer's face of `clusteremu.cluster.gpu_trace` (the loader ``clusteremu gpu-frag``
 uses): the node list and the pods' requests are read, and checked, by its `load_nodes` and
 `load_pods`; this module adds the columns the replay does not use (the pods' times, QoS and
 phase) and the rules below. Files (CSV with a header row, recognised by name):
@@ -34,7 +34,7 @@ corrections are counted on kept rows only):
    1 s";
 4. requests: ``cpu_milli / 1000`` cores, ``memory_mib / 1024`` GB, and milli-GPU
    ``gpu_milli`` on a pod of one GPU (below 1,000 it shares it), ``1000 x num_gpu`` on a
-   pod of several, 0 on a CPU-only pod (`cluster.gpu_trace.load_pods` refuses any other
+   pod of several, 0 on a CPU-only pod (`clusteremu.cluster.gpu_trace.load_pods` refuses any other
    combination, e.g. gpu_milli above 1,000);
 5. class: a pod with a ``gpu_spec`` (GPU models separated by ``|``; repeats removed, the
    models sorted) gets the class named by its models, e.g. ``V100M16|V100M32``, whose
@@ -47,7 +47,8 @@ Nodes: cpu_milli / 1,000 cores, memory_mib / 1,024 GB, ``gpu`` GPUs, gpu_model =
 (null on a node without GPUs) and the label ``gpu_model: model``.
 
 Bad input is a `TraceError` naming the file, the row (the header is row 1) and the field:
-what `cluster.gpu_trace` refuses (not a number, out of range, gpu_milli above 1,000, a GPU
+what `clusteremu.cluster.gpu_trace` refuses (not a number, out of range, gpu_milli above 1,000, a
+GPU
 model in gpu_spec that no node has, a missing column ...), a time that is not a number or
 negative (other than -1), too few or too many fields, a compressed file, an empty file.
 """
@@ -64,9 +65,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-
-from cluster import gpu_trace
-from cluster.traces.csv_columns import (
+from clusteremu.cluster import gpu_trace
+from clusteremu.cluster.traces.csv_columns import (
     F,
     S,
     as_mask,
@@ -77,9 +77,9 @@ from cluster.traces.csv_columns import (
     read_first_line,
     strings,
 )
-from cluster.traces.inputs import parse_options, pick_files
-from cluster.traces.rows import Rules, unique_ids
-from cluster.traces.table import (
+from clusteremu.cluster.traces.inputs import parse_options, pick_files
+from clusteremu.cluster.traces.rows import Rules, unique_ids
+from clusteremu.cluster.traces.table import (
     MIB_PER_GB,
     ClassSpec,
     ImportReport,

@@ -13,11 +13,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from cluster.traces.csv_columns import as_mask, given, nan_filled, numbers, read_headerless, strings
-from cluster.traces.rows import Rules, count_by_value, join_rows
-from cluster.traces.table import ImportReport
-from cluster.traces.text_files import BoolArray, FloatArray, IntArray
+from clusteremu.cluster.traces.csv_columns import (
+    as_mask,
+    given,
+    nan_filled,
+    numbers,
+    read_headerless,
+    strings,
+)
+from clusteremu.cluster.traces.rows import Rules, count_by_value, join_rows
+from clusteremu.cluster.traces.table import ImportReport
+from clusteremu.cluster.traces.text_files import BoolArray, FloatArray, IntArray
 
 #: The columns an instance's task is found by.
 TASK_KEYS = ("job_name", "task_name")

@@ -51,11 +51,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from cluster.traces.inputs import expect_paths, number_above, parse_options
-from cluster.traces.rows import Rules
-from cluster.traces.table import ImportReport, Trace, TraceError, job_table
-from cluster.traces.text_files import (
+from clusteremu.cluster.traces.inputs import expect_paths, number_above, parse_options
+from clusteremu.cluster.traces.rows import Rules
+from clusteremu.cluster.traces.table import ImportReport, Trace, TraceError, job_table
+from clusteremu.cluster.traces.text_files import (
     BoolArray,
     FloatArray,
     IntArray,

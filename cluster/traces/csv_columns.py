@@ -1,7 +1,7 @@
 """CSV files of a fixed column order without a header row (the Alibaba traces), read by
 `pyarrow.csv` into typed, checked columns.
 
-`open_csv` refuses what is not CSV text (`cluster.traces.text_files`: missing, empty,
+`open_csv` refuses what is not CSV text (`clusteremu.cluster.traces.text_files`: missing, empty,
 compressed under a plain name, a tar archive, binary) and says which pyarrow codec reads a
 ``*.gz``, ``*.bz2``, ``*.zst`` or ``*.lz4`` file as it is; `read_headerless` reads the
 columns a reader uses (a first row equal to the column names is skipped) and turns
@@ -23,9 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-
-from cluster.traces.table import TraceError
-from cluster.traces.text_files import (
+from clusteremu.cluster.traces.table import TraceError
+from clusteremu.cluster.traces.text_files import (
     BoolArray,
     FloatArray,
     check_file,

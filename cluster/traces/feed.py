@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-
-from cluster.jobs import Jobs
-from cluster.workload import ArrivalProcess, FloatArray, TableArrivals
+from clusteremu.cluster.jobs import Jobs
+from clusteremu.cluster.workload import ArrivalProcess, FloatArray, TableArrivals
 
 #: Columns the engine reads (the labels and trace ids stay in the file).
 READ_COLUMNS = (
@@ -136,7 +135,7 @@ class TableSource:
         self, class_index: Mapping[str, int], limit: int, until_s: float = np.inf
     ) -> Iterator[Jobs]:
         """The first `limit` jobs arriving by `until_s` (s) as `Jobs` chunks (class
-        indices from `class_index`), as `cluster.jobs.generate_jobs` draws a finite
+        indices from `class_index`), as `clusteremu.cluster.jobs.generate_jobs` draws a finite
         workload: every arrival up to the horizon, at most `limit`."""
         left = limit
         for c in self.batches():

@@ -12,13 +12,13 @@ from types import ModuleType
 
 #: Format name -> reader module (one per format; docs/traces.md).
 FORMATS: dict[str, str] = {
-    "swf": "cluster.traces.swf",
-    "alibaba-2018": "cluster.traces.alibaba_2018",
-    "alibaba-gpu-2020": "cluster.traces.alibaba_gpu_2020",
-    "alibaba-gpu-2023": "cluster.traces.alibaba_gpu_2023",
-    "google-2019": "cluster.traces.google",
-    "azure-vm": "cluster.traces.azure",
-    "kubernetes": "cluster.traces.kubernetes",
+    "swf": "clusteremu.cluster.traces.swf",
+    "alibaba-2018": "clusteremu.cluster.traces.alibaba_2018",
+    "alibaba-gpu-2020": "clusteremu.cluster.traces.alibaba_gpu_2020",
+    "alibaba-gpu-2023": "clusteremu.cluster.traces.alibaba_gpu_2023",
+    "google-2019": "clusteremu.cluster.traces.google",
+    "azure-vm": "clusteremu.cluster.traces.azure",
+    "kubernetes": "clusteremu.cluster.traces.kubernetes",
 }
 
 

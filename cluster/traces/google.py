@@ -77,11 +77,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
-
-from cluster.traces.inputs import expect_paths, number_above, parse_options
-from cluster.traces.rows import Rules
-from cluster.traces.table import ImportReport, Trace, TraceError, job_table, node_table
-from cluster.traces.text_files import (
+from clusteremu.cluster.traces.inputs import expect_paths, number_above, parse_options
+from clusteremu.cluster.traces.rows import Rules
+from clusteremu.cluster.traces.table import ImportReport, Trace, TraceError, job_table, node_table
+from clusteremu.cluster.traces.text_files import (
     PARSE_ERRORS,
     BoolArray,
     IntArray,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cluster.traces.table import TraceError
+from clusteremu.cluster.traces.table import TraceError
 
 #: An option's default value and its parser (text -> value; ValueError: why not).
 Option = tuple[Any, Callable[[str], Any]]

@@ -110,18 +110,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.traces.inputs import choice, expect_paths, parse_options
-from cluster.traces.kubernetes_quantity import NANO, cores, gigabytes, parse_quantity
-from cluster.traces.kubernetes_requests import (
+from clusteremu.cluster.traces.inputs import choice, expect_paths, parse_options
+from clusteremu.cluster.traces.kubernetes_quantity import NANO, cores, gigabytes, parse_quantity
+from clusteremu.cluster.traces.kubernetes_requests import (
     ALI_COUNT,
     ALI_MILLI,
     GPU_RESOURCE,
     pod_gpu,
     pod_requests,
 )
-from cluster.traces.kubernetes_yaml import MAX_ALIAS_NODES, MAX_FILE_BYTES, KubeObject, objects
-from cluster.traces.kubernetes_yaml import SafeLoader as _Loader
-from cluster.traces.table import ClassSpec, ImportReport, Trace, TraceError, job_table, node_table
+from clusteremu.cluster.traces.kubernetes_yaml import (
+    MAX_ALIAS_NODES,
+    MAX_FILE_BYTES,
+    KubeObject,
+    objects,
+)
+from clusteremu.cluster.traces.kubernetes_yaml import SafeLoader as _Loader
+from clusteremu.cluster.traces.table import (
+    ClassSpec,
+    ImportReport,
+    Trace,
+    TraceError,
+    job_table,
+    node_table,
+)
 
 __all__ = [
     "ALI_COUNT",

@@ -13,7 +13,7 @@ import math
 import re
 from pathlib import Path
 
-from cluster.traces.table import TraceError
+from clusteremu.cluster.traces.table import TraceError
 
 #: A quantity above this is refused (it would not fit the float the table keeps).
 MAX_QUANTITY = 10**300

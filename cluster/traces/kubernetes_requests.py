@@ -3,7 +3,7 @@ cpu, memory and ``nvidia.com/gpu`` summed over the containers and the sidecar in
 containers, an init container's need where larger, pod-level requests, the overhead, limits
 standing in for missing requests; and its GPUs in milli-GPU from the nvidia requests or
 Alibaba's ``gpu-count`` / ``gpu-milli`` annotations (`pod_gpu`). The rules are stated in
-`cluster.traces.kubernetes`.
+`clusteremu.cluster.traces.kubernetes`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.traces.kubernetes_yaml import KubeObject
-from cluster.traces.table import GPU_MILLI
+from clusteremu.cluster.traces.kubernetes_yaml import KubeObject
+from clusteremu.cluster.traces.table import GPU_MILLI
 
 GPU_RESOURCE = "nvidia.com/gpu"
 ALI_COUNT = "alibabacloud.com/gpu-count"

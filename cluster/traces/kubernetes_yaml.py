@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from cluster.traces.kubernetes_quantity import NANO, QuantityError, quantity_nano, rfc3339_seconds
-from cluster.traces.table import TraceError
-from cluster.traces.text_files import check_file, compression
+from clusteremu.cluster.traces.kubernetes_quantity import (
+    NANO,
+    QuantityError,
+    quantity_nano,
+    rfc3339_seconds,
+)
+from clusteremu.cluster.traces.table import TraceError
+from clusteremu.cluster.traces.text_files import check_file, compression
 
 #: A file larger than this is refused, bytes (512 MiB).
 MAX_FILE_BYTES = 512 * 2**20

@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from cluster.traces.table import ImportReport
-from cluster.traces.text_files import BoolArray, IntArray
+from clusteremu.cluster.traces.table import ImportReport
+from clusteremu.cluster.traces.text_files import BoolArray, IntArray
 
 #: `ImportReport.drop` or `ImportReport.correct`: (reason, rows, file).
 Count = Callable[[str, Any, str], None]

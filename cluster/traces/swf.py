@@ -60,11 +60,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from cluster.traces.inputs import expect_paths, parse_options
-from cluster.traces.rows import Rules
-from cluster.traces.table import ImportReport, Trace, TraceError, job_table
-from cluster.traces.text_files import (
+from clusteremu.cluster.traces.inputs import expect_paths, parse_options
+from clusteremu.cluster.traces.rows import Rules
+from clusteremu.cluster.traces.table import ImportReport, Trace, TraceError, job_table
+from clusteremu.cluster.traces.text_files import (
     BoolArray,
     ByteArray,
     Lines,

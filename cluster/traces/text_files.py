@@ -35,8 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.csv as pacsv
-
-from cluster.traces.table import TraceError
+from clusteremu.cluster.traces.table import TraceError
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

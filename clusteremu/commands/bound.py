@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cluster.io import to_json
-from cluster.policies.relaxed_bound import BoundError, scenario_bound
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario
+from clusteremu.cluster.io import to_json
+from clusteremu.cluster.policies.relaxed_bound import BoundError, scenario_bound
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import load_scenario
 
 
 def add_parser(sub: Any) -> None:

@@ -15,7 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-#: The dashboard's file name in an output folder (what `actors.grafana.write_dashboard` uses).
+#: The dashboard's file name in an output folder (what `clusteremu.actors.grafana.write_dashboard`
+#: uses).
 DASHBOARD_FILE = "clusteremu_grafana_dashboard.json"
 
 
@@ -40,7 +41,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from cluster.errors import UsageError
+    from clusteremu.cluster.errors import UsageError
 
     url = args.url or os.environ.get("GRAFANA_URL")
     token = args.token or os.environ.get("GRAFANA_TOKEN")
@@ -62,9 +63,9 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 def _write_out(out: str, datasource: str) -> int:
     """`--out`: a folder (the dashboard file goes in it, with the folder's manifest) or a
     path ending in .json (that one file, written atomically; it claims no folder)."""
-    from actors.grafana import load_dashboard
-    from cluster.errors import UsageError
-    from cluster.io import OutputError, check_output_file, output_folder, write_json
+    from clusteremu.actors.grafana import load_dashboard
+    from clusteremu.cluster.errors import UsageError
+    from clusteremu.cluster.io import OutputError, check_output_file, output_folder, write_json
 
     path = Path(out)
     try:
@@ -93,7 +94,7 @@ def _provision(url: str, token: str, folder: str | None, datasource: str) -> int
     require_extra("grafana_client", "grafana", "dashboard --url")
     from grafana_client.client import GrafanaException
 
-    from actors.grafana import provision
+    from clusteremu.actors.grafana import provision
 
     try:
         result = provision(url, token, folder_uid=folder, datasource=datasource)

@@ -7,7 +7,7 @@
 the checkout (the GPU nodes and the default pod list).
 
 Replays the pod list on the node list once per policy and seed (the paper's protocol,
-`cluster.experiments.gpu_frag`): pods arrive only, in a shuffled order topped up with
+`clusteremu.cluster.experiments.gpu_frag`): pods arrive only, in a shuffled order topped up with
 random draws to 130% of the GPU capacity; a pod that fits nowhere is dropped. Prints the
 median unallocated GPU % over the seeds at 80..130% arrived GPU and where the first pod
 failed. `--json` prints `{"unallocated_gpu_pct": {"80": x, ...},
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from cluster.io import output_folder, to_json, write_json, write_parquet
+from clusteremu.cluster.io import output_folder, to_json, write_json, write_parquet
 from clusteremu.progress import progress
 
 #: Where the trace lies beside a checkout of clusteremu (`../shared`, never copied in).
@@ -59,17 +59,17 @@ def add_parser(sub: Any) -> None:
 
 
 def _replay_task(nodes: Any, pods: Any, policy: str, seed: int, typical: Any) -> Any:
-    from cluster.experiments.gpu_frag import replay
+    from clusteremu.cluster.experiments.gpu_frag import replay
 
     return replay(nodes, pods, policy, seed, typical)
 
 
 def cmd_gpu_frag(args: argparse.Namespace) -> int:
-    from cluster.experiments.gpu_frag import medians
-    from cluster.gpu_trace import TraceError, load_nodes, load_pods
-    from cluster.policies.gpu_share import SCORERS, typical_pods
     from clusteremu.cli import UsageError, check_out
-    from scenarios import option_checks
+    from clusteremu.cluster.experiments.gpu_frag import medians
+    from clusteremu.cluster.gpu_trace import TraceError, load_nodes, load_pods
+    from clusteremu.cluster.policies.gpu_share import SCORERS, typical_pods
+    from clusteremu.scenarios import option_checks
 
     policies = option_checks.name_list(args.policy, "--policy", list(SCORERS), everything="all")
     seeds = option_checks.seeds(args.seeds, "--seeds", BYTES_PER_REPLAY * len(policies), "seeds")
@@ -132,7 +132,7 @@ def _on_ray(
 ) -> list[Any]:
     import ray
 
-    from actors.launch import ensure_ray, stop_ray
+    from clusteremu.actors.launch import ensure_ray, stop_ray
 
     started = ensure_ray(None, num_cpus=workers)
     try:
@@ -181,7 +181,7 @@ def _plot(by_policy: dict[str, list[Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cluster.plotting import scale_axis
+    from clusteremu.cluster.plotting import scale_axis
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     x = np.arange(131)

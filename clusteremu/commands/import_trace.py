@@ -5,7 +5,7 @@ folder that runs as it is (docs/traces.md).
     clusteremu import FORMAT FILE... --stats [--option KEY=VALUE ...] [--json]
 
 `--out` writes `DIR/scenario.yaml` (node types, nodes, one class per job class of the trace,
-the format's usual placer), `DIR/jobs.parquet` (one row per job, `cluster.traces.table`),
+the format's usual placer), `DIR/jobs.parquet` (one row per job, `clusteremu.cluster.traces.table`),
 `DIR/nodes.parquet` where the trace has machines, `DIR/import-report.json` (rows read,
 kept, dropped and corrected with a count per reason, the time span, the units) and
 `DIR/load.png` (the trace's jobs per hour and requested cores over time against the
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from cluster.traces.formats import FORMATS
+from clusteremu.cluster.traces.formats import FORMATS
 
 #: What `--out` holds.
 IMPORT_FILES = ("scenario.yaml", "jobs.parquet", "nodes.parquet", "import-report.json", "load.png")
@@ -65,11 +65,11 @@ def _options(raw: list[str]) -> dict[str, str]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from cluster.io import output_folder, to_json, write_json, write_parquet
-    from cluster.traces.formats import reader
-    from cluster.traces.table import TraceError, check_jobs
     from clusteremu.cli import UsageError, check_out
-    from scenarios.from_trace import scenario_for
+    from clusteremu.cluster.io import output_folder, to_json, write_json, write_parquet
+    from clusteremu.cluster.traces.formats import reader
+    from clusteremu.cluster.traces.table import TraceError, check_jobs
+    from clusteremu.scenarios.from_trace import scenario_for
 
     options = _options(args.option)
     check_out(args, "import", IMPORT_FILES)
@@ -102,7 +102,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     }
     import yaml
 
-    from scenarios.loader import load_scenario
+    from clusteremu.scenarios.loader import load_scenario
 
     with output_folder(args.out, "import", IMPORT_FILES, label=name) as stage:
         write_parquet(trace.jobs, stage / "jobs.parquet")
@@ -158,7 +158,7 @@ def _duration(seconds: float) -> str:
 def trace_stats(trace: Any) -> dict[str, Any]:
     """The trace's shape: jobs, span, arrival rate per tenth of the span, run-time and
     request quantiles, and the offered load against the capacity its scenario would have."""
-    from scenarios.from_trace import classes_of, cluster_cores, cluster_for, peak_demand
+    from clusteremu.scenarios.from_trace import classes_of, cluster_cores, cluster_for, peak_demand
 
     jobs = trace.jobs
     n = jobs.num_rows
@@ -248,7 +248,7 @@ def _plot_load(trace: Any, scenario: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scenarios.from_trace import cluster_cores
+    from clusteremu.scenarios.from_trace import cluster_cores
 
     jobs = trace.jobs
     arrival = jobs.column("arrival_s").to_numpy()

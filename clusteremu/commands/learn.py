@@ -5,7 +5,8 @@ Algorithm 1a re-estimates from the last epoch's departures only, with epochs tha
 (50 + n departures in epoch n by default), so it can follow parameters that change;
 Algorithm 1b re-estimates from all departures since the start, 100 per epoch by default.
 
-The files are written together (`cluster.io.output_folder`): an interrupted learner leaves
+The files are written together (`clusteremu.cluster.io.output_folder`): an interrupted learner
+leaves
 the folder as it was.
 
     clusteremu learn SCENARIO --algorithm 1a|1b --iterations N [--set ...] [--out DIR] [--json]
@@ -28,15 +29,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cluster.io import output_folder, to_json, write_json, write_parquet
-from cluster.policies.mdp.learn_config import ALGORITHMS, LearnConfig
-from cluster.policies.mdp.model import MdpModelError
-from scenarios import limits
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario
+from clusteremu.cluster.io import output_folder, to_json, write_json, write_parquet
+from clusteremu.cluster.policies.mdp.learn_config import ALGORITHMS, LearnConfig
+from clusteremu.cluster.policies.mdp.model import MdpModelError
+from clusteremu.scenarios import limits
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import load_scenario
 
 if TYPE_CHECKING:  # the learner (scipy.optimize) loads when the command runs, not at start-up
-    from cluster.experiments.mdp_learner import LearnResult
+    from clusteremu.cluster.experiments.mdp_learner import LearnResult
 
 PARAMS = "scheduler.allocator.params"
 
@@ -76,8 +77,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_learn(args: argparse.Namespace) -> int:
-    from cluster.experiments.mdp_learner import learn
     from clusteremu.cli import UsageError, check_out, progress_bar
+    from clusteremu.cluster.experiments.mdp_learner import learn
 
     if args.iterations is not None and args.iterations < 1:
         raise UsageError(f"--iterations: expected an integer >= 1, got {args.iterations}")
@@ -156,7 +157,7 @@ def cmd_learn(args: argparse.Namespace) -> int:
 
 
 def summary_of(result: LearnResult, config: LearnConfig) -> dict[str, Any]:
-    from cluster.experiments.mdp_learner import tracking_delays
+    from clusteremu.cluster.experiments.mdp_learner import tracking_delays
 
     names = result.class_names
     gap = 100.0 * (result.mean_jobs_learned / result.mean_jobs_optimal - 1.0)
@@ -184,7 +185,7 @@ def plot_learning(result: LearnResult, path: Path, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cluster.plotting import scale_axis
+    from clusteremu.cluster.plotting import scale_axis
 
     rows = result.rows
     it = [r["iteration"] for r in rows]

@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from cluster.io import output_folder, to_json, write_json, write_parquet
+from clusteremu.cluster.io import output_folder, to_json, write_json, write_parquet
 from clusteremu.progress import Progress, progress
-from scenarios import option_checks
-from scenarios.loader import load_scenario
+from clusteremu.scenarios import option_checks
+from clusteremu.scenarios.loader import load_scenario
 
 PROVISIONERS = ("static", "grouped", "vpa", "predictive", "smallest-bin", "oracle")
 #: The provisioners that size by a sizing model's bins (`--model`, or trained the same way).
@@ -101,7 +101,7 @@ def _held_out(report: dict[str, Any]) -> dict[str, Any]:
     classifier that learned nothing) on the same rows."""
     if not report:
         return {}
-    from tuners.protocol import mean_interval
+    from clusteremu.tuners.protocol import mean_interval
 
     ci = mean_interval(report["correct"], method="bootstrap")  # a share: stays in [0, 1]
     hidden = ("correct", "protocol_table", "runs_by_split")
@@ -129,15 +129,15 @@ def _bin_counts(text: str) -> tuple[int, ...]:
 
 
 def _usage_error(message: str) -> Exception:
-    from cluster.errors import UsageError
+    from clusteremu.cluster.errors import UsageError
 
     return UsageError(message)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from cluster.io import check_output_folder
-    from cluster.policies.provisioner.sizing import profile, static_of, train_sizing
     from clusteremu.cli import require_extra
+    from clusteremu.cluster.io import check_output_folder
+    from clusteremu.cluster.policies.provisioner.sizing import profile, static_of, train_sizing
 
     for module in ("sklearn", "optuna", "imblearn"):
         require_extra(module, "learn", "provision train")
@@ -285,9 +285,9 @@ def _write_reports(stage: Path, heavy: dict[str, Any]) -> None:
 def cmd_compare(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from cluster.engine import Engine
-    from cluster.io import check_output_folder
-    from cluster.model import PolicyRef
+    from clusteremu.cluster.engine import Engine
+    from clusteremu.cluster.io import check_output_folder
+    from clusteremu.cluster.model import PolicyRef
 
     names = option_checks.name_list(args.provisioners, "--provisioners", PROVISIONERS)
     if "static" not in names:
@@ -307,7 +307,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         option_checks.count(args.trials, "--trials")
         option_checks.fits_memory(args.trials, option_checks.BYTES_PER_TRIAL, "--trials", "trials")
     if args.model is not None:
-        from cluster.policies.provisioner.sizing import Sizing
+        from clusteremu.cluster.policies.provisioner.sizing import Sizing
 
         try:
             sizing = Sizing.load(args.model)
@@ -453,7 +453,7 @@ def _plot(rows: list[dict[str, Any]], path: Path, name: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cluster.plotting import scale_axis
+    from clusteremu.cluster.plotting import scale_axis
 
     labels = [r["provisioner"] for r in rows]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))

@@ -27,9 +27,9 @@ import argparse
 import sys
 from typing import Any
 
-from cluster.io import to_json
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario
+from clusteremu.cluster.io import to_json
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import load_scenario
 
 
 def add_parser(sub: Any) -> None:
@@ -76,15 +76,15 @@ def _check_batch_size(spec: Any, source: str, most: int) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from cluster.policies.pennyworth.exact import (
+    from clusteremu.cluster.policies.pennyworth.exact import (
         MAX_JOBS,
         actual_job_problem,
         mean_job_problem,
         solve_jobs,
     )
-    from cluster.policies.pennyworth.problem import ScenarioFieldError, checked_problem
-    from cluster.workload import BatchArrivals
-    from scenarios import option_checks
+    from clusteremu.cluster.policies.pennyworth.problem import ScenarioFieldError, checked_problem
+    from clusteremu.cluster.workload import BatchArrivals
+    from clusteremu.scenarios import option_checks
 
     option_checks.time_limit(args.time_limit, maximum=86_400)
     option_checks.seed(args.seed)

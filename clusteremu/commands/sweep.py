@@ -1,4 +1,4 @@
-"""`clusteremu sweep`: a resumable parameter sweep on Ray (see `tuners.sweep`).
+"""`clusteremu sweep`: a resumable parameter sweep on Ray (see `clusteremu.tuners.sweep`).
 
     clusteremu sweep mm-c --grid workload.classes.0.arrival.rate_per_s=6,7,8 \\
         --seeds 1-20 --policy placer=first-fit --policy placer=random-fit --out runs/mmc
@@ -92,13 +92,13 @@ def metrics(texts: list[str]) -> list[str]:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from clusteremu.cli import UsageError, check_out, parse_policy, require_extra
-    from scenarios import option_checks
+    from clusteremu.scenarios import option_checks
 
     if args.workers is not None:
         option_checks.workers(args.workers, local=not args.address)
     shown = metrics(args.metric)
     require_extra("ray", "ray", "sweep")
-    from tuners.sweep import (
+    from clusteremu.tuners.sweep import (
         SweepError,
         SweepOutcome,
         check_folder,
@@ -119,7 +119,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         check_folder(out, plan)
     except SweepError as exc:
         raise UsageError(str(exc)) from None
-    from cluster.io import to_json
+    from clusteremu.cluster.io import to_json
 
     args.interrupt_note = f"finished cells are kept in {out}; re-run the same command to resume"
     total = len(plan.cells)
@@ -142,7 +142,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.json:
         print(to_json(report))
     else:
-        from tuners.sweep import read_results, summary_table
+        from clusteremu.tuners.sweep import read_results, summary_table
 
         ran = (
             f"{outcome.ran} run now in {outcome.wall_s:.1f} s"
@@ -165,9 +165,9 @@ def _run_on_ray(args: argparse.Namespace, plan: Any, out: Path) -> Any:
     """Start Ray (or join `--address`), run the cells without a row, stop what started."""
     import ray
 
-    from actors.launch import ensure_ray, stop_ray
+    from clusteremu.actors.launch import ensure_ray, stop_ray
     from clusteremu.cli import UsageError, progress_bar
-    from tuners.sweep import SweepError, run_sweep
+    from clusteremu.tuners.sweep import SweepError, run_sweep
 
     started = ensure_ray(
         args.address, args.dashboard_host, num_cpus=args.workers if not args.address else None

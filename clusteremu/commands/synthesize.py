@@ -8,7 +8,7 @@
 
 Draws `--batches` example job sets of `--jobs` jobs over varying task mixes, plans each
 optimally on the task means (the exact planner, keeping `--slack` of the SLO's bound free
-as a margin for the spread of the run times) on Ray (`tuners.pennyworth`), writes their
+as a margin for the spread of the run times) on Ray (`clusteremu.tuners.pennyworth`), writes their
 decisions as Parquet under DIR/examples/ (resumable: a re-run solves only the missing
 chunks), then searches the tree's
 hyper-parameters (and the margin it plans with) with Ray Tune and Optuna's TPE sampler
@@ -121,9 +121,9 @@ def add_parser(sub: Any) -> None:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    from cluster.errors import UsageError
-    from cluster.policies.pennyworth.exact import MAX_JOBS
-    from scenarios import option_checks
+    from clusteremu.cluster.errors import UsageError
+    from clusteremu.cluster.policies.pennyworth.exact import MAX_JOBS
+    from clusteremu.scenarios import option_checks
 
     for name in ("batches", "trials", "validation_batches"):
         value = getattr(args, name)
@@ -170,9 +170,9 @@ def _print_explanation(tree: Any, args: argparse.Namespace) -> None:
 
 def _explain_file(args: argparse.Namespace) -> int:
     """`synthesize --tree FILE [--explain | --explain-full]`: explain a tree, no training."""
-    from cluster.errors import UsageError
-    from cluster.io import to_json
-    from cluster.policies.pennyworth.tree import RadTree, TreeFileError
+    from clusteremu.cluster.errors import UsageError
+    from clusteremu.cluster.io import to_json
+    from clusteremu.cluster.policies.pennyworth.tree import RadTree, TreeFileError
 
     if args.scenario is not None or args.out is not None:
         raise UsageError(
@@ -209,10 +209,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
         require_extra(module, "learn", "synthesize")
     out = Path(args.out)
     check_out(args, "synthesize", FILES)
-    from cluster.policies.pennyworth.problem import ScenarioFieldError
-    from scenarios.errors import ScenarioError
-    from scenarios.loader import load_scenario, resolve_path
-    from tuners.pennyworth import (
+    from clusteremu.cluster.policies.pennyworth.problem import ScenarioFieldError
+    from clusteremu.scenarios.errors import ScenarioError
+    from clusteremu.scenarios.loader import load_scenario, resolve_path
+    from clusteremu.tuners.pennyworth import (
         CHUNK_BATCHES,
         ExamplesError,
         check_folder,
@@ -245,8 +245,8 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     # Everything is checked: now start Ray.
     import ray
 
-    from actors.launch import ensure_ray, stop_ray
-    from cluster.io import output_folder, to_json, write_json
+    from clusteremu.actors.launch import ensure_ray, stop_ray
+    from clusteremu.cluster.io import output_folder, to_json, write_json
 
     args.interrupt_note = (
         f"finished example chunks are kept in {out / EXAMPLES}; re-run the same command to resume"
@@ -375,7 +375,7 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
 
 def _held_out_lines(held: dict[str, Any]) -> str:
     """The held-out comparison as a few lines (the full table is held-out.md)."""
-    from tuners.protocol import Report
+    from clusteremu.tuners.protocol import Report
 
     return Report.from_dict(held).to_table()
 

@@ -9,15 +9,16 @@ Learning to Score paper; see docs/tuning.md).
                         [--envs 2] [--domain train] [--budget 5] [--seed S]
                         [--net-arch 256,256] [--json]
 
-`tune` draws N experiments from a domain of the paper's Table II (`tuners.domains`) -- or
+`tune` draws N experiments from a domain of the paper's Table II (`clusteremu.tuners.domains`) -- or
 takes one scenario file -- and tunes each with every listed tuner on Ray Tune, one trial per
-evaluation (`tuners.tuning`). The first evaluation is always the Fixed weights; the budget
+evaluation (`clusteremu.tuners.tuning`). The first evaluation is always the Fixed weights; the
+budget
 counts it. It prints one line per experiment and tuner (Fixed score, best score,
 improvement) and the mean improvement over Fixed with its 95% interval, in sample (on the
 seed the search ran on, which selected the weights) and out of sample (the best weights
 against Fixed on `--test-seeds` fresh seeds per experiment from the protocol's "test"
 split, scored once, with Fixed and random search at the same budget as ablation rows:
-`tuners.out_of_sample`; random search is run for that when it is not among the tuners);
+`clusteremu.tuners.out_of_sample`; random search is run for that when it is not among the tuners);
 `--json` prints ``{"mean_best_score", "mean_improvement_over_fixed", "ci95",
 "experiments", "out_of_sample": {...}, ...}`` (one tuner) or ``{"tuners": {name: that
 object}}``. `--out DIR` writes ``experiments.parquet``
@@ -28,7 +29,7 @@ trial folders, each with the run's per-function ``detail.parquet``) and, with `-
 ``placer.yaml``: the best weights as a ``scheduler.placer`` block to paste into the file.
 
 `train-rl` trains the RL tuner (RecurrentPPO, or SAC with a frame stack, on parallel
-environments, `tuners.rl`) and saves it as an SB3 zip for ``--tuner rl --model MODEL``.
+environments, `clusteremu.tuners.rl`) and saves it as an SB3 zip for ``--tuner rl --model MODEL``.
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cluster.io import to_json, write_json, write_parquet
+from clusteremu.cluster.io import to_json, write_json, write_parquet
 from clusteremu.progress import Progress
 
 
 def add_parser(sub: Any) -> None:
-    from tuners.domains import DEFAULT_TEST_SEEDS, DOMAINS
+    from clusteremu.tuners.domains import DEFAULT_TEST_SEEDS, DOMAINS
 
     p = sub.add_parser(
         "tune", help="tune the scoring placer's weights on Ray Tune (Learning to Score)"
@@ -84,7 +85,7 @@ def add_parser(sub: Any) -> None:
         help="with --tuner fixed: evaluate these weights instead of the Learning to Score "
         "paper's fixed weights (1 for every scorer, 0 for LeastAllocated and "
         "RequestedToCapacityRatio): 8 numbers in [0, 1], comma-separated, in the order of "
-        "tuners.domains.WEIGHT_NAMES",
+        "clusteremu.tuners.domains.WEIGHT_NAMES",
     )
     p.add_argument("--address", help="join this Ray cluster instead of starting one")
     p.add_argument(
@@ -129,9 +130,9 @@ def add_parser(sub: Any) -> None:
 
 def _check_tune_args(args: argparse.Namespace) -> list[str]:
     from clusteremu.cli import UsageError, check_out
-    from scenarios import option_checks
-    from tuners.domains import DOMAINS
-    from tuners.strategies import STRATEGIES
+    from clusteremu.scenarios import option_checks
+    from clusteremu.tuners.domains import DOMAINS
+    from clusteremu.tuners.strategies import STRATEGIES
 
     tuners = option_checks.name_list(args.tuner, "--tuner", list(STRATEGIES))
     option_checks.count(args.budget, "--budget")
@@ -155,7 +156,7 @@ def _check_tune_args(args: argparse.Namespace) -> list[str]:
     elif args.model:
         raise UsageError("--model: only with --tuner rl")
     if args.weights is not None:
-        from tuners.domains import parse_weights
+        from clusteremu.tuners.domains import parse_weights
 
         if tuners != ["fixed"]:
             raise UsageError("--weights: only with --tuner fixed")
@@ -182,7 +183,7 @@ def _needs_random_ablation(args: argparse.Namespace, tuners: list[str]) -> bool:
 def _check_trials(args: argparse.Namespace, tuners: int) -> None:
     """Refuse, before Ray starts, more trials (experiments x budget per tuner) than the
     driver can hold; the message names the larger of --experiments and --budget."""
-    from scenarios import option_checks
+    from clusteremu.scenarios import option_checks
 
     flag = "--budget" if args.budget > args.experiments else "--experiments"
     trials = float(args.experiments) * args.budget * tuners
@@ -194,15 +195,15 @@ def _check_trials(args: argparse.Namespace, tuners: int) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from actors.launch import ensure_ray, stop_ray
-    from cluster.errors import UsageError
-    from tuners.domains import placer_block, sample_configs
-    from tuners.evaluate import experiment_from_config, experiment_from_file
+    from clusteremu.actors.launch import ensure_ray, stop_ray
+    from clusteremu.cluster.errors import UsageError
+    from clusteremu.tuners.domains import placer_block, sample_configs
+    from clusteremu.tuners.evaluate import experiment_from_config, experiment_from_file
 
     tuners = _check_tune_args(args)
     agent_options: dict[str, Any] = {}
     if "rl" in tuners:
-        from tuners.rl import ModelError, load_agent
+        from clusteremu.tuners.rl import ModelError, load_agent
 
         try:
             agent = load_agent(args.model)
@@ -262,8 +263,8 @@ def _run_all(
     experiments: list[Any],
     agent_options: dict[str, Any],
 ) -> dict[str, Any]:
-    from cluster.io import output_folder
-    from tuners.tuning import run_tuning
+    from clusteremu.cluster.io import output_folder
+    from clusteremu.tuners.tuning import run_tuning
 
     judged: list[Any] = []
     ablations: list[Any] = []
@@ -329,7 +330,7 @@ def _run_all(
             reports = [judged[0].reports[t].to_table() for t in results]
             (stage / "out-of-sample.md").write_text("\n".join(reports), encoding="utf-8")
         if args.scenario:
-            from tuners.domains import placer_block
+            from clusteremu.tuners.domains import placer_block
 
             best = max(results.values(), key=lambda r: r.outcomes[0].best_score).outcomes[0]
             (stage / "placer.yaml").write_text(
@@ -345,8 +346,9 @@ def _judge_out_of_sample(
 ) -> Any:
     """Each tuner's best weights against Fixed and random search (`ablation`, the same
     budget) on --test-seeds fresh seeds per experiment, scored once
-    (`tuners.out_of_sample`); each summary stored on its result, the verdicts returned."""
-    from tuners.out_of_sample import judge
+    (`clusteremu.tuners.out_of_sample`); each summary stored on its result, the verdicts
+    returned."""
+    from clusteremu.tuners.out_of_sample import judge
 
     best = {t: [o.best_weights for o in r.outcomes] for t, r in results.items()}
     random_best = [o.best_weights for o in ablation.outcomes]
@@ -462,7 +464,7 @@ def _figure(results: dict[str, Any]) -> Any:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from cluster.plotting import scale_axis
+    from clusteremu.cluster.plotting import scale_axis
 
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
     plotted = []
@@ -536,9 +538,9 @@ def _check_training_memory(args: argparse.Namespace, net_arch: list[int]) -> Non
     """Refuse, before training, a replay buffer (--steps, --budget) or networks (--net-arch)
     that cannot fit in memory: SAC keeps every step's observation pair, and an actor and
     two critics with their target copies."""
-    from scenarios import option_checks
-    from tuners.domains import WEIGHT_NAMES
-    from tuners.rl import observation_size
+    from clusteremu.scenarios import option_checks
+    from clusteremu.tuners.domains import WEIGHT_NAMES
+    from clusteremu.tuners.rl import observation_size
 
     obs, act = observation_size(args.budget), len(WEIGHT_NAMES)
     per_step = 4.0 * (2 * obs + act + 3)  # float32 observations, action, reward, flags
@@ -553,9 +555,9 @@ def _check_training_memory(args: argparse.Namespace, net_arch: list[int]) -> Non
 
 
 def cmd_train_rl(args: argparse.Namespace) -> int:
-    from cluster.errors import UsageError
-    from scenarios import option_checks
-    from tuners.domains import DOMAINS
+    from clusteremu.cluster.errors import UsageError
+    from clusteremu.scenarios import option_checks
+    from clusteremu.tuners.domains import DOMAINS
 
     option_checks.count(args.steps, "--steps")
     option_checks.workers(args.envs, "--envs")
@@ -566,7 +568,7 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--domain: unknown domain {args.domain!r}; expected one of {', '.join(DOMAINS)}"
         )
-    from tuners.rl import ALGORITHMS
+    from clusteremu.tuners.rl import ALGORITHMS
 
     if args.algorithm not in ALGORITHMS:
         raise UsageError(
@@ -587,7 +589,7 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out}: cannot create {parent} ({err.strerror})") from None
     if not os.access(parent, os.W_OK):
         raise UsageError(f"--out {out}: cannot write into {parent}")
-    from tuners.rl import require_rl, train_agent
+    from clusteremu.tuners.rl import require_rl, train_agent
 
     try:
         require_rl()

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from actors.arrivals import ArrivalIds, ArrivalStream, replication_jobs
-from cluster import layout as L
-from cluster.engine import Engine
-from scenarios.loader import load_scenario
+from clusteremu.actors.arrivals import ArrivalIds, ArrivalStream, replication_jobs
+from clusteremu.cluster import layout as L
+from clusteremu.cluster.engine import Engine
+from clusteremu.scenarios.loader import load_scenario
 
 pytest.importorskip("ray")
 

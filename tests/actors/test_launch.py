@@ -14,8 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import ray
-
-from actors.launch import (
+from clusteremu.actors.launch import (
     CONNECT_TIMEOUT_S,
     DASHBOARD_ENV,
     check_reachable,
@@ -23,7 +22,8 @@ from actors.launch import (
     options_from_args,
     parse_shard_resources,
 )
-from cluster.errors import UsageError
+from clusteremu.cluster.errors import UsageError
+
 from clusteremu.cli import build_parser, main
 from tests.actors.helpers import assert_same_jobs
 
@@ -186,8 +186,7 @@ def test_stopping_counts_an_exited_unreaped_process_as_gone() -> None:
     seconds) must not hold it for its whole grace period (`psutil.wait_procs` did); one
     still running must."""
     import psutil  # Ray's copy (importing ray put it on sys.path)
-
-    from actors.launch import _running_after
+    from clusteremu.actors.launch import _running_after
 
     # A parent that starts a child, waits until it has exited without reaping it, prints
     # its pid and sleeps: the child is a zombie that is not ours.

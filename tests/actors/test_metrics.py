@@ -17,11 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from actors.coordinator import RayRunOptions
-from actors.launch import run_on_ray
-from actors.metrics import METRIC_NAMES
-from scenarios.loader import load_scenario
+from clusteremu.actors.coordinator import RayRunOptions
+from clusteremu.actors.launch import run_on_ray
+from clusteremu.actors.metrics import METRIC_NAMES
+from clusteremu.scenarios.loader import load_scenario
 
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_local")]

@@ -8,14 +8,15 @@ import sys
 CODE = """
 import sys
 sys.modules["ray"] = None  # any `import ray` now raises ImportError
-import cluster.engine, cluster.runner, cluster.metrics, cluster.kernel, scenarios.loader
+import clusteremu.cluster.engine, clusteremu.cluster.runner, clusteremu.cluster.metrics
+import clusteremu.cluster.kernel, clusteremu.scenarios.loader
 import clusteremu.cli
-from cluster.policies import registry
+from clusteremu.cluster.policies import registry
 for kind in registry.KINDS:
     for name in registry.names(kind):
         registry.policy_class(kind, name)
-from scenarios.loader import load_scenario
-from cluster.runner import run_spec
+from clusteremu.scenarios.loader import load_scenario
+from clusteremu.cluster.runner import run_spec
 result = run_spec(load_scenario("mm-c", ["stop.jobs=200", "stop.warmup_jobs=10"]))
 assert result.summary["jobs_completed"] == 190
 assert not any(m == "ray" or m.startswith("ray.") for m in sys.modules if sys.modules[m])

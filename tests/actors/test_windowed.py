@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from actors.actor_set import node_slices
-from actors.arrivals import ArrivalIds, replication_jobs
-from actors.node_shard import NodeShard, ShardState
-from actors.scheduler import Scheduler
-from cluster.runner import run_spec
-from scenarios.loader import load_scenario
+from clusteremu.actors.actor_set import node_slices
+from clusteremu.actors.arrivals import ArrivalIds, replication_jobs
+from clusteremu.actors.node_shard import NodeShard, ShardState
+from clusteremu.actors.scheduler import Scheduler
+from clusteremu.cluster.runner import run_spec
+from clusteremu.scenarios.loader import load_scenario
 
 pytest.importorskip("ray")
 
@@ -75,8 +74,8 @@ def test_router_counts_jobs_no_node_can_run() -> None:
 def test_windowed_hetero_placement_completes_as_many_jobs_as_the_kernel() -> None:
     """The command of docs/cluster.md (`--shards 3 --window 1`), shortened: before the
     fix one 4-core job routed to the 2-core shard blocked its queue for good."""
-    from actors.coordinator import RayRunOptions
-    from actors.launch import run_on_ray
+    from clusteremu.actors.coordinator import RayRunOptions
+    from clusteremu.actors.launch import run_on_ray
 
     spec = load_scenario("hetero-placement", HETERO)
     reference = run_spec(spec).summary
@@ -100,7 +99,7 @@ def test_windowed_hetero_placement_completes_as_many_jobs_as_the_kernel() -> Non
 
 
 def test_actors_use_the_engine_api_only() -> None:
-    """No module of actors/ imports the compiled loop (`cluster.kernel`): the engine is
+    """No module of actors/ imports the compiled loop (`clusteremu.cluster.kernel`): the engine is
     driven through its API, and its arrays are read-only views outside it."""
     for path in sorted((ROOT / "actors").glob("*.py")):
         tree = ast.parse(path.read_text())
@@ -111,7 +110,9 @@ def test_actors_use_the_engine_api_only() -> None:
                 names = [a.name for a in node.names]
             else:
                 continue
-            assert not any(n == "cluster.kernel" for n in names), f"{path.name} imports it"
+            assert not any(n == "clusteremu.cluster.kernel" for n in names), (
+                f"{path.name} imports it"
+            )
 
 
 @pytest.mark.parametrize(
@@ -121,7 +122,7 @@ def test_actors_use_the_engine_api_only() -> None:
 def test_windowed_mode_refuses_what_it_does_not_model(scenario: str, refused: str) -> None:
     """Every extension point is checked: a placer that rents its own nodes (Pennyworth's
     planners are the run's scaler too) is refused like a renting scaler."""
-    from actors.coordinator import check_windowed
+    from clusteremu.actors.coordinator import check_windowed
 
     with pytest.raises(ValueError, match=refused):
         check_windowed(load_scenario(scenario))

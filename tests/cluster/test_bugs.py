@@ -19,18 +19,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.distributions import Deterministic
-from cluster.engine import Engine
-from cluster.metrics import RunResult
-from cluster.model import JobClass, NodeType, Request, SimulationSpec, StopRule
-from cluster.policies.base import PolicyError, Provisioner
-from cluster.policies.fifo import FirstFit, Static
-from cluster.policies.registry import UnknownPolicyError, create
-from cluster.speedup import LinearSpeedup
-from cluster.workload import TraceArrivals
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.distributions import Deterministic
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.metrics import RunResult
+from clusteremu.cluster.model import JobClass, NodeType, Request, SimulationSpec, StopRule
+from clusteremu.cluster.policies.base import PolicyError, Provisioner
+from clusteremu.cluster.policies.fifo import FirstFit, Static
+from clusteremu.cluster.policies.registry import UnknownPolicyError, create
+from clusteremu.cluster.speedup import LinearSpeedup
+from clusteremu.cluster.workload import TraceArrivals
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 def equal_tables(a: RunResult, b: RunResult) -> bool:
@@ -176,7 +175,7 @@ def test_an_unregistered_compiled_function_is_refused_naming_the_policy() -> Non
 
 
 def test_a_compiled_allocator_named_as_a_placer_is_refused() -> None:
-    from cluster.policies.fifo import allocate_equi
+    from clusteremu.cluster.policies.fifo import allocate_equi
 
     class Mixed(FirstFit):
         name = "mixed"  # type: ignore[assignment]

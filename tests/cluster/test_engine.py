@@ -8,15 +8,14 @@ import hashlib
 import math
 from pathlib import Path
 
+import clusteremu.cluster.live_view
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
-
-import cluster.live_view
-from cluster.engine import Engine
-from cluster.io import write_parquet
-from cluster.policies.base import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.io import write_parquet
+from clusteremu.cluster.policies.base import (
     Allocation,
     Allocator,
     Placement,
@@ -24,10 +23,11 @@ from cluster.policies.base import (
     Placer,
     PolicyError,
 )
-from cluster.policies.fifo import FirstFit
-from cluster.runner import run_spec, with_policies
-from cluster.testing import equal_tables
-from scenarios.loader import load_scenario, spec_from_dict
+from clusteremu.cluster.policies.fifo import FirstFit
+from clusteremu.cluster.runner import run_spec, with_policies
+from clusteremu.cluster.testing import equal_tables
+from clusteremu.scenarios.loader import load_scenario, spec_from_dict
+
 from tests.builders import node_scenario, pool_scenario
 
 
@@ -250,13 +250,13 @@ def test_running_by_class_is_counted_only_when_read(monkeypatch: pytest.MonkeyPa
     engine's counting function is never called, the view's cache stays empty); one that
     reads it gets one count per call, kept through the call."""
     counted: list[int] = []
-    count = cluster.live_view.running_by_class
+    count = clusteremu.cluster.live_view.running_by_class
 
     def counting(*args: object) -> object:
         counted.append(1)
         return count(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cluster.live_view, "running_by_class", counting)
+    monkeypatch.setattr(clusteremu.cluster.live_view, "running_by_class", counting)
     spec = spec_from_dict(node_scenario(nodes=4).jobs(300).build())
     engine = Engine(spec, placer=FirstFit(), force_python_policies=True)
     engine.run()

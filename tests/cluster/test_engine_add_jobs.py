@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine, Jobs, generate_jobs, replication_seeds
-from cluster.layout import FS
-from scenarios.loader import load_scenario
+from clusteremu.cluster.engine import Engine, Jobs, generate_jobs, replication_seeds
+from clusteremu.cluster.layout import FS
+from clusteremu.scenarios.loader import load_scenario
 
 
 @pytest.mark.parametrize(

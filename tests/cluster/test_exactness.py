@@ -9,10 +9,9 @@ import math
 
 import numpy as np
 import pytest
-
-from cluster.runner import run_spec
-from cluster.speedup import AmdahlSpeedup
-from scenarios.loader import load_scenario
+from clusteremu.cluster.runner import run_spec
+from clusteremu.cluster.speedup import AmdahlSpeedup
+from clusteremu.scenarios.loader import load_scenario
 
 TOLERANCE = 0.03  # relative, as in the foundation issue
 

@@ -11,11 +11,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.layout import IS, NF, NodeStatus
-from cluster.policies.base import Placement, PlacementView, Placer, Release, Rent, Scaler, ScaleView
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import IS, NF, NodeStatus
+from clusteremu.cluster.policies.base import (
+    Placement,
+    PlacementView,
+    Placer,
+    Release,
+    Rent,
+    Scaler,
+    ScaleView,
+)
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 def scenario(
@@ -427,7 +434,7 @@ def test_a_placer_sees_each_node_status() -> None:
 
 
 def test_the_timeline_samples_nodes_queue_and_failures() -> None:
-    from cluster.timeline import sample_timeline
+    from clusteremu.cluster.timeline import sample_timeline
 
     # One node down from 4 to 7 s; a 10 s job at 0 and a 1 s job at 5 (waits until 17).
     data = scenario(

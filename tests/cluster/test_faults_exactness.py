@@ -17,9 +17,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sparse
 import scipy.sparse.linalg as sparse_linalg
-
-from cluster.engine import Engine
-from scenarios.loader import load_scenario
+from clusteremu.cluster.engine import Engine
+from clusteremu.scenarios.loader import load_scenario
 
 
 def mmc_with_failures(

@@ -1,4 +1,4 @@
-"""The index of free capacity (`cluster.fit_index`): the compiled first-fit placer finds
+"""The index of free capacity (`clusteremu.cluster.fit_index`): the compiled first-fit placer finds
 through it exactly the node a scan in node order finds, the index follows every change of
 the nodes, whole runs are identical with and without it (and to the Python first-fit placer,
 a scan through the engine), and the engine's state costs what `layout_bytes` says."""
@@ -10,16 +10,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from clusteremu.cluster import fit_index, kernel
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import GPU_MILLI, NF, NI, NodeStatus, Status
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies import compiled
+from clusteremu.cluster.policies.base import Release, Rent, Scaler, ScaleView
+from clusteremu.cluster.runner import with_policies
+from clusteremu.cluster.state import EngineState, layout_bytes, state_from
+from clusteremu.scenarios.loader import load_scenario, spec_from_dict
 
-from cluster import fit_index, kernel
-from cluster.engine import Engine
-from cluster.layout import GPU_MILLI, NF, NI, NodeStatus, Status
-from cluster.model import SimulationSpec
-from cluster.policies import compiled
-from cluster.policies.base import Release, Rent, Scaler, ScaleView
-from cluster.runner import with_policies
-from cluster.state import EngineState, layout_bytes, state_from
-from scenarios.loader import load_scenario, spec_from_dict
 from tests.builders import node_scenario
 
 # Values drawn from small sets, so that ties, exact fits and near misses within the

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from cluster.gpu_trace import TraceError, load_nodes, load_pods
+from clusteremu.cluster.gpu_trace import TraceError, load_nodes, load_pods
 
 FIX = Path(__file__).parent.parent / "fixtures" / "gpu"
 TRACE = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba-gpu-v2023"

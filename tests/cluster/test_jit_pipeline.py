@@ -1,4 +1,4 @@
-"""The event loop's numba pipeline (`cluster.jit_pipeline`): copies dropped only where no
+"""The event loop's numba pipeline (`clusteremu.cluster.jit_pipeline`): copies dropped only where no
 value can change, inlined callees used without copies, the same results as Python."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+from clusteremu.cluster.jit_pipeline import KernelCompiler, hoist_attribute_reads, propagate_copies
 from numba import njit
 from numba.core import inline_closurecall, ir
 from numba.core.compiler import run_frontend
-
-from cluster.jit_pipeline import KernelCompiler, hoist_attribute_reads, propagate_copies
 
 
 class Pair(NamedTuple):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster import kernel
+from clusteremu.cluster import kernel
 
 
 def test_loop_variants_have_distinct_names() -> None:

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cluster.distributions import Deterministic, Exponential
-from cluster.engine import Engine
-from cluster.layout import IS, JF, JI, JobState, NodeStatus
-from cluster.model import JobClass, NodeType, Request, SimulationSpec, StopRule
-from cluster.policies.base import (
+from clusteremu.cluster.distributions import Deterministic, Exponential
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import IS, JF, JI, JobState, NodeStatus
+from clusteremu.cluster.model import JobClass, NodeType, Request, SimulationSpec, StopRule
+from clusteremu.cluster.policies.base import (
     Placement,
     PlacementView,
     Placer,
@@ -25,8 +24,8 @@ from cluster.policies.base import (
     Scaler,
     ScaleView,
 )
-from cluster.speedup import LinearSpeedup
-from cluster.workload import TraceArrivals, poisson_arrivals
+from clusteremu.cluster.speedup import LinearSpeedup
+from clusteremu.cluster.workload import TraceArrivals, poisson_arrivals
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -313,7 +312,7 @@ def test_no_code_outside_the_engine_writes_its_arrays() -> None:
 
 
 def test_a_state_is_built_from_named_arrays_the_rest_empty() -> None:
-    from cluster.state import state_from
+    from clusteremu.cluster.state import state_from
 
     s = state_from(jobs_f=np.zeros((3, 2)), istate=np.zeros(4, dtype=np.int64))
     assert s.jobs_f.shape == (3, 2) and s.decisions.shape == (3, 0) and s.rng.dtype == np.uint64

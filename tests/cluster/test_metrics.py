@@ -6,9 +6,8 @@ import json
 import math
 
 import pytest
+from clusteremu.cluster.metrics import ci95_half_width, combine
 from scipy import stats
-
-from cluster.metrics import ci95_half_width, combine
 
 
 def _summary(mean: float, score: float, per_function: dict[str, float]) -> dict:  # type: ignore[type-arg]
@@ -69,9 +68,9 @@ def _batch(replications: int = 1) -> dict:  # type: ignore[type-arg]
 
 
 def test_a_zero_length_window_has_no_time_averages() -> None:
-    from cluster.engine import Engine
-    from cluster.io import to_json
-    from scenarios.loader import spec_from_dict
+    from clusteremu.cluster.engine import Engine
+    from clusteremu.cluster.io import to_json
+    from clusteremu.scenarios.loader import spec_from_dict
 
     summary = Engine(spec_from_dict(_batch())).run().summary
     assert summary["measured_time_s"] == 0.0
@@ -84,8 +83,9 @@ def test_a_zero_length_window_has_no_time_averages() -> None:
 
 
 def test_replications_of_a_batch_keep_them_nan_and_a_poisson_run_has_them() -> None:
-    from cluster.runner import run_spec
-    from scenarios.loader import spec_from_dict
+    from clusteremu.cluster.runner import run_spec
+    from clusteremu.scenarios.loader import spec_from_dict
+
     from tests.builders import node_scenario
 
     summary = run_spec(spec_from_dict(_batch(replications=2))).summary
@@ -102,8 +102,8 @@ def test_jobs_that_never_started_or_failed_have_no_set_up_time() -> None:
     timed out waiting, one killed out-of-memory for good), as end_s and response_time_s.
     A failed job is not `measured` (it has no response time) yet counts in `jobs_failed`
     when it arrived past the warm-up."""
-    from cluster.engine import Engine
-    from scenarios.loader import spec_from_dict
+    from clusteremu.cluster.engine import Engine
+    from clusteremu.scenarios.loader import spec_from_dict
 
     def cls(name: str, **extra: object) -> dict:  # type: ignore[type-arg]
         return {

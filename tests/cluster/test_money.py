@@ -1,4 +1,5 @@
-"""Per-job money and SLO losses of a run (`cluster.money`): several batches in one run."""
+"""Per-job money and SLO losses of a run (`clusteremu.cluster.money`): several batches in one
+run."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 def two_batches(slo: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def test_rtpt_bound_follows_the_reference_type_when_named() -> None:
 def test_a_reference_type_not_in_the_scenario_or_not_rtpt_is_refused(
     change: dict[str, Any], field: str
 ) -> None:
-    from scenarios.loader import ScenarioError
+    from clusteremu.scenarios.loader import ScenarioError
 
     data = rtpt_on_the_fast_type("slow")
     data["slo"] = {**data["slo"], **change}

@@ -1,4 +1,5 @@
-"""Imports flow one way: `cluster` and `scenarios` never import Ray (or the actor layer)."""
+"""Imports flow one way: `clusteremu.cluster` and `clusteremu.scenarios` never import Ray (or
+the actor layer)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ BLOCK_AND_RUN = textwrap.dedent(
 
     class Block(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in {"ray", "actors", "tuners"}:
+            if name.split(".")[0] == "ray" or name.startswith(
+                ("clusteremu.actors", "clusteremu.tuners")
+            ):
                 raise ImportError(f"{name} is blocked in this test")
             return None
 
     sys.meta_path.insert(0, Block())
-    import cluster, scenarios
+    from clusteremu import cluster, scenarios
     for package in (cluster, scenarios):
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             __import__(module.name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import cluster
+from clusteremu import cluster
 
 PACKAGE = Path(cluster.__file__).resolve().parent
 
@@ -60,7 +60,7 @@ def test_a_function_passed_to_compiled_code_keeps_its_callers_cache(tmp_path: Pa
 
     (tmp_path / "passed.py").write_text(
         "from numba import njit\n"
-        "from cluster.jit import argument_function\n\n\n"
+        "from clusteremu.cluster.jit import argument_function\n\n\n"
         "@argument_function\n"
         "def plus_one(x):\n"
         "    return x + 1.0\n\n\n"

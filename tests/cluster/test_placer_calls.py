@@ -12,14 +12,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.layout import GPU_MILLI, NodeStatus
-from cluster.policies import compiled
-from cluster.policies.base import Placement, PlacementView, Placer, PolicyError
-from cluster.policies.fifo import FirstFit, RandomFit
-from cluster.testing import equal_tables
-from scenarios.loader import load_scenario
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import GPU_MILLI, NodeStatus
+from clusteremu.cluster.policies import compiled
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer, PolicyError
+from clusteremu.cluster.policies.fifo import FirstFit, RandomFit
+from clusteremu.cluster.testing import equal_tables
+from clusteremu.scenarios.loader import load_scenario
 
 
 class _Fitting(Placer):

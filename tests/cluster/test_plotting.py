@@ -15,9 +15,8 @@ matplotlib.use("Agg")
 
 import numpy as np
 import pytest
+from clusteremu.cluster.plotting import is_wide, scale_axis
 from matplotlib.figure import Figure
-
-from cluster.plotting import is_wide, scale_axis
 
 WIDE = [62.0, 0.04, 0.88]
 NARROW = [6.2, 4.0, 8.8]
@@ -59,7 +58,7 @@ def saved(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 def test_compare_chart(
     values: list[float], scale: str, saved: list[list[str]], tmp_path: Path
 ) -> None:
-    from cluster.compare import plot_comparison
+    from clusteremu.cluster.compare import plot_comparison
 
     rows = [{"policy": f"p{i}", "summary": {"cost_usd": v}} for i, v in enumerate(values)]
     spec = SimpleNamespace(name="pennyworth-max", replications=1, seed=1)
@@ -68,7 +67,7 @@ def test_compare_chart(
 
 
 def test_compare_grid_chart_with_a_zero_cost(saved: list[list[str]], tmp_path: Path) -> None:
-    from cluster.compare import plot_grid
+    from clusteremu.cluster.compare import plot_grid
 
     records = [
         {"grid": str(n), "cores": n, "policy": p, "normalised_holding_cost": y, "ci95": 0.0,
@@ -152,7 +151,7 @@ def test_learn_chart(saved: list[list[str]], tmp_path: Path) -> None:
 
 
 def test_protocol_chart(saved: list[list[str]], tmp_path: Path) -> None:
-    from tuners.protocol import Overlap, Report, Splits, TestSet
+    from clusteremu.tuners.protocol import Overlap, Report, Splits, TestSet
 
     rng = np.random.default_rng(3)
     base = rng.uniform(1.0, 1.1, 20)
@@ -170,7 +169,7 @@ def test_protocol_chart(saved: list[list[str]], tmp_path: Path) -> None:
 
 
 def test_faults_timeline_chart(saved: list[list[str]], tmp_path: Path) -> None:
-    from cluster.timeline import Timeline, plot_timeline
+    from clusteremu.cluster.timeline import Timeline, plot_timeline
 
     t = np.arange(4.0)
     ints = [np.array(v, dtype=np.int64) for v in ([3, 2, 2, 3], [0, 1, 1, 0], [0] * 4, [0] * 4)]

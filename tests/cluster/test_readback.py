@@ -1,4 +1,4 @@
-"""cluster.readback: the checks every reader of a file read back shares (issue 28)."""
+"""clusteremu.cluster.readback: the checks every reader of a file read back shares (issue 28)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from cluster import readback
-from cluster.readback import ReadBackError
+from clusteremu.cluster import readback
+from clusteremu.cluster.readback import ReadBackError
 
 
 def test_a_fifo_is_refused_without_being_opened(tmp_path: Path) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.metrics import run_makespans
-from cluster.workflow import workflow_scenario
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.metrics import run_makespans
+from clusteremu.cluster.workflow import workflow_scenario
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 def test_run_makespans_take_last_end_minus_first_arrival_of_complete_runs() -> None:

@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.model import SimulationSpec
-from cluster.policies.base import Allocator, Placer, Provisioner
-from cluster.policies.fifo import Equi, FirstFit, Static
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import Allocator, Placer, Provisioner
+from clusteremu.cluster.policies.fifo import Equi, FirstFit, Static
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 def two_class_scenario() -> dict[str, Any]:

@@ -14,11 +14,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-
-from cluster.engine import Engine
-from cluster.workload import TraceArrivals
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.workload import TraceArrivals
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
 
 #: Unsorted on purpose: sizes must follow their arrivals through the loader's sort.
 TRACE = {"t": [3.0, 0.5, 1.0, 7.0, 2.0], "work": [30.0, 5.0, 10.0, 70.0, 20.0]}

@@ -1,5 +1,5 @@
 """Requests vs real usage in the engine: out-of-memory kills, lift-and-retry, retry limits,
-CPU stretching, reserved/used accounting, dropping waiting jobs (`cluster.usage`)."""
+CPU stretching, reserved/used accounting, dropping waiting jobs (`clusteremu.cluster.usage`)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.jobs import Jobs
-from cluster.layout import JI, JobState
-from cluster.policies.base import LiftRule, OomKill, PolicyError
-from cluster.policies.fifo import Static
-from cluster.usage import Usage
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.jobs import Jobs
+from clusteremu.cluster.layout import JI, JobState
+from clusteremu.cluster.policies.base import LiftRule, OomKill, PolicyError
+from clusteremu.cluster.policies.fifo import Static
+from clusteremu.cluster.usage import Usage
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 def one_job(

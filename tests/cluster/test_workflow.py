@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.workflow import PROFILE_COLUMNS, TASKS, profiling_table, workflow_scenario
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario, spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.workflow import PROFILE_COLUMNS, TASKS, profiling_table, workflow_scenario
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import load_scenario, spec_from_dict
 
 
 def test_table_4_groups_and_totals() -> None:

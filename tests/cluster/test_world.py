@@ -11,17 +11,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.compare import compare_policies, table_text
-from cluster.engine import Engine
-from cluster.layout import JF, JI, JobState
-from cluster.runner import with_policies
-from cluster.testing import equal_tables
-from cluster.world import WF, Stat, World, build_world
-from scenarios import faas
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
-from scenarios.world import ScenarioDeprecationWarning
+from clusteremu.cluster.compare import compare_policies, table_text
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import JF, JI, JobState
+from clusteremu.cluster.runner import with_policies
+from clusteremu.cluster.testing import equal_tables
+from clusteremu.cluster.world import WF, Stat, World, build_world
+from clusteremu.scenarios import faas
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
+from clusteremu.scenarios.world import ScenarioDeprecationWarning
 
 
 def tiny_world(**changes: Any) -> dict[str, Any]:

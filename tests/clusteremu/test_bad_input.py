@@ -5,7 +5,7 @@ One Hypothesis test per family (run, validate, compare, learn, bound, dashboard,
 draws from the classes of bad input: huge numbers (sizes that cannot fit in memory), deep
 or exploding YAML, bad `--out` paths and bad options. The memory budget is pinned to 16 GB
 so that the outcome does not depend on the machine. Ray is never started: for `sweep` a
-stand-in `actors.launch` fails the test if anything reaches it.
+stand-in `clusteremu.actors.launch` fails the test if anything reaches it.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clusteremu.scenarios import limits
+from clusteremu.scenarios.loader import SHIPPED_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scenarios import limits
-from scenarios.loader import SHIPPED_DIR
 from tests.clusteremu.badinput import refused
 
 EXAMPLES = settings(
@@ -461,7 +461,8 @@ def test_dashboard_names_the_missing_extra_and_unreachable_grafana(
 
 @pytest.fixture
 def no_ray_start(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A stand-in `actors.launch` whose `ensure_ray` and `stop_ray` fail the test: nothing
+    """A stand-in `clusteremu.actors.launch` whose `ensure_ray` and `stop_ray` fail the test:
+    nothing
     may reach Ray."""
 
     def ensure_ray(*args: object, **kwargs: object) -> bool:
@@ -471,7 +472,7 @@ def no_ray_start(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         raise AssertionError("Ray was stopped for bad input")
 
     launch = types.SimpleNamespace(ensure_ray=ensure_ray, stop_ray=stop_ray)
-    monkeypatch.setitem(sys.modules, "actors.launch", launch)
+    monkeypatch.setitem(sys.modules, "clusteremu.actors.launch", launch)
     yield
 
 

@@ -108,10 +108,9 @@ def test_list_describes_every_shipped_scenario_and_names_every_policy(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import yaml
-
-    from cluster.policies import registry
-    from cluster.policies.gpu_share import SCORERS as GPU_PLACERS
-    from scenarios.loader import shipped_scenarios
+    from clusteremu.cluster.policies import registry
+    from clusteremu.cluster.policies.gpu_share import SCORERS as GPU_PLACERS
+    from clusteremu.scenarios.loader import shipped_scenarios
 
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -302,10 +301,11 @@ def test_the_unserved_warning_starts_at_one_percent(
 def _fake_ray_run(
     monkeypatch: pytest.MonkeyPatch, mode: str, window_s: float, shards: int = 2
 ) -> list[Any]:
-    """`actors.launch.run_on_ray` replaced by the kernel run with the summary's `ray` entry
+    """`clusteremu.actors.launch.run_on_ray` replaced by the kernel run with the summary's `ray`
+    entry
     a run of `mode` would have (no Ray started); returns the options it was called with."""
-    import actors.launch
-    from cluster.runner import run_spec
+    import clusteremu.actors.launch
+    from clusteremu.cluster.runner import run_spec
 
     calls: list[Any] = []
 
@@ -315,7 +315,7 @@ def _fake_ray_run(
         result.summary["ray"] = {"mode": mode, "shards": shards, "window_s": window_s, "run": "t"}
         return result
 
-    monkeypatch.setattr(actors.launch, "run_on_ray", fake)
+    monkeypatch.setattr(clusteremu.actors.launch, "run_on_ray", fake)
     return calls
 
 

@@ -17,10 +17,9 @@ from tests.clusteremu.test_plugins import one_class_mdp_scenario
 class TestErrorsAcrossRay:
     def test_errors_raised_in_a_ray_task_arrive_as_themselves(self) -> None:
         import ray
-
-        from cluster.policies.base import PolicyError
-        from cluster.policies.registry import UnknownPolicyError
-        from scenarios.errors import ScenarioError
+        from clusteremu.cluster.policies.base import PolicyError
+        from clusteremu.cluster.policies.registry import UnknownPolicyError
+        from clusteremu.scenarios.errors import ScenarioError
 
         @ray.remote
         def fail(kind: str) -> None:

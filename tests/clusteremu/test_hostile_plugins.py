@@ -17,17 +17,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clusteremu.cluster.policies import compiled_table, registry
 
-from cluster.policies import compiled_table, registry
 from clusteremu.cli import main
 from tests.clusteremu.badinput import refused
 
 SHORT = ["--set", "stop.jobs=200", "--set", "stop.warmup_jobs=0"]
 
 HEADER = """
-from cluster.policies.compiled_table import compiled_placer, fits
-from cluster.policies.fifo import FcfsPlacer
-from cluster.policies.registry import register
+from clusteremu.cluster.policies.compiled_table import compiled_placer, fits
+from clusteremu.cluster.policies.fifo import FcfsPlacer
+from clusteremu.cluster.policies.registry import register
 """
 
 
@@ -143,12 +143,12 @@ def test_a_wrong_signature_is_refused_by_validate_run_compare_and_run_ray(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plugin(tmp_path, "h41_wrong_sig", WRONG_SIGNATURE, monkeypatch)
-    import actors.launch
+    import clusteremu.actors.launch
 
     def no_ray(*args: object, **kwargs: object) -> None:
         raise AssertionError("Ray was started")
 
-    monkeypatch.setattr(actors.launch, "run_on_ray", no_ray)
+    monkeypatch.setattr(clusteremu.actors.launch, "run_on_ray", no_ray)
     name = ["--set", "scheduler.placer.name=h41-wrong-signature", "--plugin", "h41_wrong_sig"]
     expect = "--plugin h41_wrong_sig: placer 'h41-wrong-signature': place_two does not compile"
     for argv in (
@@ -221,8 +221,13 @@ def test_a_name_already_taken_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
     plugin(tmp_path, "h41_impostor", TAKES_A_BUILT_IN_NAME, monkeypatch)
     line = refused(["run", "mm-c", "--plugin", "h41_impostor"], "plugins", "name taken")
     assert "--plugin h41_impostor" in line
-    assert "placer 'first-fit' is already registered by cluster.policies.fifo.FirstFit" in line
-    assert registry._REGISTRY["placer"]["first-fit"].__module__ == "cluster.policies.fifo"
+    assert (
+        "placer 'first-fit' is already registered by clusteremu.cluster.policies.fifo.FirstFit"
+        in line
+    )
+    assert (
+        registry._REGISTRY["placer"]["first-fit"].__module__ == "clusteremu.cluster.policies.fifo"
+    )
     monkeypatch.setenv(registry.PLUGINS_ENV, "h41_impostor")
     refused(["validate", "mm-c"], "plugins", "name taken (environment)", "entry 'h41_impostor'")
 

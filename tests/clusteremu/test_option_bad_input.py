@@ -2,7 +2,7 @@
 2, one `error:` line naming the option, no traceback (`tests/clusteremu/badinput.py`).
 
 One Hypothesis family per command draws from the classes of bad options that
-`scenarios.option_checks` refuses: sizes that multiply into memory (seed ranges, runs,
+`clusteremu.scenarios.option_checks` refuses: sizes that multiply into memory (seed ranges, runs,
 environments, network layers, trials, experiments x budget, grid points, batch counts),
 worker counts, negative seeds, time limits that are not finite and positive, lists with
 an empty item or a name twice, an empty `--out`. The memory budget is pinned to 16 GB so
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clusteremu.scenarios import limits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scenarios import limits
 from tests.clusteremu.badinput import refused
 
 EXAMPLES = settings(
@@ -77,17 +77,18 @@ class Limited:
 def no_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
     """Stand-ins that fail the test if a bad option reaches work of any command; yields a
     function to call before each command (it resets the count of scenarios loaded)."""
-    import cluster.engine
-    import cluster.experiments.mdp_learner
-    import cluster.policies.pennyworth.exact
-    import cluster.policies.pennyworth.problem
-    import cluster.policies.provisioner.sizing
+    import clusteremu.cluster.engine
+    import clusteremu.cluster.experiments.mdp_learner
+    import clusteremu.cluster.policies.pennyworth.exact
+    import clusteremu.cluster.policies.pennyworth.problem
+    import clusteremu.cluster.policies.provisioner.sizing
+    import clusteremu.tuners.domains
+    import clusteremu.tuners.evaluate
+    import clusteremu.tuners.rl
+    import clusteremu.tuners.sweep
+
     import clusteremu.cli
     import clusteremu.commands.gpu_frag
-    import tuners.domains
-    import tuners.evaluate
-    import tuners.rl
-    import tuners.sweep
 
     launch = types.SimpleNamespace(
         ensure_ray=_work("Ray"),
@@ -95,20 +96,26 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
         run_on_ray=_work("Ray"),
         LOOPBACK="127.0.0.1",
     )
-    monkeypatch.setitem(sys.modules, "actors.launch", launch)
-    monkeypatch.setattr(cluster.engine, "Engine", _work("the engine"))
-    monkeypatch.setattr(cluster.policies.provisioner.sizing, "profile", _work("profiling"))
-    monkeypatch.setattr(cluster.policies.pennyworth.exact, "solve_jobs", _work("the solver"))
-    problem = cluster.policies.pennyworth.problem
+    monkeypatch.setitem(sys.modules, "clusteremu.actors.launch", launch)
+    monkeypatch.setattr(clusteremu.cluster.engine, "Engine", _work("the engine"))
+    monkeypatch.setattr(
+        clusteremu.cluster.policies.provisioner.sizing, "profile", _work("profiling")
+    )
+    monkeypatch.setattr(
+        clusteremu.cluster.policies.pennyworth.exact, "solve_jobs", _work("the solver")
+    )
+    problem = clusteremu.cluster.policies.pennyworth.problem
     monkeypatch.setattr(problem, "checked_problem", _work("building the batch"))
     monkeypatch.setattr(clusteremu.commands.gpu_frag, "_replay_task", _work("a replay"))
-    monkeypatch.setattr(tuners.rl, "train_agent", _work("RL training"))
-    monkeypatch.setattr(tuners.domains, "sample_configs", _work("drawing experiments"))
-    monkeypatch.setattr(tuners.evaluate, "experiment_from_file", _work("building experiments"))
+    monkeypatch.setattr(clusteremu.tuners.rl, "train_agent", _work("RL training"))
+    monkeypatch.setattr(clusteremu.tuners.domains, "sample_configs", _work("drawing experiments"))
+    monkeypatch.setattr(
+        clusteremu.tuners.evaluate, "experiment_from_file", _work("building experiments")
+    )
     monkeypatch.setattr(clusteremu.cli, "run_spec", _work("a run"))
-    monkeypatch.setattr(cluster.experiments.mdp_learner, "learn", _work("learning"))
-    sweep_load = Limited(tuners.sweep.load_scenario, 20, "sweep")
-    monkeypatch.setattr(tuners.sweep, "load_scenario", sweep_load)
+    monkeypatch.setattr(clusteremu.cluster.experiments.mdp_learner, "learn", _work("learning"))
+    sweep_load = Limited(clusteremu.tuners.sweep.load_scenario, 20, "sweep")
+    monkeypatch.setattr(clusteremu.tuners.sweep, "load_scenario", sweep_load)
     compare_load = Limited(clusteremu.cli.load_scenario, 20, "compare --grid")
     monkeypatch.setattr(clusteremu.cli, "load_scenario", compare_load)
 
@@ -334,7 +341,8 @@ def test_provision_train_with_too_few_runs_to_learn_from_is_bad_input(
     """Profiled usages that fill one bin (`provision train ml-workflow --runs 20`) end
     with exit 2 and a message saying to profile more runs, not a traceback (after the
     profiling, which is what shows it)."""
-    import cluster.policies.provisioner.sizing as sizing
+    import clusteremu.cluster.policies.provisioner.sizing as sizing
+
     from clusteremu.cli import main
 
     def one_bin(*args: object, **kwargs: object) -> Any:

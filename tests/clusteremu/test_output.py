@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from cluster.io import (
+from clusteremu.cluster.io import (
     MANIFEST,
     STAGE_PREFIX,
     OutputError,
@@ -29,6 +28,7 @@ from cluster.io import (
     output_folder,
     write_json,
 )
+
 from clusteremu.cli import main
 from tests.clusteremu.badinput import refused
 

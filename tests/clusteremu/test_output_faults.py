@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from clusteremu.cluster import io
 
-from cluster import io
 from clusteremu.cli import main
 from tests.clusteremu.badinput import refused
 

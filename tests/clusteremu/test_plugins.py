@@ -18,8 +18,8 @@ from clusteremu.cli import EXIT_BAD_INPUT, EXIT_POLICY_ERROR, main
 PLUGIN = '''
 import numpy as np
 
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.registry import register
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.registry import register
 
 
 @register("placer", "{name}")
@@ -153,7 +153,8 @@ def test_an_unknown_policy_error_is_bad_input(
 ) -> None:
     """Where it can still arise after the loader's check (a Ray worker without the plug-in),
     `UnknownPolicyError` exits 2 with its message, not a traceback."""
-    from cluster.policies.registry import UnknownPolicyError
+    from clusteremu.cluster.policies.registry import UnknownPolicyError
+
     from clusteremu import cli
 
     def fail(args: object) -> int:
@@ -168,7 +169,8 @@ def test_errors_from_ray_tasks_are_reported_by_their_cause(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A Ray task error (it carries `cause`) is reported by what the task raised."""
-    from cluster.policies.base import PolicyError
+    from clusteremu.cluster.policies.base import PolicyError
+
     from clusteremu import cli
 
     class TaskError(PolicyError):
@@ -194,7 +196,7 @@ def test_plugins_reach_worker_processes_through_the_environment(
     load_plugins(["worker_policies"])
     assert os.environ["CLUSTEREMU_PLUGINS"] == "worker_policies"
     probe = (
-        "from cluster.policies import registry; "
+        "from clusteremu.cluster.policies import registry; "
         "print(registry.create('placer', 'worker-last-fit').name)"
     )
     done = subprocess.run(

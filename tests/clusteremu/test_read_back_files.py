@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clusteremu.cluster.policies.pennyworth.tree import _digest
+from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario
 
-from cluster.policies.pennyworth.tree import _digest
-from scenarios.loader import SHIPPED_DIR, load_scenario
 from tests.clusteremu.badinput import refused
 
 SHIPPED_TREE = SHIPPED_DIR / "policies" / "pennyworth-avg.json"
@@ -124,7 +124,7 @@ def test_a_tree_of_other_task_names_is_mapped_with_a_message(
 
     path = _sealed(tmp_path, "renamed.json", rename)
     spec = load_scenario("pennyworth-avg", [f"scheduler.placer.tree={path}"])
-    from cluster.policies import registry
+    from clusteremu.cluster.policies import registry
 
     ref = spec.scheduler.placer
     placer = registry.create("placer", ref.name, **ref.params)
@@ -165,7 +165,7 @@ def _compare(path: Path, kind: str, expect: str) -> None:
 
 
 def test_a_valid_hand_written_sizing_model_loads(tmp_path: Path) -> None:
-    from cluster.policies.provisioner.sizing import Sizing
+    from clusteremu.cluster.policies.provisioner.sizing import Sizing
 
     model = Sizing.load(_sizing(tmp_path))
     assert model.mismatch(load_scenario("ml-workflow")) is None

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cluster.distributions import BoundedLognormal
-from cluster.engine import Engine
-from scenarios import faas
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario, spec_from_dict
+from clusteremu.cluster.distributions import BoundedLognormal
+from clusteremu.cluster.engine import Engine
+from clusteremu.scenarios import faas
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import load_scenario, spec_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,7 +167,7 @@ def test_runs_draw_each_device_execution_time_with_the_table_mean() -> None:
 
 
 def test_the_shipped_file_is_the_generator_output_in_the_new_form() -> None:
-    """`python -m scenarios.faas` wrote the shipped file; it uses the world fields (no
+    """`python -m clusteremu.scenarios.faas` wrote the shipped file; it uses the world fields (no
     deprecated placer parameters, so loading it warns about nothing)."""
     import warnings
 

@@ -12,12 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from scenarios import limits
-from scenarios.errors import ScenarioError, shorten
-from scenarios.loader import (
+from clusteremu.scenarios import limits
+from clusteremu.scenarios.errors import ScenarioError, shorten
+from clusteremu.scenarios.loader import (
     MAX_YAML_DEPTH,
     SHIPPED_DIR,
     canonical_name,
@@ -26,6 +23,8 @@ from scenarios.loader import (
     safe_yaml,
     validate,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 MM_C: dict[str, Any] = yaml.safe_load((SHIPPED_DIR / "mm-c.yaml").read_text())
 BUDGET = 16e9
@@ -42,7 +41,7 @@ def model_of(**changes: Any) -> Any:
             node[int(last)] = value
         else:
             node[last] = value
-    from scenarios import schema
+    from clusteremu.scenarios import schema
 
     return schema.ScenarioModel.model_validate(data)
 
@@ -59,7 +58,7 @@ def refusal(model: Any) -> tuple[str, str] | None:
 def test_the_shipped_scenarios_fit() -> None:
     for path in sorted(SHIPPED_DIR.glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
-        from scenarios import schema
+        from clusteremu.scenarios import schema
 
         assert refusal(schema.ScenarioModel.model_validate(data)) is None, path.name
 

@@ -8,12 +8,17 @@ from typing import Any
 
 import pytest
 import yaml
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import (
+    SHIPPED_DIR,
+    load_scenario,
+    shipped_scenarios,
+    spec_from_dict,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusteremu.cli import main
-from scenarios.errors import ScenarioError
-from scenarios.loader import SHIPPED_DIR, load_scenario, shipped_scenarios, spec_from_dict
 
 MM_C = yaml.safe_load((SHIPPED_DIR / "mm-c.yaml").read_text())
 

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.policies.pennyworth.problem import checked_problem
-from cluster.policies.pennyworth.tree import RadTree
-from scenarios.loader import SHIPPED_DIR, load_scenario, read_yaml
-from tuners.pennyworth import TRAIN, batch_counts
-from tuners.pennyworth_eval import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies.pennyworth.problem import checked_problem
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, read_yaml
+from clusteremu.tuners.pennyworth import TRAIN, batch_counts
+from clusteremu.tuners.pennyworth_eval import (
     ActualBatch,
     baseline_policies,
     batch_key,
@@ -32,7 +31,7 @@ from tuners.pennyworth_eval import (
     shuffled_tree,
     tree_policy,
 )
-from tuners.protocol import learned_something
+from clusteremu.tuners.protocol import learned_something
 
 KINDS = ("max", "rtpt", "avg", "percentile")
 #: Batches of the check: a split of seed 0 that synthesize (train / validation / test)

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
-
-from scenarios import loader
-from scenarios.errors import ScenarioError
-from scenarios.loader import SHIPPED_DIR, load_scenario, safe_yaml, validate
-from scenarios.schema import MAX_NODE_TYPES
+from clusteremu.scenarios import loader
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, safe_yaml, validate
+from clusteremu.scenarios.schema import MAX_NODE_TYPES
 
 MM_C: dict[str, Any] = yaml.safe_load((SHIPPED_DIR / "mm-c.yaml").read_text())
 

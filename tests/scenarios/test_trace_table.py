@@ -14,17 +14,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from clusteremu.cluster import workload as wl
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import replays_table
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.runner import run_spec
+from clusteremu.cluster.traces.feed import TableClassStream
+from clusteremu.cluster.traces.table import JOB_SCHEMA, job_table
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import load_scenario
 
-from cluster import workload as wl
-from cluster.engine import Engine
-from cluster.model import replays_table
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.runner import run_spec
-from cluster.traces.feed import TableClassStream
-from cluster.traces.table import JOB_SCHEMA, job_table
 from clusteremu.cli import main
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario
 
 pytestmark = pytest.mark.timeout(120)
 

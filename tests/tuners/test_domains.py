@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-
-from scenarios.loader import spec_from_dict
-from tuners import domains
-from tuners.domains import (
+from clusteremu.scenarios.loader import spec_from_dict
+from clusteremu.tuners import domains
+from clusteremu.tuners.domains import (
     DOMAINS,
     FIXED,
     WEIGHT_NAMES,

@@ -1,4 +1,4 @@
-"""Tuned weights judged out of sample (`tuners.out_of_sample`): fresh seeds from the
+"""Tuned weights judged out of sample (`clusteremu.tuners.out_of_sample`): fresh seeds from the
 protocol's "test" split, never one the search ran on, scored once through the protocol;
 the Fixed weights judged as if tuned score exactly 0 and learned nothing (the check a
 trivial tuner must fail); in-sample and out-of-sample figures carry their own labels."""
@@ -9,11 +9,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from cluster.io import to_json
-from tuners.domains import FIXED, sample_configs
-from tuners.evaluate import evaluate, experiment_from_config
-from tuners.out_of_sample import (
+from clusteremu.cluster.io import to_json
+from clusteremu.tuners.domains import FIXED, sample_configs
+from clusteremu.tuners.evaluate import evaluate, experiment_from_config
+from clusteremu.tuners.out_of_sample import (
     FIXED_POLICY,
     RANDOM_POLICY,
     TEST_SPLIT,
@@ -21,8 +20,8 @@ from tuners.out_of_sample import (
     judge,
     search_seed,
 )
-from tuners.protocol import Report, instance_seed
-from tuners.tuning import ExperimentOutcome, TuningResult
+from clusteremu.tuners.protocol import Report, instance_seed
+from clusteremu.tuners.tuning import ExperimentOutcome, TuningResult
 
 OTHER = (0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0)
 

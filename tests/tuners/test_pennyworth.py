@@ -11,15 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.exact import mean_job_problem, solve_jobs
-from cluster.policies.pennyworth.features import examples_of_plan, feature_width
-from cluster.policies.pennyworth.plan import plan_cost
-from cluster.policies.pennyworth.problem import Problem
-from cluster.policies.pennyworth.tree import RadTree
-from scenarios.loader import load_scenario
-from tuners.pennyworth import (
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.pennyworth.exact import mean_job_problem, solve_jobs
+from clusteremu.cluster.policies.pennyworth.features import examples_of_plan, feature_width
+from clusteremu.cluster.policies.pennyworth.plan import plan_cost
+from clusteremu.cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios.loader import load_scenario
+from clusteremu.tuners.pennyworth import (
     MANIFEST,
     TEST,
     TRAIN,
@@ -42,7 +41,7 @@ from tuners.pennyworth import (
     training_keys,
     validation_set,
 )
-from tuners.pennyworth_eval import actual_cost, batch_key
+from clusteremu.tuners.pennyworth_eval import actual_cost, batch_key
 
 SCENARIO = "pennyworth-max"
 #: 50 sets of 4 jobs: 3 chunks (20, 20, 10 sets), about 1 s of planning in all.
@@ -194,7 +193,7 @@ def test_examples_are_identical_with_one_and_two_workers_and_resume(
 
 
 def test_a_folder_of_other_examples_is_refused(base: Problem, tmp_path: Path) -> None:
-    from cluster.io import write_json
+    from clusteremu.cluster.io import write_json
 
     folder = tmp_path / "examples"
     write_json(small_plan(base).manifest(), folder / MANIFEST)

@@ -1,4 +1,4 @@
-"""Judging Pennyworth policies out of sample (`tuners.pennyworth_eval`): a batch depends
+"""Judging Pennyworth policies out of sample (`clusteremu.tuners.pennyworth_eval`): a batch depends
 only on (seed, split, index) and validation and test batches differ; a batch equivalent to
 a training key is dropped, redrawn and counted in the overlap; common random numbers with
 the emulator: the engine, run on a batch's scenario with a placer, costs exactly (1e-9
@@ -14,15 +14,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.exact import job_plan_cost, job_problem
-from cluster.policies.pennyworth.problem import Problem
-from cluster.policies.pennyworth.tree import RadTree
-from scenarios.loader import load_scenario, read_yaml, resolve_path, spec_from_dict
-from tuners.pennyworth import scenario_problem
-from tuners.pennyworth_eval import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.pennyworth.exact import job_plan_cost, job_problem
+from clusteremu.cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios.loader import load_scenario, read_yaml, resolve_path, spec_from_dict
+from clusteremu.tuners.pennyworth import scenario_problem
+from clusteremu.tuners.pennyworth_eval import (
     ActualBatch,
     PlanFn,
     actual_cost,
@@ -38,7 +37,7 @@ from tuners.pennyworth_eval import (
     rules_policy,
     tree_policy,
 )
-from tuners.protocol import instance_seed
+from clusteremu.tuners.protocol import instance_seed
 
 SCENARIO = "pennyworth-max"
 SCENARIOS = ["pennyworth-max", "pennyworth-rtpt", "pennyworth-avg", "pennyworth-percentile"]

@@ -1,4 +1,4 @@
-"""The evaluation protocol of the learned policies (`tuners.protocol`): disjoint splits,
+"""The evaluation protocol of the learned policies (`clusteremu.tuners.protocol`): disjoint splits,
 overlap counting, paired intervals, the learned-something check, the test set scored once
 and the report's JSON, table and plot."""
 
@@ -11,9 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
-
-from tuners.protocol import (
+from clusteremu.tuners.protocol import (
     Comparison,
     Interval,
     Overlap,
@@ -36,6 +34,7 @@ from tuners.protocol import (
     split_sequence,
     verdict_of,
 )
+from scipy import stats
 
 # --- splits ----------------------------------------------------------------------------------
 

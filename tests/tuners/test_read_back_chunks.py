@@ -11,12 +11,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from cluster.io import write_parquet
-from cluster.policies.pennyworth.features import feature_names
-from tuners.pennyworth import ExamplesError, plan_examples, read_examples, scenario_problem
-from tuners.sweep import RUNS, cell_row, done_cells, parse_grid, parse_seeds, plan_sweep
-from tuners.sweep import read_results as read_sweep
+from clusteremu.cluster.io import write_parquet
+from clusteremu.cluster.policies.pennyworth.features import feature_names
+from clusteremu.tuners.pennyworth import (
+    ExamplesError,
+    plan_examples,
+    read_examples,
+    scenario_problem,
+)
+from clusteremu.tuners.sweep import RUNS, cell_row, done_cells, parse_grid, parse_seeds, plan_sweep
+from clusteremu.tuners.sweep import read_results as read_sweep
 
 
 def _sweep_plan():  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ sum(max(c, 0)) / sum|c|; every evaluation adds Gaussian noise (sd 0.01). A tuner
 the weights of its best noisy score; its regret is the optimum minus f at those weights
 (noise-free). Over many problems, the same problem and noise for every tuner (paired), TPE
 and BO must have a lower regret than random search with a 95% paired Student-t interval
-(`tuners.protocol.paired_interval`) that excludes 0. Replacing either by random search
+(`clusteremu.tuners.protocol.paired_interval`) that excludes 0. Replacing either by random search
 makes the test fail (the differences are then all 0, or centred on 0 for another seed).
 """
 
@@ -18,9 +18,8 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 import pytest
-
-from tuners.protocol import paired_interval
-from tuners.strategies import make_strategy
+from clusteremu.tuners.protocol import paired_interval
+from clusteremu.tuners.strategies import make_strategy
 
 STATIC = np.zeros(10, dtype=np.float32)
 #: Standard deviation of the evaluation noise (the objective spans [-1, 1]).

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from tuners.domains import FIXED, WEIGHT_NAMES
-from tuners.strategies import STRATEGIES, make_strategy
+from clusteremu.tuners.domains import FIXED, WEIGHT_NAMES
+from clusteremu.tuners.strategies import STRATEGIES, make_strategy
 
 STATIC = np.zeros(10, dtype=np.float32)
 

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
-from clusteremu.cli import main
-from tuners.sweep import (
+from clusteremu.tuners.sweep import (
     SweepError,
     done_cells,
     parse_grid,
@@ -24,6 +22,8 @@ from tuners.sweep import (
     read_results,
     run_sweep,
 )
+
+from clusteremu.cli import main
 
 #: Cells of about 0.3 s each: M/M/c with 1,000 one-core nodes, 100,000 jobs.
 BASE = [

@@ -10,11 +10,9 @@ import types
 from pathlib import Path
 
 import pytest
-
-from cluster.io import write_parquet
-from scenarios.loader import SHIPPED_DIR
-from tests.clusteremu.badinput import refused
-from tuners.sweep import (
+from clusteremu.cluster.io import write_parquet
+from clusteremu.scenarios.loader import SHIPPED_DIR
+from clusteremu.tuners.sweep import (
     MANIFEST,
     RUNS,
     SweepError,
@@ -28,6 +26,8 @@ from tuners.sweep import (
     read_results,
     run_sweep,
 )
+
+from tests.clusteremu.badinput import refused
 
 BASE = ["stop.jobs=3000", "stop.warmup_jobs=300"]
 GRID = "workload.classes.0.arrival.rate_per_s=6,7"
@@ -105,7 +105,7 @@ def no_ray_start(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("Ray was stopped for bad input")
 
     launch = types.SimpleNamespace(ensure_ray=ensure_ray, stop_ray=stop_ray)
-    monkeypatch.setitem(sys.modules, "actors.launch", launch)
+    monkeypatch.setitem(sys.modules, "clusteremu.actors.launch", launch)
 
 
 def test_cli_refuses_bad_sweep_folders_before_ray(tmp_path: Path, no_ray_start: None) -> None:

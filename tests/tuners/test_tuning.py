@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from tuners.domains import FIXED, sample_configs
-from tuners.evaluate import evaluate, experiment_from_config
-from tuners.strategies import make_strategy
-from tuners.tuning import experiment_seed, run_tuning
+from clusteremu.tuners.domains import FIXED, sample_configs
+from clusteremu.tuners.evaluate import evaluate, experiment_from_config
+from clusteremu.tuners.strategies import make_strategy
+from clusteremu.tuners.tuning import experiment_seed, run_tuning
 
 
 @pytest.fixture(scope="module")

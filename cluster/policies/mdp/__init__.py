@@ -9,7 +9,8 @@ Allocation for Malleable Jobs with Unknown Speed-up Parameters"; formulas in doc
   estimator needs.
 - `learner`: Algorithms 1a / 1b and the non-stationary (change-point) mode.
 
-Submodules are imported explicitly (`from cluster.policies.mdp.solver import solve`); this
+Submodules are imported explicitly (`from clusteremu.cluster.policies.mdp.solver import solve`);
+this
 package file imports nothing so that the compiled allocator can be loaded by the engine
 without pulling in scipy.
 """

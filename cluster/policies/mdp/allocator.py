@@ -31,13 +31,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import SimulationSpec
-from cluster.policies.base import Allocation, Allocator, PolicyError, PoolView
-from cluster.policies.mdp.kernel import P_B, P_CLASSES, P_M, allocate_mdp, shares_offset
-from cluster.policies.mdp.learn_config import LearnConfig
-from cluster.policies.mdp.model import MdpModelError, check_theta, model_from_spec
-from cluster.policies.registry import register
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import Allocation, Allocator, PolicyError, PoolView
+from clusteremu.cluster.policies.mdp.kernel import P_B, P_CLASSES, P_M, allocate_mdp, shares_offset
+from clusteremu.cluster.policies.mdp.learn_config import LearnConfig
+from clusteremu.cluster.policies.mdp.model import MdpModelError, check_theta, model_from_spec
+from clusteremu.cluster.policies.registry import register
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -161,7 +160,7 @@ class MdpAllocator(Allocator):
         return tuple(float(t) for t in self.theta)
 
     def solve_shares(self, spec: SimulationSpec) -> FloatArray:
-        from cluster.policies.mdp.solver import equi_shares, solve
+        from clusteremu.cluster.policies.mdp.solver import equi_shares, solve
 
         if self.policy == "equi":
             return equi_shares(len(self._slots), self.truncation)

@@ -9,22 +9,21 @@ classes the shares are (a(x1, x2), 1 - a(x1, x2)).
 
 Nothing is recorded here: the estimator rebuilds the piecewise-constant state path from the
 per-job arrival and end times the engine keeps anyway, plus the table in force (see
-`cluster.policies.mdp.estimator.path_from_jobs`), so ordinary runs pay nothing.
+`clusteremu.cluster.policies.mdp.estimator.path_from_jobs`), so ordinary runs pay nothing.
 
 Layout of the parameter array (float64):
     [0] B    [1] m    [2 : 2 + m] the engine class index of each policy class
     [2 + m : 2 + 2m] scratch: the class counts of the current decision (the hot path
-                     allocates nothing, see `cluster.jit`)
+                     allocates nothing, see `clusteremu.cluster.jit`)
     [2 + 2m :]  the shares, row-major over (x_1, ..., x_m, class): (B+1)^m * m values
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from cluster.jit import kernel_function
-from cluster.layout import JI
-from cluster.policies.compiled_table import AllocatorView, compiled_allocator
+from clusteremu.cluster.jit import kernel_function
+from clusteremu.cluster.layout import JI
+from clusteremu.cluster.policies.compiled_table import AllocatorView, compiled_allocator
 
 P_B, P_M, P_CLASSES = 0, 1, 2
 

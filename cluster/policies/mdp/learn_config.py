@@ -1,6 +1,6 @@
 """`LearnConfig`: the settings of the MDP paper's learning-and-control loop (scenario
 `scheduler.allocator.params.learn`), checked when the scenario loads; the loop itself is
-`cluster.experiments.mdp_learner`."""
+`clusteremu.cluster.experiments.mdp_learner`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.policies.mdp.model import MdpModelError, check_theta
+from clusteremu.cluster.policies.mdp.model import MdpModelError, check_theta
 
 #: Algorithm 1a (the last epoch's data) and 1b (all data since time 0).
 ALGORITHMS = ("1a", "1b")

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.distributions import Exponential
-from cluster.model import SimulationSpec
-from cluster.speedup import AmdahlSpeedup
-from cluster.workload import RenewalArrivals
+from clusteremu.cluster.distributions import Exponential
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.speedup import AmdahlSpeedup
+from clusteremu.cluster.workload import RenewalArrivals
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -23,10 +23,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-
-from cluster.policies.pennyworth.plan import Plan, plan_cost
-from cluster.policies.pennyworth.problem import Problem, safe_response_s
-from cluster.slo import percentile_rank
+from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
+from clusteremu.cluster.policies.pennyworth.problem import Problem, safe_response_s
+from clusteremu.cluster.slo import percentile_rank
 
 #: Rounding of times in vertex keys (s): sums of the same run times in another order.
 KEY_DIGITS = 9

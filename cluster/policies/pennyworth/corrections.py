@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.policies.pennyworth.astar import PartialPlan, solve
-from cluster.policies.pennyworth.features import decisions, examples_of_plan
-from cluster.policies.pennyworth.plan import Plan, plan_cost
-from cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.policies.pennyworth.astar import PartialPlan, solve
+from clusteremu.cluster.policies.pennyworth.features import decisions, examples_of_plan
+from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
+from clusteremu.cluster.policies.pennyworth.problem import Problem
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

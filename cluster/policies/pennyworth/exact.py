@@ -68,14 +68,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from clusteremu.cluster.jobs import generate_jobs, replication_seed, runtime_table
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.pennyworth.problem import Problem, ScenarioFieldError
+from clusteremu.cluster.slo import Slo, percentile_rank
 from numba import njit
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, linprog, milp
-
-from cluster.jobs import generate_jobs, replication_seed, runtime_table
-from cluster.model import SimulationSpec
-from cluster.policies.pennyworth.problem import Problem, ScenarioFieldError
-from cluster.slo import Slo, percentile_rank
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

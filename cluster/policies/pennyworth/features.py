@@ -72,10 +72,9 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.policies.pennyworth.plan import Plan
-from cluster.policies.pennyworth.problem import Problem, safe_response_s
-from cluster.slo import Slo, percentile_rank
+from clusteremu.cluster.policies.pennyworth.plan import Plan
+from clusteremu.cluster.policies.pennyworth.problem import Problem, safe_response_s
+from clusteremu.cluster.slo import Slo, percentile_rank
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -2,7 +2,7 @@
 order, release it (the Pennyworth paper).
 
 A `PlanPlacer` is both the placer and the scaler of a run: one object at both extension
-points, a pair (`provides = ("placer", "scaler")`, see `cluster.policies.points`). A
+points, a pair (`provides = ("placer", "scaler")`, see `clusteremu.cluster.policies.points`). A
 scenario names it as its placer; its scaler follows (left out, or `static`, it is the
 planner too; another scaler is refused, naming `scheduler.scaler`). An `Engine` built in
 Python takes the object at both points: `Engine(spec, placer=p, scaler=p)`. When jobs
@@ -37,10 +37,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-
-from cluster.layout import NodeStatus
-from cluster.model import SimulationSpec
-from cluster.policies.base import (
+from clusteremu.cluster.layout import NodeStatus
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import (
     Placement,
     PlacementView,
     Placer,
@@ -49,11 +48,11 @@ from cluster.policies.base import (
     Scaler,
     ScaleView,
 )
-from cluster.policies.pennyworth.astar import SearchLimit, greedy_plans, solve
-from cluster.policies.pennyworth.plan import Plan, plan_cost
-from cluster.policies.pennyworth.problem import Problem, problem_from_spec
-from cluster.policies.registry import register
-from cluster.slo import Slo
+from clusteremu.cluster.policies.pennyworth.astar import SearchLimit, greedy_plans, solve
+from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
+from clusteremu.cluster.policies.pennyworth.problem import Problem, problem_from_spec
+from clusteremu.cluster.policies.registry import register
+from clusteremu.cluster.slo import Slo
 
 #: Cores and GB a VM must have free to count as idle (it runs one job at a time).
 IDLE_EPS = 1e-9
@@ -201,7 +200,7 @@ class PennyworthPlacer(PlanPlacer):
         slack: float | None = None,
     ) -> None:
         super().__init__()
-        from cluster.policies.pennyworth.tree import RadTree
+        from clusteremu.cluster.policies.pennyworth.tree import RadTree
 
         if not (isinstance(time_limit_s, int | float) and time_limit_s > 0):
             raise ValueError(f"time_limit_s must be a number > 0, got {time_limit_s!r}")
@@ -296,7 +295,7 @@ class PennyworthRulesPlacer(PlanPlacer):
         self.slack = _checked_slack(slack)
 
     def make_plan(self, problem: Problem) -> Plan:
-        from cluster.policies.pennyworth.features import rules_plan
+        from clusteremu.cluster.policies.pennyworth.features import rules_plan
 
         return rules_plan(problem.with_slack(self.slack).with_safety(self.safety_z))
 

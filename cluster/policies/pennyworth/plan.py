@@ -6,8 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from cluster.policies.pennyworth.problem import Problem, safe_response_s
+from clusteremu.cluster.policies.pennyworth.problem import Problem, safe_response_s
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import NodeType, SimulationSpec
-from cluster.slo import Slo
+from clusteremu.cluster.model import NodeType, SimulationSpec
+from clusteremu.cluster.slo import Slo
 
 FloatArray = npt.NDArray[np.float64]
 #: Quantile levels of a task's execution-time profile (the RAD-tree's Wasserstein mapping).

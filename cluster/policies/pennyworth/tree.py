@@ -30,9 +30,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster import readback
-from cluster.policies.pennyworth.features import (
+from clusteremu.cluster import readback
+from clusteremu.cluster.policies.pennyworth.features import (
     SENTINEL,
     Features,
     Vertex,
@@ -42,8 +41,8 @@ from cluster.policies.pennyworth.features import (
     feature_names,
     feature_width,
 )
-from cluster.policies.pennyworth.plan import Plan
-from cluster.policies.pennyworth.problem import PROFILE_LEVELS, Problem
+from clusteremu.cluster.policies.pennyworth.plan import Plan
+from clusteremu.cluster.policies.pennyworth.problem import PROFILE_LEVELS, Problem
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -1,7 +1,7 @@
 """Classifiers that predict a heavy task's memory bin from its inputs (the thesis, 5.2).
 
 Training (`train_bin_classifier`): the task's profiling rows split into train / validation
-/ test by workflow run (the evaluation protocol, `tuners.protocol`: each run goes to one
+/ test by workflow run (the evaluation protocol, `clusteremu.tuners.protocol`: each run goes to one
 split by its own keyed draw, so no run spans two splits) -> the best binning for 2 and 3
 bins on the train and validation rows (`binning.search_binning`, time-based) -> an Optuna
 search (TPE by default, GP on request) over the classifier (gradient
@@ -10,11 +10,11 @@ boosting or an RBF SVM, scikit-learn), its hyper-parameters and the imbalance tr
 u-score (penalty 10) on the validation set -> the binning with the best validation
 estimate kept (only it is tested) -> its classifier, and every classifier x imbalance
 treatment with its best validation trial's parameters (`_combos`), refitted on train +
-validation and scored once on the test rows (`tuners.protocol.TestSet`) beside the
+validation and scored once on the test rows (`clusteremu.tuners.protocol.TestSet`) beside the
 ablations on the same rows: the majority bin of the training rows (a classifier that
 learned nothing) and the smallest bin (no classifier at all). The held-out figures
 (accuracy with its 95% interval, u-rate, u-score, estimated improvement), the protocol
-report (`tuners.protocol.Report`: splits, overlap of test inputs with training inputs,
+report (`clusteremu.tuners.protocol.Report`: splits, overlap of test inputs with training inputs,
 paired intervals, learned-something) and the per-model table go into `TrainedTask.held_out`.
 
 Export: `ExportedClassifier` holds what prediction needs as plain numbers (the trees'
@@ -30,8 +30,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.policies.provisioner.binning import (
+from clusteremu.cluster.policies.provisioner.binning import (
     Binning,
     bin_index,
     estimated_improvement,
@@ -312,7 +311,7 @@ def split_by_run(runs: npt.ArrayLike, seed: int) -> IntArray:
     """Each row's split (0 train, 1 validation, 2 test, `SPLITS`) by its workflow run: run
     r goes where `instance_rng(seed, SPLIT_STREAM, r)` sends it, so every row of a run is in
     one split, whatever else was profiled."""
-    from cluster.splits import instance_rng
+    from clusteremu.cluster.splits import instance_rng
 
     r = np.asarray(runs).astype(np.int64)
     cuts = np.cumsum([share for _, share in SPLITS])
@@ -328,7 +327,7 @@ def held_out_report(
 ) -> dict[str, Any]:
     """The test rows' figures (scored once) against the ablations on the same rows: the
     classifier's accuracy and which rows it got right (`correct`, for the protocol's
-    interval, `tuners.protocol.mean_interval`), the majority bin of the training rows
+    interval, `clusteremu.tuners.protocol.mean_interval`), the majority bin of the training rows
     (what a classifier that learned nothing predicts) and the smallest bin (no
     classifier: every instance starts there)."""
     correct = (pred == truth).astype(np.int64)
@@ -443,7 +442,7 @@ def _combos(study: Any) -> dict[str, tuple[dict[str, Any], str, float | None]]:
 
 def _run_keys(features: Mapping[str, FloatArray], rows: IntArray) -> list[Any]:
     """A canonical key per row: its run's input (region, products, days left)."""
-    from tuners.protocol import canonical_key
+    from clusteremu.tuners.protocol import canonical_key
 
     cols = [np.asarray(features[k], dtype=np.float64) for k in ("region", "products", "days_left")]
     return [canonical_key(tuple(c[i] for c in cols), decimals=3) for i in rows.tolist()]
@@ -516,7 +515,7 @@ def _test_once(
     """Refit the chosen classifier and every classifier x treatment on train + validation,
     score them all with the ablations on the test rows in one `TestSet.score`, and build
     the protocol report and the per-model table."""
-    from tuners.protocol import Report, Splits, TestSet, equivalence_report
+    from clusteremu.tuners.protocol import Report, Splits, TestSet, equivalence_report
 
     train, val, test = (np.flatnonzero(split == i) for i in range(len(SPLITS)))
     fit_on = np.concatenate([train, val])

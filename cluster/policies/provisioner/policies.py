@@ -32,12 +32,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.model import SimulationSpec
-from cluster.policies.base import LiftRule, Provisioner
-from cluster.policies.provisioner.binning import bin_index
-from cluster.policies.provisioner.models import design_matrix
-from cluster.policies.provisioner.sizing import (
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import LiftRule, Provisioner
+from clusteremu.cluster.policies.provisioner.binning import bin_index
+from clusteremu.cluster.policies.provisioner.models import design_matrix
+from clusteremu.cluster.policies.provisioner.sizing import (
     Sizing,
     TaskSizing,
     group_tasks,
@@ -46,7 +45,7 @@ from cluster.policies.provisioner.sizing import (
     train_sizing,
     vpa_recommendation,
 )
-from cluster.policies.registry import register
+from clusteremu.cluster.policies.registry import register
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -3,7 +3,7 @@ docs/provisioner.md).
 
 `profile(spec, runs, seed)` runs a scenario in the emulator with static requests (the
 thesis's production set-up) on a seed of its own and returns the profiling data: one row
-per task instance (`cluster.workflow.profiling_table`, the thesis's Table 3) plus the
+per task instance (`clusteremu.cluster.workflow.profiling_table`, the thesis's Table 3) plus the
 jobs' input features. `train_sizing` turns profiling data into a `Sizing`: per task its
 memory cluster by peak (light <= 5 GB, moderate <= 20 GB, heavy above), its cores (1 for
 tasks that never keep more than one busy, else the static cores) and, for heavy tasks, a
@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-
-from cluster import readback
-from cluster.model import SimulationSpec, StopRule
-from cluster.policies.provisioner.models import TrainedTask, train_bin_classifier
+from clusteremu.cluster import readback
+from clusteremu.cluster.model import SimulationSpec, StopRule
+from clusteremu.cluster.policies.provisioner.models import TrainedTask, train_bin_classifier
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -60,9 +59,9 @@ def profile(
 ) -> Profile:
     """Run `spec` with static requests for `runs` runs (every class once per run) on
     `seed`, and return its profiling data; `progress` gets the fraction done."""
-    from cluster.engine import Engine
-    from cluster.policies.fifo import Static
-    from cluster.workflow import profiling_table
+    from clusteremu.cluster.engine import Engine
+    from clusteremu.cluster.policies.fifo import Static
+    from clusteremu.cluster.workflow import profiling_table
 
     if spec.usage is None:
         raise ValueError("profiling needs a scenario with a usage model (workload.usage)")

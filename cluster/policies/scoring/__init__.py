@@ -7,8 +7,8 @@ to Score paper); formulas in docs/scoring.md. The placer is registered as ``scor
 
 from __future__ import annotations
 
-from cluster.policies.scoring import filters, scorers
-from cluster.policies.scoring.framework import (
+from clusteremu.cluster.policies.scoring import filters, scorers
+from clusteremu.cluster.policies.scoring.framework import (
     FILTERS,
     SCORERS,
     ClusterState,
@@ -27,7 +27,7 @@ from cluster.policies.scoring.framework import (
     register_filter,
     register_scorer,
 )
-from cluster.policies.scoring.placer import ScoringPlacer
+from clusteremu.cluster.policies.scoring.placer import ScoringPlacer
 
 __all__ = [
     "FILTERS",

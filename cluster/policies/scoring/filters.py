@@ -16,9 +16,8 @@ Static masks (labels, capability, storage) are precomputed per pod and node type
 from __future__ import annotations
 
 import numpy as np
-
-from cluster.layout import GPU_MILLI
-from cluster.policies.scoring.framework import (
+from clusteremu.cluster.layout import GPU_MILLI
+from clusteremu.cluster.policies.scoring.framework import (
     FIT_EPS,
     BoolArray,
     Cycle,
@@ -45,7 +44,7 @@ class ResourceFit(FilterPlugin):
 def gpu_fit(gpu_free: np.ndarray, gpu: float) -> BoolArray:
     """Per node: room for a GPU request in the free milli-GPU of each GPU (n, GPUs): a share
     (< 1) fits one GPU with that much free; n >= 1 GPUs need n wholly free GPUs (the
-    engine's rule, `cluster.fit_index.gpu_fits`)."""
+    engine's rule, `clusteremu.cluster.fit_index.gpu_fits`)."""
     if gpu <= 0.0:
         return np.ones(gpu_free.shape[0], dtype=bool)
     if gpu < 1.0:

@@ -37,13 +37,12 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import GPU_MILLI
-from cluster.model import NodeType
-from cluster.policies import compiled_table
-from cluster.policies.registry import registrar
-from cluster.policies.scoring import kernels
-from cluster.policies.scoring.skippy_compat import COMPAT_SCALE, check_compat
+from clusteremu.cluster.layout import GPU_MILLI
+from clusteremu.cluster.model import NodeType
+from clusteremu.cluster.policies import compiled_table
+from clusteremu.cluster.policies.registry import registrar
+from clusteremu.cluster.policies.scoring import kernels
+from clusteremu.cluster.policies.scoring.skippy_compat import COMPAT_SCALE, check_compat
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -386,7 +385,8 @@ class ScorePlugin:
     compiled form (`kernel_code` >= 0, see `kernels.fused_total`); the framework then scores
     all of them in one pass, and the numpy `score` stays the reference (tests compare both).
     A plugin of your own can be a numba function instead (`compiled`, registered with
-    `@compiled_scorer` in `cluster.policies.compiled_table`): `score` then runs it over the
+    `@compiled_scorer` in `clusteremu.cluster.policies.compiled_table`): `score` then runs it over
+    the
     feasible nodes in one compiled call.
     """
 

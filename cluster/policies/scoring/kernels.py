@@ -20,9 +20,8 @@ import math
 from typing import Any
 
 import numpy as np
+from clusteremu.cluster.policies.compiled import has_room
 from numba import njit
-
-from cluster.policies.compiled import has_room
 
 _KERNEL: dict[str, Any] = {"cache": True, "_nrt": False, "error_model": "numpy"}
 _INLINE: dict[str, Any] = {**_KERNEL, "inline": "always"}
@@ -548,7 +547,8 @@ def fit_nodes(
 ) -> int:
     """ResourceFit and the static filters in one pass: writes the feasible node indices to
     `out` in node order and returns how many there are. The fit rule is the engine's own
-    (`cluster.policies.compiled.has_room`: a worker slot, cores, GB, and per-GPU milli-GPU:
+    (`clusteremu.cluster.policies.compiled.has_room`: a worker slot, cores, GB, and per-GPU
+    milli-GPU:
     a share of one GPU, or wholly free GPUs)."""
     count = 0
     for k in range(static.size):

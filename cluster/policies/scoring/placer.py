@@ -15,7 +15,8 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
 - ``pods``, ``goodput``, ``score_bounds`` (deprecated): the world model and the score's
   bounds used to live here; they are scenario fields now (``world``, the classes'
   ``containers`` / data / model / ``node_selector`` / ``capabilities``, the node types'
-  bandwidths, ``metrics.score``) and the scenario loader translates them (`scenarios.world`);
+  bandwidths, ``metrics.score``) and the scenario loader translates them
+  (`clusteremu.scenarios.world`);
 - ``percentage_of_nodes_to_score``: kube-scheduler's option (the paper varies it 10-100):
   each cycle scores only the first feasible nodes found, searching round robin from where the
   last cycle stopped (at least 100 nodes; 0 = adaptive); default 100 (all);
@@ -34,13 +35,14 @@ Queue discipline: every waiting job is tried in arrival order and placed on its 
 one is feasible (kube-scheduler does not block on an unschedulable pod); within one call a
 class with no feasible node is not retried.
 
-The world is the engine's (`cluster.world`): the placer reads the scenario's images, sizes and
+The world is the engine's (`clusteremu.cluster.world`): the placer reads the scenario's images,
+sizes and
 bandwidths through `World.from_spec` and the nodes' image caches from the view
 (`PlacementView.cached`) at every call; within a call it books its own placements (resources,
 GPUs, the items a start will fetch) so that later jobs of the call see them. It returns no
 set-up delay: the engine computes it at every start, whatever the placer. Node rows may grow
 (nodes rented by a scaler): the placer rebuilds its node table when the view's rows change.
-The summary's ``score`` is a metric the scenario selects (`cluster.score_metric`).
+The summary's ``score`` is a metric the scenario selects (`clusteremu.cluster.score_metric`).
 """
 
 from __future__ import annotations
@@ -53,14 +55,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.layout import GPU_MILLI
-from cluster.model import SimulationSpec
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.registry import register
-from cluster.policies.scoring import filters as _filters
-from cluster.policies.scoring import scorers as _scorers
-from cluster.policies.scoring.framework import (
+from clusteremu.cluster.layout import GPU_MILLI
+from clusteremu.cluster.model import SimulationSpec
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.registry import register
+from clusteremu.cluster.policies.scoring import filters as _filters
+from clusteremu.cluster.policies.scoring import scorers as _scorers
+from clusteremu.cluster.policies.scoring.framework import (
     FIT_EPS,
     ClusterState,
     CompiledPod,
@@ -75,9 +76,9 @@ from cluster.policies.scoring.framework import (
     make_filter,
     make_scorer,
 )
-from cluster.policies.scoring.score import check_bounds
-from cluster.policies.scoring.skippy_compat import check_compat
-from cluster.world import World
+from clusteremu.cluster.policies.scoring.score import check_bounds
+from clusteremu.cluster.policies.scoring.skippy_compat import check_compat
+from clusteremu.cluster.world import World
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,7 @@ class ScoringPlacer(Placer):
             compat=compat,
         )
         # Deprecated: the world model's old home. Validated here (clear errors); the scenario
-        # loader moves them into the scenario (scenarios.world.migrate).
+        # loader moves them into the scenario (clusteremu.scenarios.world.migrate).
         self.pod_specs = {str(k): parse_pod(str(k), v) for k, v in (pods or {}).items()}
         if goodput is not None and not (0 < float(goodput) <= 1):
             raise ValueError(f"goodput: expected a fraction in (0, 1], got {goodput!r}")

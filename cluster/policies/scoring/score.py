@@ -2,12 +2,12 @@
 docs/scoring.md).
 
 The score is a summary metric any scenario can select (``metrics: {score: ...}``), whatever
-its placer: it lives in `cluster.score_metric`, re-exported here for the scoring package.
+its placer: it lives in `clusteremu.cluster.score_metric`, re-exported here for the scoring package.
 """
 
 from __future__ import annotations
 
-from cluster.score_metric import (
+from clusteremu.cluster.score_metric import (
     Bounds,
     check_bounds,
     default_bounds,

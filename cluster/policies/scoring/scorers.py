@@ -44,9 +44,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
-
-from cluster.policies.scoring import kernels
-from cluster.policies.scoring.framework import (
+from clusteremu.cluster.policies.scoring import kernels
+from clusteremu.cluster.policies.scoring.framework import (
     INTEGER_SCALE,
     MAX_NODE_SCORE,
     RESOURCES,
@@ -55,7 +54,7 @@ from cluster.policies.scoring.framework import (
     ScorePlugin,
     register_scorer,
 )
-from cluster.policies.scoring.skippy_compat import (
+from clusteremu.cluster.policies.scoring.skippy_compat import (
     COMPAT_MAX_SCORE,
     COMPAT_SCALE,
     check_compat,
@@ -167,7 +166,7 @@ class ResourceScorer(ScorePlugin):
         self.integer = bool(integer) or self.compat
         self.weights = np.array(weights, dtype=np.float64)
 
-    #: Kernel kind (cluster.policies.scoring.kernels).
+    #: Kernel kind (clusteremu.cluster.policies.scoring.kernels).
     kind: int = kernels.LEAST
     shape_util: FloatArray = np.zeros(1)
     shape_score: FloatArray = np.zeros(1)

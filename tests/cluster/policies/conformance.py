@@ -1,11 +1,11 @@
-"""The conformance suites now ship in the package: import them from `cluster.testing`.
+"""The conformance suites now ship in the package: import them from `clusteremu.cluster.testing`.
 
 This module re-exports them for test modules written before the move.
 """
 
 from __future__ import annotations
 
-from cluster.testing.conformance import (
+from clusteremu.cluster.testing.conformance import (
     AllocatorConformance,
     PlacerConformance,
     ScalerConformance,

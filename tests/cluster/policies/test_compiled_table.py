@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba.core.errors import TypingError
-
-from cluster.engine import Engine
-from cluster.layout import JobState, NodeStatus
-from cluster.policies import compiled_table
-from cluster.policies.base import Allocation, Allocator, PolicyError, Scaler
-from cluster.policies.compiled_table import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import JobState, NodeStatus
+from clusteremu.cluster.policies import compiled_table
+from clusteremu.cluster.policies.base import Allocation, Allocator, PolicyError, Scaler
+from clusteremu.cluster.policies.compiled_table import (
     RELEASE,
     RENT,
     compiled_allocator,
@@ -19,9 +17,11 @@ from cluster.policies.compiled_table import (
     compiled_scaler,
     fits,
 )
-from cluster.policies.fifo import Equi, FcfsPlacer, FirstFit
-from cluster.testing import PlacerConformance, ScalerConformance
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.policies.fifo import Equi, FcfsPlacer, FirstFit
+from clusteremu.cluster.testing import PlacerConformance, ScalerConformance
+from clusteremu.scenarios.loader import spec_from_dict
+from numba.core.errors import TypingError
+
 from tests.cluster.test_lifecycle import QueueScaler, vm_spec
 from tests.cluster.testing.test_conformance import QueueScaler as ConformanceQueueScaler
 
@@ -267,7 +267,7 @@ def test_an_unknown_scaler_action_is_refused_naming_the_policy() -> None:
 
 
 def test_every_built_in_compiled_policy_is_in_the_one_table() -> None:
-    from cluster.policies import registry
+    from clusteremu.cluster.policies import registry
 
     for kind in ("placer", "allocator", "scaler"):
         for name in registry.names(kind):
@@ -275,7 +275,7 @@ def test_every_built_in_compiled_policy_is_in_the_one_table() -> None:
             if fn is not None:
                 assert compiled_table.code_of(kind, fn) > 0, (kind, name)
     assert compiled_table.code_of("placer", place_first) > 0
-    from cluster.policies.scoring.framework import SCORERS
+    from clusteremu.cluster.policies.scoring.framework import SCORERS
 
     for plugin in SCORERS.values():  # the built-in scorers are fused, not in the table
         assert compiled_table.compiled_of(plugin) is None

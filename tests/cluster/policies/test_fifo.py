@@ -7,16 +7,15 @@ import dataclasses
 
 import numpy as np
 import pytest
+from clusteremu.cluster.distributions import Deterministic
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import JobClass, NodeType, Request, SimulationSpec, StopRule
+from clusteremu.cluster.policies.base import Allocator, Placement, PlacementView, Placer
+from clusteremu.cluster.policies.fifo import Equi, FcfsOneCore, FirstFit, RandomFit
+from clusteremu.cluster.speedup import LinearSpeedup
+from clusteremu.cluster.testing import AllocatorConformance, PlacerConformance
+from clusteremu.cluster.workload import BatchArrivals, TraceArrivals
 from scipy import stats
-
-from cluster.distributions import Deterministic
-from cluster.engine import Engine
-from cluster.model import JobClass, NodeType, Request, SimulationSpec, StopRule
-from cluster.policies.base import Allocator, Placement, PlacementView, Placer
-from cluster.policies.fifo import Equi, FcfsOneCore, FirstFit, RandomFit
-from cluster.speedup import LinearSpeedup
-from cluster.testing import AllocatorConformance, PlacerConformance
-from cluster.workload import BatchArrivals, TraceArrivals
 
 
 class TestFirstFit(PlacerConformance):

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.experiments.gpu_frag import GpuSharePlacer
-from cluster.policies.gpu_share import (
+from clusteremu.cluster.experiments.gpu_frag import GpuSharePlacer
+from clusteremu.cluster.policies.gpu_share import (
     CPU_NORM,
     GPU_NORM,
     SCORERS,
@@ -17,7 +16,7 @@ from cluster.policies.gpu_share import (
     scorer,
     typical_pods,
 )
-from cluster.policies.gpu_share_placers import GpuSharingPlacer
+from clusteremu.cluster.policies.gpu_share_placers import GpuSharingPlacer
 
 I = np.int64
 

@@ -12,14 +12,13 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-
-from cluster.distributions import Deterministic
-from cluster.engine import Engine
-from cluster.layout import JI, JobState
-from cluster.model import JobClass, NodeType, Pool, Request, SimulationSpec, StopRule
-from cluster.policies import registry
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.gpu_share_placers import (
+from clusteremu.cluster.distributions import Deterministic
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import JI, JobState
+from clusteremu.cluster.model import JobClass, NodeType, Pool, Request, SimulationSpec, StopRule
+from clusteremu.cluster.policies import registry
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.gpu_share_placers import (
     Fgd,
     GpuClustering,
     GpuSharingPlacer,
@@ -27,12 +26,13 @@ from cluster.policies.gpu_share_placers import (
     kind_of,
     pod_of,
 )
-from cluster.speedup import LinearSpeedup
-from cluster.testing import PlacerConformance, equal_tables, run_capacity_violations
-from cluster.workload import TraceArrivals
+from clusteremu.cluster.speedup import LinearSpeedup
+from clusteremu.cluster.testing import PlacerConformance, equal_tables, run_capacity_violations
+from clusteremu.cluster.workload import TraceArrivals
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, spec_from_dict
+
 from clusteremu.cli import main
-from scenarios.errors import ScenarioError
-from scenarios.loader import SHIPPED_DIR, load_scenario, spec_from_dict
 
 GPU_SHARE = SHIPPED_DIR / "gpu-share.yaml"
 NAMES = ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "gpu-random-fit")

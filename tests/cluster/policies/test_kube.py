@@ -24,11 +24,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-from cluster import workload as wl
-from cluster.distributions import Deterministic
-from cluster.model import JobClass, NodeType
-from cluster.policies.kube import (
+from clusteremu.cluster import workload as wl
+from clusteremu.cluster.distributions import Deterministic
+from clusteremu.cluster.model import JobClass, NodeType
+from clusteremu.cluster.policies.kube import (
     UNSCHEDULABLE_TAINT,
     affinity_matches,
     feasible_types,
@@ -36,10 +35,10 @@ from cluster.policies.kube import (
     prefer_no_schedule,
     tolerates,
 )
-from cluster.runner import run_spec
-from cluster.speedup import RigidSpeedup
-from cluster.traces.table import job_table
-from scenarios.loader import load_scenario
+from clusteremu.cluster.runner import run_spec
+from clusteremu.cluster.speedup import RigidSpeedup
+from clusteremu.cluster.traces.table import job_table
+from clusteremu.scenarios.loader import load_scenario
 
 # --- the pure helpers ----------------------------------------------------------------------
 

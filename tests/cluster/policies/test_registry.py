@@ -4,8 +4,7 @@ hints before the policy is built; an error names the parameter."""
 from __future__ import annotations
 
 import pytest
-
-from cluster.policies import registry
+from clusteremu.cluster.policies import registry
 
 
 @pytest.mark.parametrize(
@@ -29,8 +28,8 @@ def test_policy_parameters_are_checked_against_the_constructor(
 
 
 def test_a_scenario_names_the_bad_parameter() -> None:
-    from scenarios.errors import ScenarioError
-    from scenarios.loader import load_scenario
+    from clusteremu.scenarios.errors import ScenarioError
+    from clusteremu.scenarios.loader import load_scenario
 
     with pytest.raises(ScenarioError, match=r"scheduler\.allocator\.params\.delta: expected float"):
         load_scenario(

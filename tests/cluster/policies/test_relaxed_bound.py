@@ -8,9 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize
-
-from cluster.policies.relaxed_bound import (
+from clusteremu.cluster.policies.relaxed_bound import (
     BoundError,
     ClassLoad,
     f_inverse,
@@ -19,7 +17,7 @@ from cluster.policies.relaxed_bound import (
     scenario_bound,
     solve_relaxed,
 )
-from cluster.speedup import (
+from clusteremu.cluster.speedup import (
     AmdahlSpeedup,
     LinearSpeedup,
     PowerSpeedup,
@@ -29,7 +27,8 @@ from cluster.speedup import (
     TableSpeedup,
     check_speedup,
 )
-from scenarios.loader import load_scenario
+from clusteremu.scenarios.loader import load_scenario
+from scipy.optimize import minimize
 
 
 def appendix_h(n: float) -> list[ClassLoad]:

@@ -5,13 +5,12 @@ the compiled view's field names."""
 from __future__ import annotations
 
 import numpy as np
-
-from cluster.engine import Engine
-from cluster.policies.base import Placement, PlacementView, Placer
-from cluster.policies.compiled_table import compiled_placer, fits
-from cluster.policies.fifo import FcfsPlacer, FirstFit
-from cluster.testing import PlacerConformance, small_placement_scenario
-from cluster.testing.conformance import as_spec
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.compiled_table import compiled_placer, fits
+from clusteremu.cluster.policies.fifo import FcfsPlacer, FirstFit
+from clusteremu.cluster.testing import PlacerConformance, small_placement_scenario
+from clusteremu.cluster.testing.conformance import as_spec
 
 
 @compiled_placer

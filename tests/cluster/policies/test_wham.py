@@ -9,18 +9,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.policies import registry
-from cluster.policies.base import Allocator, PoolView
-from cluster.policies.relaxed_bound import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies import registry
+from clusteremu.cluster.policies.base import Allocator, PoolView
+from clusteremu.cluster.policies.relaxed_bound import (
     clear_market,
     f_inverse,
     f_value,
     marginal_inverse,
     scenario_bound,
 )
-from cluster.policies.wham import (
+from clusteremu.cluster.policies.wham import (
     FwCam,
     Greedy,
     Wham,
@@ -29,9 +28,9 @@ from cluster.policies.wham import (
     widths_of,
     workspace,
 )
-from cluster.speedup import Speedup
-from cluster.testing import AllocatorConformance, small_pool_scenario
-from scenarios.loader import load_scenario, spec_from_dict
+from clusteremu.cluster.speedup import Speedup
+from clusteremu.cluster.testing import AllocatorConformance, small_pool_scenario
+from clusteremu.scenarios.loader import load_scenario, spec_from_dict
 
 EPS = 1e-9
 

@@ -7,10 +7,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.layout import NodeStatus
-from cluster.policies.base import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.layout import NodeStatus
+from clusteremu.cluster.policies.base import (
     Allocation,
     Placement,
     PlacementView,
@@ -21,8 +20,8 @@ from cluster.policies.base import (
     Scaler,
     ScaleView,
 )
-from cluster.policies.fifo import FirstFit, StaticScaler
-from cluster.testing import (
+from clusteremu.cluster.policies.fifo import FirstFit, StaticScaler
+from clusteremu.cluster.testing import (
     PlacerConformance,
     ScalerConformance,
     check_allocation,
@@ -32,7 +31,7 @@ from cluster.testing import (
     run_capacity_violations,
     small_scale_scenario,
 )
-from cluster.testing.conformance import as_spec
+from clusteremu.cluster.testing.conformance import as_spec
 
 
 class QueueScaler(Scaler):

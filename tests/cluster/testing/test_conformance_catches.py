@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.policies.base import PlacementView
-from cluster.policies.compiled_table import compiled_placer, fits
-from cluster.policies.fifo import FcfsPlacer, FirstFit
-from cluster.testing import PlacerConformance
+from clusteremu.cluster.policies.base import PlacementView
+from clusteremu.cluster.policies.compiled_table import compiled_placer, fits
+from clusteremu.cluster.policies.fifo import FcfsPlacer, FirstFit
+from clusteremu.cluster.testing import PlacerConformance
 
 
 @compiled_placer

@@ -13,16 +13,15 @@ import math
 from typing import Any
 
 import numpy as np
+from clusteremu.cluster.distributions import Exponential
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import JobClass, NodeType, Pool, Request, SimulationSpec, StopRule
+from clusteremu.cluster.policies import registry
+from clusteremu.cluster.speedup import AmdahlSpeedup, LinearSpeedup, PowerSpeedup, Speedup
+from clusteremu.cluster.testing import equal_tables
+from clusteremu.cluster.workload import poisson_arrivals
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from cluster.distributions import Exponential
-from cluster.engine import Engine
-from cluster.model import JobClass, NodeType, Pool, Request, SimulationSpec, StopRule
-from cluster.policies import registry
-from cluster.speedup import AmdahlSpeedup, LinearSpeedup, PowerSpeedup, Speedup
-from cluster.testing import equal_tables
-from cluster.workload import poisson_arrivals
 
 SETTINGS = settings(
     max_examples=40,

@@ -13,10 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pytest
-
-from cluster.traces import alibaba_2018 as reader
-from cluster.traces.table import Trace, TraceError, check_jobs
-from cluster.traces.text_files import first_failing_cast
+from clusteremu.cluster.traces import alibaba_2018 as reader
+from clusteremu.cluster.traces.table import Trace, TraceError, check_jobs
+from clusteremu.cluster.traces.text_files import first_failing_cast
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alibaba-2018"
 FILES = ("batch_instance.csv", "batch_task.csv", "machine_meta.csv")

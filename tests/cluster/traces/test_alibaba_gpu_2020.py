@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cluster.traces import alibaba_gpu_2020 as reader
-from cluster.traces.table import ClassSpec, TraceError, check_jobs
+from clusteremu.cluster.traces import alibaba_gpu_2020 as reader
+from clusteremu.cluster.traces.table import ClassSpec, TraceError, check_jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "alibaba-gpu-2020"
 FILES = (

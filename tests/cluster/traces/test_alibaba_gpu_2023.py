@@ -1,4 +1,5 @@
-"""The Alibaba cluster-trace-gpu-v2023 (openb) reader, built on `cluster.gpu_trace`: a small
+"""The Alibaba cluster-trace-gpu-v2023 (openb) reader, built on `clusteremu.cluster.gpu_trace`: a
+small
 pod list written here hits every rule; the real files (when there) import whole; bad
 input is refused naming the file, the row and the field."""
 
@@ -9,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cluster import gpu_trace
-from cluster.traces import alibaba_gpu_2023 as reader
-from cluster.traces.table import ClassSpec, TraceError, check_jobs
+from clusteremu.cluster import gpu_trace
+from clusteremu.cluster.traces import alibaba_gpu_2023 as reader
+from clusteremu.cluster.traces.table import ClassSpec, TraceError, check_jobs
 
 TRACE = Path(__file__).resolve().parents[3].parent / "shared" / "traces" / "alibaba-gpu-v2023"
 HEADER = (

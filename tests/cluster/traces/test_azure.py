@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-
-from cluster.traces import azure
-from cluster.traces.table import TraceError, check_jobs
+from clusteremu.cluster.traces import azure
+from clusteremu.cluster.traces.table import TraceError, check_jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "azure"
 TABLE = FIXTURES / "vmtable.csv"

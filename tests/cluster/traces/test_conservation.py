@@ -16,11 +16,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
-from cluster.runner import run_spec
-from cluster.traces.formats import reader
-from scenarios.from_trace import scenario_for
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.runner import run_spec
+from clusteremu.cluster.traces.formats import reader
+from clusteremu.scenarios.from_trace import scenario_for
+from clusteremu.scenarios.loader import spec_from_dict
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OPENB = Path(__file__).resolve().parents[4] / "shared" / "traces" / "alibaba-gpu-v2023"

@@ -1,4 +1,4 @@
-"""A streamed trace table (`cluster.traces.feed`): the run read a chunk at a time equals
+"""A streamed trace table (`clusteremu.cluster.traces.feed`): the run read a chunk at a time equals
 the run read at once, whatever the chunk size, for every kind of placer, with ties at
 chunk boundaries, idle gaps between chunks, a horizon and a job limit cutting the table."""
 
@@ -12,12 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from cluster.runner import run_spec
-from cluster.traces import feed
-from cluster.traces.table import job_table
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.runner import run_spec
+from clusteremu.cluster.traces import feed
+from clusteremu.cluster.traces.table import job_table
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
 
 ONE_CHUNK = 10**9
 
@@ -117,8 +116,8 @@ def test_streamed_equals_the_jobs_drawn_whole(
 ) -> None:
     """The feed and `generate_jobs` (the table read whole, as Ray's arrival actors draw a
     replication's jobs) give the same run."""
-    from cluster.engine import Engine
-    from cluster.jobs import generate_jobs, replication_seed
+    from clusteremu.cluster.engine import Engine
+    from clusteremu.cluster.jobs import generate_jobs, replication_seed
 
     _table(tmp_path / "jobs.parquet")
     monkeypatch.setattr(feed, "CHUNK_ROWS", 333)

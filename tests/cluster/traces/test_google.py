@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-
-from cluster.traces import google
-from cluster.traces.table import TraceError, check_jobs
+from clusteremu.cluster.traces import google
+from clusteremu.cluster.traces.table import TraceError, check_jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "google"
 INSTANCES = FIXTURES / "instance_events.csv"

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
-from cluster.traces import kubernetes as k8s
-from cluster.traces.table import JOB_SCHEMA, NODE_SCHEMA, TraceError, check_jobs
+from clusteremu.cluster.traces import kubernetes as k8s
+from clusteremu.cluster.traces.table import JOB_SCHEMA, NODE_SCHEMA, TraceError, check_jobs
 
 FIX = Path(__file__).parent / "fixtures" / "kubernetes"
 LIST = FIX / "list.yaml"

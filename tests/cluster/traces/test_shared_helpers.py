@@ -1,5 +1,5 @@
 """The helpers the trace readers share: file sniffing, the first failing row, options,
-the rules' bookkeeping (`cluster.traces.text_files`, `inputs`, `rows`)."""
+the rules' bookkeeping (`clusteremu.cluster.traces.text_files`, `inputs`, `rows`)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-
-from cluster.traces.inputs import choice, number_above, parse_options
-from cluster.traces.rows import Rules, dedupe
-from cluster.traces.table import ImportReport, TraceError
-from cluster.traces.text_files import (
+from clusteremu.cluster.traces.inputs import choice, number_above, parse_options
+from clusteremu.cluster.traces.rows import Rules, dedupe
+from clusteremu.cluster.traces.table import ImportReport, TraceError
+from clusteremu.cluster.traces.text_files import (
     check_file,
     check_values,
     compression,

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cluster.traces import swf
-from cluster.traces.table import TraceError, check_jobs
+from clusteremu.cluster.traces import swf
+from clusteremu.cluster.traces.table import TraceError, check_jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "swf"
 SMALL = FIXTURES / "small.swf"

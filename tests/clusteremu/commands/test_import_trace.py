@@ -18,9 +18,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from clusteremu.scenarios.errors import ScenarioError
 
 from clusteremu.cli import main
-from scenarios.errors import ScenarioError
 from tests.clusteremu.badinput import refused
 
 pytestmark = pytest.mark.timeout(180)
@@ -360,7 +360,7 @@ def test_a_failed_import_leaves_the_folder_as_it_was(
     assert _main(["import", "swf", files["swf"], "--out", out])[0] == 0
     before = _snapshot(out)
     monkeypatch.setattr(
-        "scenarios.loader.load_scenario",
+        "clusteremu.scenarios.loader.load_scenario",
         _failing_load(ScenarioError(str(out / "scenario.yaml"), [("workload", "broken")])),
     )
     _bad(["import", "swf", files["swf"], "--out", out, "--name", "other"], "broken")
@@ -373,7 +373,9 @@ def test_an_interrupted_import_leaves_the_folder_as_it_was(
     out = tmp_path / "kept"
     assert _main(["import", "swf", files["swf"], "--out", out])[0] == 0
     before = _snapshot(out)
-    monkeypatch.setattr("scenarios.loader.load_scenario", _failing_load(KeyboardInterrupt()))
+    monkeypatch.setattr(
+        "clusteremu.scenarios.loader.load_scenario", _failing_load(KeyboardInterrupt())
+    )
     code, stdout, err = _main(["import", "swf", files["swf"], "--out", out, "--name", "other"])
     assert code == 130, err
     assert "interrupted" in err and stdout == ""
@@ -387,7 +389,7 @@ def test_a_failed_import_does_not_create_the_folder(
     was not there: "an error or an interrupt leaves DIR as it was")."""
     out = tmp_path / "new"
     monkeypatch.setattr(
-        "scenarios.loader.load_scenario",
+        "clusteremu.scenarios.loader.load_scenario",
         _failing_load(ScenarioError(str(out / "scenario.yaml"), [("workload", "broken")])),
     )
     _bad(["import", "swf", files["swf"], "--out", out], "broken")

@@ -150,9 +150,9 @@ def test_actual_knowledge_plans_the_run_times_of_the_same_run(
     draws (common random numbers): every job's `run_s` is the engine's, the plan is no
     dearer than the means' plan priced on those run times, and another seed draws other
     run times."""
-    from cluster.engine import Engine
-    from cluster.jobs import runtime_table
-    from scenarios.loader import load_scenario
+    from clusteremu.cluster.engine import Engine
+    from clusteremu.cluster.jobs import runtime_table
+    from clusteremu.scenarios.loader import load_scenario
 
     # The proof takes about 9 s on an idle 2-core machine: 120 s was not a safe margin on a
     # loaded one. 3600 s is a safety net, not what decides (the verdict below is "optimal").

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from cluster.io import write_parquet
-from clusteremu.cli import main
-from tuners.sweep import (
+from clusteremu.cluster.io import write_parquet
+from clusteremu.tuners.sweep import (
     RUNS,
     cell_row,
     check_manifest,
@@ -23,6 +21,8 @@ from tuners.sweep import (
     run_cell,
     summary_table,
 )
+
+from clusteremu.cli import main
 
 GRID = "workload.classes.0.arrival.rate_per_s=6,7"
 SEEDS = [1, 2]
@@ -51,12 +51,12 @@ def done_sweep(tmp_path: Path) -> Path:
 @pytest.fixture
 def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     """Starting or joining Ray fails the test."""
-    import actors.launch
+    import clusteremu.actors.launch
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("Ray was started for a sweep with nothing left to run")
 
-    monkeypatch.setattr(actors.launch, "ensure_ray", refuse)
+    monkeypatch.setattr(clusteremu.actors.launch, "ensure_ray", refuse)
 
 
 @pytest.mark.usefixtures("no_ray")

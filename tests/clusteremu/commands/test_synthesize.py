@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios.loader import resolve_path
 
-from cluster.policies.pennyworth.tree import RadTree
 from clusteremu.cli import main
-from scenarios.loader import resolve_path
 from tests.actors.conftest import ray_local  # noqa: F401
 
 SCENARIO = "pennyworth-max"
@@ -146,14 +146,14 @@ def test_the_held_out_numbers_are_the_saved_trees_actual_costs(synthesized: Synt
     """The test split is a pure function of (seed, "test", training and validation keys):
     redrawn here, the saved tree, its ablation and the baselines cost exactly the report's
     values (actual run times, the tree's own padding)."""
-    from scenarios.loader import load_scenario
-    from tuners.pennyworth import (
+    from clusteremu.scenarios.loader import load_scenario
+    from clusteremu.tuners.pennyworth import (
         plan_examples,
         scenario_problem,
         training_keys,
         validation_set,
     )
-    from tuners.pennyworth_eval import (
+    from clusteremu.tuners.pennyworth_eval import (
         baseline_policies,
         costs_of,
         draw_batches,
@@ -263,8 +263,8 @@ def test_bad_scenario_or_out_exits_2_and_writes_nothing(
 def test_examples_of_another_seed_are_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from cluster.io import write_json
-    from tuners.pennyworth import MANIFEST, plan_examples, scenario_problem
+    from clusteremu.cluster.io import write_json
+    from clusteremu.tuners.pennyworth import MANIFEST, plan_examples, scenario_problem
 
     base = scenario_problem(SCENARIO)
     folder = tmp_path / "out" / "examples"

@@ -7,16 +7,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from clusteremu.cluster import layout as L
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies.base import Allocator, PolicyError, PoolView
+from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
+from clusteremu.cluster.policies.mdp.solver import equi_table
+from clusteremu.cluster.policies.registry import create
+from clusteremu.cluster.testing import AllocatorConformance
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
 
-from cluster import layout as L
-from cluster.engine import Engine
-from cluster.policies.base import Allocator, PolicyError, PoolView
-from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.solver import equi_table
-from cluster.policies.registry import create
-from cluster.testing import AllocatorConformance
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
 from tests.cluster.policies.mdp.conftest import mdp_scenario, three_class_scenario
 
 

@@ -8,14 +8,14 @@ import math
 
 import numpy as np
 import pytest
+from clusteremu.cluster import layout as L
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies.mdp import estimator as est
+from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
+from clusteremu.cluster.policies.mdp.model import MdpModel
+from clusteremu.cluster.policies.mdp.solver import equi_table, solve
+from clusteremu.scenarios.loader import spec_from_dict
 
-from cluster import layout as L
-from cluster.engine import Engine
-from cluster.policies.mdp import estimator as est
-from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.model import MdpModel
-from cluster.policies.mdp.solver import equi_table, solve
-from scenarios.loader import spec_from_dict
 from tests.cluster.policies.mdp.conftest import EXAMPLES, mdp_scenario, three_class_scenario
 
 
@@ -135,7 +135,7 @@ def test_95_percent_intervals_cover_in_at_least_90_of_100_runs() -> None:
 
 
 def test_three_class_path_and_estimates() -> None:
-    from cluster.policies.mdp.solver import equi_shares
+    from clusteremu.cluster.policies.mdp.solver import equi_shares
 
     spec = spec_from_dict(three_class_scenario(jobs=20_000, seed=31))
     shares = equi_shares(3, 12)

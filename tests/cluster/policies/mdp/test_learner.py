@@ -9,10 +9,9 @@ from functools import cached_property
 
 import numpy as np
 import pytest
-
-from cluster import layout as L
-from cluster.engine import Engine
-from cluster.experiments.mdp_learner import (
+from clusteremu.cluster import layout as L
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.experiments.mdp_learner import (
     ChangePoint,
     LearnConfig,
     LearnResult,
@@ -20,10 +19,11 @@ from cluster.experiments.mdp_learner import (
     learn,
     tracking_delays,
 )
-from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.model import MdpModel, MdpModelError, model_from_spec
-from cluster.policies.mdp.solver import equi_table, evaluate_policy, solve
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
+from clusteremu.cluster.policies.mdp.model import MdpModel, MdpModelError, model_from_spec
+from clusteremu.cluster.policies.mdp.solver import equi_table, evaluate_policy, solve
+from clusteremu.scenarios.loader import spec_from_dict
+
 from tests.cluster.policies.mdp.conftest import mdp_scenario, three_class_scenario
 
 

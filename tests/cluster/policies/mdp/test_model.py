@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.policies.mdp.model import MdpModel, MdpModelError, amdahl, departure_rate
+from clusteremu.cluster.policies.mdp.model import MdpModel, MdpModelError, amdahl, departure_rate
 
 
 def test_amdahl_is_linear_below_one_core_and_amdahl_above() -> None:

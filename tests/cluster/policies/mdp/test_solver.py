@@ -8,21 +8,21 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from cluster.engine import Engine
-from cluster.model import StopRule
-from cluster.policies.mdp.allocator import MdpAllocator
-from cluster.policies.mdp.model import MdpModel, MdpModelError
-from cluster.policies.mdp.solver import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import StopRule
+from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
+from clusteremu.cluster.policies.mdp.model import MdpModel, MdpModelError
+from clusteremu.cluster.policies.mdp.solver import (
     check_truncation,
     equi_shares,
     equi_table,
     evaluate_policy,
     solve,
 )
-from scenarios.loader import spec_from_dict
+from clusteremu.scenarios.loader import spec_from_dict
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.cluster.policies.mdp.conftest import EXAMPLES, mdp_scenario
 
 
@@ -119,7 +119,7 @@ def test_a_truncation_that_blocks_too_much_is_rejected() -> None:
 
 
 def test_general_solver_agrees_with_the_two_class_path() -> None:
-    from cluster.policies.mdp.solver import _solve_general
+    from clusteremu.cluster.policies.mdp.solver import _solve_general
 
     m = model(2)
     two = solve(m, actions=20)

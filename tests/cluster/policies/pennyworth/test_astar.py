@@ -8,11 +8,10 @@ import math
 
 import numpy as np
 import pytest
-
-from cluster.policies.pennyworth.astar import PartialPlan, solve
-from cluster.policies.pennyworth.plan import Plan, plan_cost
-from cluster.policies.pennyworth.problem import Problem
-from cluster.slo import Slo
+from clusteremu.cluster.policies.pennyworth.astar import PartialPlan, solve
+from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
+from clusteremu.cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.slo import Slo
 
 
 def brute_force(problem: Problem) -> float:
@@ -149,7 +148,7 @@ def test_solve_bounded_stopped_early_keeps_a_plan_and_a_lower_bound(kind: str) -
     """Stopped after a few vertices, `solve_bounded` returns a complete plan (at worst a
     greedy one), optimal=False and a bound no higher than the optimum; unstopped it is
     `solve` with optimal=True and the bound equal to the cost."""
-    from cluster.policies.pennyworth.astar import solve_bounded
+    from clusteremu.cluster.policies.pennyworth.astar import solve_bounded
 
     rng = np.random.default_rng({"max": 41, "rtpt": 42, "avg": 43, "percentile": 44}[kind])
     stopped_some = 0

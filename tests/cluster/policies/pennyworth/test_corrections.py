@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.policies.pennyworth.astar import solve
-from cluster.policies.pennyworth.corrections import (
+from clusteremu.cluster.policies.pennyworth.astar import solve
+from clusteremu.cluster.policies.pennyworth.corrections import (
     correction_examples,
     first_mistake,
     partial_after,
 )
-from cluster.policies.pennyworth.features import decisions
-from cluster.policies.pennyworth.plan import Plan, plan_cost
+from clusteremu.cluster.policies.pennyworth.features import decisions
+from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
+
 from tests.cluster.policies.pennyworth.test_astar import random_problem
 
 

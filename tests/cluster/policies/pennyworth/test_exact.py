@@ -11,8 +11,7 @@ import math
 
 import numpy as np
 import pytest
-
-from cluster.policies.pennyworth.exact import (
+from clusteremu.cluster.policies.pennyworth.exact import (
     JobPlan,
     JobProblem,
     best_order,
@@ -21,8 +20,8 @@ from cluster.policies.pennyworth.exact import (
     mean_job_problem,
     solve_jobs,
 )
-from cluster.policies.pennyworth.problem import Problem
-from cluster.slo import Slo, percentile_rank
+from clusteremu.cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.slo import Slo, percentile_rank
 
 #: The time limit where a test expects a proof: a safety net, not what decides. Every
 #: batch here is proven in well under a second (the first call's compilation included);
@@ -189,7 +188,8 @@ def test_best_order_is_the_least_loss_order() -> None:
 
 def test_means_as_run_times_agree_with_astar() -> None:
     """With every job at its task's mean the job-level optimum is A*'s."""
-    from cluster.policies.pennyworth.astar import solve
+    from clusteremu.cluster.policies.pennyworth.astar import solve
+
     from tests.cluster.policies.pennyworth.test_astar import random_problem
 
     rng = np.random.default_rng(7)
@@ -269,8 +269,8 @@ def test_exact_equals_a_subset_dp_on_mid_size_batches(kind: str) -> None:
     cover to run, small enough for a DP over subsets."""
     import dataclasses
 
-    from cluster.policies.pennyworth.problem import problem_from_spec
-    from scenarios.loader import load_scenario
+    from clusteremu.cluster.policies.pennyworth.problem import problem_from_spec
+    from clusteremu.scenarios.loader import load_scenario
 
     spec = load_scenario(f"pennyworth-{kind}")
     assert spec.slo is not None
@@ -314,7 +314,7 @@ def test_exact_equals_a_subset_dp_on_mid_size_batches(kind: str) -> None:
             # linking row priced into the columns) is a second, independent method
             import time
 
-            from cluster.policies.pennyworth.exact import (
+            from clusteremu.cluster.policies.pennyworth.exact import (
                 _Solver,
                 _Stats,
                 _Variant,
@@ -332,9 +332,9 @@ def test_a_time_limit_too_short_gives_a_lower_bound_below_the_optimum(kind: str)
     bound: positive, at most the optimum (found without the limit), at most the cost."""
     import dataclasses
 
-    from cluster.policies.pennyworth.exact import engine_runtimes
-    from cluster.policies.pennyworth.problem import problem_from_spec
-    from scenarios.loader import load_scenario
+    from clusteremu.cluster.policies.pennyworth.exact import engine_runtimes
+    from clusteremu.cluster.policies.pennyworth.problem import problem_from_spec
+    from clusteremu.scenarios.loader import load_scenario
 
     counts = [2, 2, 2, 2, 2, 1, 1, 1, 1, 2]  # 16 jobs over the 10 tasks
     spec = load_scenario(

@@ -12,9 +12,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-
-from cluster.policies.pennyworth.astar import solve
-from cluster.policies.pennyworth.features import (
+from clusteremu.cluster.policies.pennyworth.astar import solve
+from clusteremu.cluster.policies.pennyworth.features import (
     SENTINEL,
     FeatureView,
     Vertex,
@@ -27,9 +26,10 @@ from cluster.policies.pennyworth.features import (
     lone_response_s,
     lone_types,
 )
-from cluster.policies.pennyworth.plan import Plan, plan_cost, response_times
-from cluster.policies.pennyworth.problem import Problem
-from cluster.slo import Slo
+from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost, response_times
+from clusteremu.cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.slo import Slo
+
 from tests.cluster.policies.pennyworth.test_astar import random_problem
 
 KINDS = ["max", "rtpt", "avg", "percentile"]

@@ -7,21 +7,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from cluster.engine import Engine
-from cluster.model import PolicyRef
-from cluster.policies import registry
-from cluster.policies.base import Placer, Release, Rent, Scaler, ScaleView
-from cluster.policies.pennyworth.placers import (
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.model import PolicyRef
+from clusteremu.cluster.policies import registry
+from clusteremu.cluster.policies.base import Placer, Release, Rent, Scaler, ScaleView
+from clusteremu.cluster.policies.pennyworth.placers import (
     FixedPoolPlacer,
     PennyworthPlacer,
     PennyworthRulesPlacer,
     PlanPlacer,
 )
-from cluster.policies.points import PairError, scheduler_points
-from cluster.runner import with_policies
-from scenarios.errors import ScenarioError
-from scenarios.loader import load_scenario, read_yaml, spec_from_dict
+from clusteremu.cluster.policies.points import PairError, scheduler_points
+from clusteremu.cluster.runner import with_policies
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import load_scenario, read_yaml, spec_from_dict
 
 SHIPPED = Path(__file__).resolve().parents[4] / "scenarios"
 
@@ -192,7 +191,7 @@ def test_windowed_mode_refuses_the_pair_at_either_point(renter: str) -> None:
     """Every point is checked alike: a planner is refused as the placer (the point it is
     named at), also in a spec built without the loader (the same pairing), and a renting
     scaler as the scaler."""
-    from actors.coordinator import check_windowed
+    from clusteremu.actors.coordinator import check_windowed
 
     spec = load_scenario("pennyworth-avg")
     message = r"placer 'pennyworth' rents and releases nodes \(it is the run's scaler too\)"
@@ -213,8 +212,9 @@ def test_windowed_mode_refuses_the_pair_at_either_point(renter: str) -> None:
 def test_a_windowed_ray_run_of_a_planner_is_refused_before_ray_starts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from actors.coordinator import Coordinator
-    from actors.options import RayRunOptions
+    from clusteremu.actors.coordinator import Coordinator
+    from clusteremu.actors.options import RayRunOptions
+
     from clusteremu.cli import main
 
     spec = load_scenario("pennyworth-max")
@@ -277,7 +277,7 @@ def test_a_pair_registers_through_its_first_point_and_each_protocol() -> None:
 
 def test_a_sweep_refuses_a_scaler_that_is_not_the_planners() -> None:
     """Sweeps check a `--policy` variant's points as the loader does, before Ray starts."""
-    from tuners.sweep import SweepError, plan_sweep
+    from clusteremu.tuners.sweep import SweepError, plan_sweep
 
     with pytest.raises(SweepError, match=r"scheduler\.scaler: placer 'pennyworth' is the run"):
         plan_sweep("pennyworth-max", [], policies=["scaler=pennyworth-rules"])

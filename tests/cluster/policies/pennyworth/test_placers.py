@@ -10,15 +10,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.policies import registry
-from cluster.policies.pennyworth.astar import solve
-from cluster.policies.pennyworth.placers import PlanPlacer
-from cluster.policies.pennyworth.plan import plan_cost
-from cluster.policies.pennyworth.problem import problem_from_spec
-from scenarios.errors import ScenarioError
-from scenarios.loader import read_yaml, spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies import registry
+from clusteremu.cluster.policies.pennyworth.astar import solve
+from clusteremu.cluster.policies.pennyworth.placers import PlanPlacer
+from clusteremu.cluster.policies.pennyworth.plan import plan_cost
+from clusteremu.cluster.policies.pennyworth.problem import problem_from_spec
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import read_yaml, spec_from_dict
 
 SHIPPED = Path(__file__).resolve().parents[4] / "scenarios"
 

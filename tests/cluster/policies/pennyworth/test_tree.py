@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.policies.pennyworth.astar import Solution, solve
-from cluster.policies.pennyworth.features import (
+from clusteremu.cluster.policies.pennyworth.astar import Solution, solve
+from clusteremu.cluster.policies.pennyworth.features import (
     Vertex,
     Walker,
     action_names,
@@ -29,9 +28,9 @@ from cluster.policies.pennyworth.features import (
     feature_width,
     lone_types,
 )
-from cluster.policies.pennyworth.plan import Plan, plan_cost
-from cluster.policies.pennyworth.problem import Problem, problem_from_spec
-from cluster.policies.pennyworth.tree import (
+from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
+from clusteremu.cluster.policies.pennyworth.problem import Problem, problem_from_spec
+from clusteremu.cluster.policies.pennyworth.tree import (
     FORMAT,
     VERSION,
     RadTree,
@@ -40,9 +39,9 @@ from cluster.policies.pennyworth.tree import (
     _digest,
     wasserstein,
 )
-from cluster.slo import Slo
-from scenarios.loader import load_scenario
-from tuners.pennyworth import with_counts
+from clusteremu.cluster.slo import Slo
+from clusteremu.scenarios.loader import load_scenario
+from clusteremu.tuners.pennyworth import with_counts
 
 KINDS = ["max", "rtpt", "avg", "percentile"]
 #: Training batches per SLO kind, of 2 to 6 jobs (A* takes well under a second for all).

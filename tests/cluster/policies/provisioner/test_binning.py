@@ -8,8 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-
-from cluster.policies.provisioner.binning import (
+from clusteremu.cluster.policies.provisioner.binning import (
     bin_index,
     estimated_improvement,
     optimal_improvement,
@@ -17,7 +16,7 @@ from cluster.policies.provisioner.binning import (
     u_rate,
     u_score,
 )
-from cluster.policies.provisioner.sizing import vpa_recommendation
+from clusteremu.cluster.policies.provisioner.sizing import vpa_recommendation
 
 
 def test_bin_index_takes_the_smallest_edge_at_or_above() -> None:

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cluster.policies.provisioner.models import ExportedClassifier, design_matrix, export
-from cluster.policies.provisioner.sizing import Sizing
+from clusteremu.cluster.policies.provisioner.models import ExportedClassifier, design_matrix, export
+from clusteremu.cluster.policies.provisioner.sizing import Sizing
 
 sklearn = pytest.importorskip("sklearn")
 
@@ -53,7 +52,7 @@ def test_a_truncated_or_foreign_model_file_is_refused(tmp_path: Path) -> None:
 
 
 def test_profiling_runs_split_by_run_into_disjoint_splits_from_keyed_streams() -> None:
-    from cluster.policies.provisioner.models import split_by_run
+    from clusteremu.cluster.policies.provisioner.models import split_by_run
 
     runs = np.repeat(np.arange(400), 3)  # three task instances per run
     split = split_by_run(runs, seed=5)
@@ -77,7 +76,8 @@ def heavy_rows(rng: np.random.Generator, runs: int = 300) -> tuple[dict, np.ndar
 
 
 def test_the_binning_never_reads_the_test_rows_and_the_test_is_scored_against_ablations() -> None:
-    from cluster.policies.provisioner.models import split_by_run, train_bin_classifier
+    from clusteremu.cluster.policies.provisioner.models import split_by_run, train_bin_classifier
+
     from clusteremu.commands.provision import _held_out
 
     feats, usage, dur = heavy_rows(np.random.default_rng(3))
@@ -104,9 +104,9 @@ def test_held_out_accuracy_is_scored_on_runs_disjoint_from_training_against_the_
     """The reported accuracy is the exported classifier's on the test runs' rows, which no
     training or validation run shares, beside the majority bin of the training rows on the
     same rows. Scoring it on the training rows (or any other rows) fails this test."""
-    from cluster.policies.provisioner.binning import bin_index
-    from cluster.policies.provisioner.models import train_bin_classifier
-    from tuners.protocol import Report
+    from clusteremu.cluster.policies.provisioner.binning import bin_index
+    from clusteremu.cluster.policies.provisioner.models import train_bin_classifier
+    from clusteremu.tuners.protocol import Report
 
     feats, usage, dur = heavy_rows(np.random.default_rng(4))
     task = train_bin_classifier(feats, usage, dur, 100.0, trials=3, seed=2)

@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from cluster.engine import Engine
-from cluster.workflow import TASKS, workflow_scenario
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.workflow import TASKS, workflow_scenario
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
 
 pytest.importorskip("sklearn")
 
@@ -55,7 +54,7 @@ def test_predictive_beats_its_classifier_free_ablation_on_kills_and_waste() -> N
     instance at its smallest bin: fewer OOM kills and less wasted work per workflow run
     (a paired interval over the same runs), at about the same reserved memory, no job
     failed. Replacing the classifier by the smallest bin makes it a tie: the test fails."""
-    from tuners.protocol import paired_interval, verdict_of
+    from clusteremu.tuners.protocol import paired_interval, verdict_of
 
     static = run("static")["summary"]
     out = {name: run(name, profiling_runs=400, trials=4) for name in ("predictive", "smallest-bin")}

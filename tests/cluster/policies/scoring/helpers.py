@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from cluster.model import NodeType
-from cluster.policies.scoring.framework import (
+from clusteremu.cluster.model import NodeType
+from clusteremu.cluster.policies.scoring.framework import (
     ClusterState,
     Cycle,
     ImageSpec,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from cluster.policies.compiled_table import compiled_scorer
-from cluster.policies.scoring import filters as F
-from cluster.policies.scoring import scorers as S
-from cluster.policies.scoring.framework import (
+from clusteremu.cluster.policies.compiled_table import compiled_scorer
+from clusteremu.cluster.policies.scoring import filters as F
+from clusteremu.cluster.policies.scoring import scorers as S
+from clusteremu.cluster.policies.scoring.framework import (
     Cycle,
     Framework,
     PodSpec,
@@ -19,6 +18,7 @@ from cluster.policies.scoring.framework import (
     nodes_to_find,
     register_scorer,
 )
+
 from tests.cluster.policies.scoring.helpers import cluster, image, node
 
 ALL_FILTERS = [F.ResourceFit(), F.NodeLabels(), F.Capability(), F.NotStorageNode()]
@@ -189,7 +189,7 @@ def test_percentage_of_nodes_to_score_searches_round_robin() -> None:
         Framework(ALL_FILTERS, [S.LeastAllocated()], [1.0], percentage_of_nodes_to_score=150)
 
 
-# --- compiled score plugins (cluster.policies.compiled_table) ----------------------------------
+# --- compiled score plugins (clusteremu.cluster.policies.compiled_table) --------------------------
 
 
 @compiled_scorer

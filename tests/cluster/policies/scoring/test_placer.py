@@ -9,17 +9,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-
-from cluster.engine import Engine
-from cluster.policies.base import Placer
-from cluster.policies.scoring.framework import Cycle
-from cluster.policies.scoring.placer import ScoringPlacer
-from cluster.policies.scoring.score import Bounds, norm, per_function, seed_score
-from cluster.policies.scoring.scorers import ALL_SCORERS, SEED_SCORERS
-from cluster.testing import PlacerConformance, equal_tables, small_placement_scenario
-from scenarios import faas
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies.base import Placer
+from clusteremu.cluster.policies.scoring.framework import Cycle
+from clusteremu.cluster.policies.scoring.placer import ScoringPlacer
+from clusteremu.cluster.policies.scoring.score import Bounds, norm, per_function, seed_score
+from clusteremu.cluster.policies.scoring.scorers import ALL_SCORERS, SEED_SCORERS
+from clusteremu.cluster.testing import PlacerConformance, equal_tables, small_placement_scenario
+from clusteremu.scenarios import faas
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 class TestScoringDefault(PlacerConformance):

@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-
-from cluster.engine import Engine
-from cluster.policies.scoring.placer import check_replicas
-from scenarios import faas
-from scenarios.errors import ScenarioError
-from scenarios.loader import spec_from_dict
+from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.policies.scoring.placer import check_replicas
+from clusteremu.scenarios import faas
+from clusteremu.scenarios.errors import ScenarioError
+from clusteremu.scenarios.loader import spec_from_dict
 
 
 def nodes_per_class(replicas: dict | None, nodes: int = 30, rate: float = 4.0) -> dict:
