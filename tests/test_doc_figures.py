@@ -196,7 +196,7 @@ def test_swf_worked_example_is_what_the_commands_print(
 
 
 def test_engine_memory_figures_are_the_layout(capsys: pytest.CaptureFixture[str]) -> None:
-    from cluster.state import layout_bytes
+    from clusteremu.cluster.state import layout_bytes
 
     b = layout_bytes(fit_index_rows=100_000)
     text = _flat("docs/engine.md")
@@ -242,3 +242,288 @@ def test_hetero_placement_kernel_counts_in_cluster_md(
         "unfinished, as the kernel does"
     )
     assert claim in _flat("docs/cluster.md"), claim
+
+
+def test_mdp_changepoint_figures_are_what_learn_prints(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # 500 epochs of Algorithm 1a (about 12 s); docs/mdp-changepoint.png is this run's plot
+    import pandas as pd
+
+    out = tmp_path / "learn"
+    _json(capsys, ["learn", "mdp-changepoint", "--json", "--out", str(out)])
+    summary = json.loads(out.joinpath("summary.json").read_text(encoding="utf-8"))
+    rows = pd.read_parquet(out / "estimates.parquet")
+    epochs = [
+        int(rows.loc[rows["time_s"] >= t, "iteration"].iloc[0]) for t in summary["change_times_s"]
+    ]
+    listed = ", ".join(map(str, epochs[:-1])) + f" and {epochs[-1]}"
+    text = _flat("docs/mdp.md")
+    assert f"they fall in epochs {listed} against the paper's" in text, listed
+    assert f"the changes fall in epochs {listed} (paper:" in text, listed
+    assert set(summary["tracking_delays_epochs"]) == {1}, summary["tracking_delays_epochs"]
+    assert "one epoch after the epoch that contains it" in text
+    gap = f"final gap {summary['gap_percent']:+.3f} %"
+    assert gap in text, gap
+
+
+def test_pennyworth_family_and_shipped_trees(capsys: pytest.CaptureFixture[str]) -> None:
+    from clusteremu.cluster.policies.pennyworth.problem import runtime_sd, safe_response_s
+    from clusteremu.cluster.policies.pennyworth.tree import RadTree
+    from clusteremu.scenarios.loader import load_scenario
+
+    doc = "docs/pennyworth.md"
+    text = _flat(doc)
+    specs = {
+        slo: load_scenario(f"pennyworth-{slo}") for slo in ("max", "rtpt", "avg", "percentile")
+    }
+    spec = specs["max"]
+    types = [t for t in spec.node_types if t.rentable]
+    (delay,) = {t.startup_delay_s for t in types}
+    family = (
+        " / ".join(t.name for t in types)
+        + " at "
+        + " / ".join(f"${t.price_per_hour:g}" for t in types)
+        + " per hour with start-up costs "
+        + " / ".join(f"${t.startup_cost:g}" for t in types)
+        + f" and {delay:g} s start-up delay"
+    )
+    assert family in text, family
+    small = [c.runtime_by_node_type["t2.small"].mean for c in spec.classes]
+    jobs = sum(c.arrival.count for c in spec.classes)
+    batch = (
+        f"a batch of {jobs} jobs over {len(spec.classes)} TPC-H-like tasks (q1 … q{len(small)}) "
+        f"with mean run times from {min(small):g} s to {max(small) / 60:g} min on t2.small"
+    )
+    assert batch in text, batch
+    sigmas = {d.sigma for c in spec.classes for d in c.runtime_by_node_type.values()}
+    assert sigmas == {0.1} and "(σ = 0.1)" in text
+    m, r, a, p = (specs[s].slo for s in ("max", "rtpt", "avg", "percentile"))
+    slos = (
+        f"max {m.deadline_s / 60:g} min with {100 * m.penalty_per_s:g}¢ per second late; "
+        f"rtpt {r.factor:g}× the task's mean on {r.reference_type} (one bound per task, "
+        f"whatever type runs the job), {100 * r.penalty_per_s:g}¢/s; avg {a.target_s / 60:g} "
+        f"min, {100 * a.penalty_per_s:g}¢ per second of mean over; percentile "
+        f"{p.percentile:g}% within {p.target_s / 60:g} min, {100 * p.penalty_per_s:g}¢/s."
+    )
+    assert slos in text, slos
+    assert f"with slack 0.12 leaves every VM about {0.12 * m.deadline_s:.0f} s to spare" in text
+    # safety padding: the third of three 4-min jobs (q3 on t2.small) at z = 3
+    (q3,) = [c.runtime_by_node_type["t2.small"] for c in spec.classes if c.name == "q3"]
+    assert q3.mean == pytest.approx(240.0)
+    sd = runtime_sd(q3)
+    pad = safe_response_s(0.0, 3 * sd**2, 3.0)
+    padding = f"(a 4-min job's standard deviation is about {sd:.0f} s), a VM of three jobs of 4 min"
+    assert padding in text, padding
+    assert f"keeps about {pad / 60:.1f} min free at z = 3 (3 × √3 × {sd:.0f} s" in text, pad
+
+    # the shipped trees: their size as `synthesize --tree` prints it, the slack they plan with
+    for slo in specs:
+        path = f"scenarios/policies/pennyworth-{slo}.json"
+        explain = _json(capsys, ["synthesize", "--tree", path, "--json"])
+        assert isinstance(explain, dict)
+        nodes = re.match(r"RAD-tree: ([\d,]+) nodes", explain["explain"])
+        assert nodes, explain["explain"][:80]
+        tree = RadTree.load(ROOT / path)
+        rows = [
+            line
+            for line in _doc(doc).splitlines()
+            if line.startswith(f"| {slo} | ") and " nodes, " in line
+        ]
+        assert len(rows) == 1, rows
+        assert rows[0].startswith(f"| {slo} | {nodes.group(1)} nodes, {tree.slack:.3f} |"), rows[0]
+        used = tree.info["batches_used"]
+        if used != 400:
+            assert f"(the {slo} tree from {used} of them:" in text, (slo, used)
+
+
+def _pct(x: float, digits: int) -> str:
+    """As docs/provisioner.md writes a share: 0 %, 100 %, 28.3 % (a space before the sign)."""
+    return "0 %" if x == 0 else "100 %" if x == 1 else f"{100 * x:.{digits}f} %"
+
+
+def test_provisioner_rows_without_a_trained_model_are_what_compare_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # static, grouped and vpa need no `provision train` (20-30 s, checked by hand): the
+    # predictive, smallest-bin and oracle rows are left to that
+    doc = "docs/provisioner.md"
+    text = _flat(doc)
+    assert "clusteremu provision compare ml-workflow --model runs/sizing/sizing.json" in text
+    compare = ["provision", "compare", "ml-workflow", "--json", "--provisioners"]
+    result = _json(capsys, [*compare, "static,grouped,vpa"])
+    assert isinstance(result, dict)
+    rows = {r["provisioner"]: r for r in result["rows"]}
+    for name, r in rows.items():
+        cells = [
+            name,
+            f"{r['reserved_memory_gb_h']:,.0f}",
+            _pct(r["memory_saving"], 1),
+            f"{r['reserved_cpu_core_h']:,.0f}",
+            _pct(r["cpu_saving"], 1),
+            f"{r['requested_memory_gb_per_run']:,.0f}",
+            _pct(r["u_rate"], 2),
+            _pct(r["accuracy"], 1),
+            f"{r['oom_kills']:,}",
+            f"{r['retries']:,}",
+            f"{r['wasted_core_s']:,.0f}",
+            f"{r['mean_run_makespan_s']:,.0f}",
+            f"{r['failed_jobs']:,}",
+        ]
+        assert _row(doc, f"| {name} |") == "| " + " | ".join(cells) + " |", cells
+    vpa, static = rows["vpa"], rows["static"]
+    claim = f"under-estimates {100 * vpa['u_rate']:.1f} % of the instances"
+    claim += f" and fails {vpa['failed_jobs']}"
+    assert claim in text, claim
+    assert f"(the static requests' {static['mean_run_makespan_s']:,.0f} s is" in text
+
+    retry = ["--set", "scheduler.provisioner.params.retry_limit=10"]
+    rows10 = _json(capsys, [*compare, "vpa", *retry])["rows"]  # type: ignore[index]
+    (vpa10,) = [r for r in rows10 if r["provisioner"] == "vpa"]
+    claim = (
+        f"VPA still fails {vpa10['failed_jobs']} jobs ({vpa10['reserved_memory_gb_h']:,.0f} GB-h)"
+    )
+    assert claim in text, claim
+
+    # the static rows of the sensitivity table
+    sigma = "workload.usage.params.heavy_noise_sigma"
+    caps = [
+        "--set",
+        "workload.usage.params.light_cap_gb=null",
+        "--set",
+        "workload.usage.params.moderate_cap_gb=null",
+        "--set",
+        "workload.usage.params.moderate_spike_gb=[4, 30]",
+    ]
+    for label, sets in (
+        ("0.15 (shipped)", []),
+        ("0.5", ["--set", f"{sigma}=0.5"]),
+        ("1.0", ["--set", f"{sigma}=1.0"]),
+        ("0.5, caps lifted", ["--set", f"{sigma}=0.5", *caps]),
+    ):
+        rows = _json(capsys, [*compare, "static", *sets])["rows"]  # type: ignore[index]
+        (s,) = [r for r in rows if r["provisioner"] == "static"]
+        row = [cell.strip() for cell in _row(doc, f"| {label} | static |").strip("|").split("|")]
+        expected = [f"{s['reserved_memory_gb_h']:,.0f}", _pct(s["memory_saving"], 1)]
+        assert row[2:4] == expected, (label, row, expected)
+        expected = [f"{s['oom_kills']:,}", f"{s['wasted_core_s']:,.0f}"]
+        expected += [f"{s['mean_run_makespan_s']:,.0f}", f"{s['failed_jobs']:,}"]
+        assert row[5:] == expected, (label, row, expected)
+
+
+def test_tuning_fixed_score_is_what_run_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    # the tuning itself (Ray, about a minute) is not rerun; its first evaluation is one run
+    # of the scenario under the Fixed weights (the scenario's own), on the scenario's seed
+    from clusteremu.cluster.policies.scoring.scorers import FIXED_WEIGHTS
+
+    doc = "docs/tuning.md"
+    zero = sorted(name for name, w in FIXED_WEIGHTS.items() if w == 0)
+    assert zero == ["LeastAllocated", "RequestedToCapacityRatio"], FIXED_WEIGHTS
+    assert set(FIXED_WEIGHTS.values()) == {0.0, 1.0}
+    summary = _json(capsys, ["run", "faas-hybrid-balanced", "--set", "stop.time_s=100", "--json"])
+    assert isinstance(summary, dict)
+    fixed = f"{summary['score']:.4f}"
+    block = _text_block_after(doc, "--budget 6 --out runs/tune-mine")
+    assert block[1].split()[:2] == ["faas-hybrid-balanced", fixed], (block[1], fixed)
+    assert block[4].split()[:3] == ["tpe", block[1].split()[2], fixed], (block[4], fixed)
+
+
+def _faas_score(capsys: pytest.CaptureFixture[str], args: list[str]) -> float:
+    summary = _json(capsys, ["run", "faas-hybrid-balanced", *args, "--json"])
+    assert isinstance(summary, dict)
+    return float(summary["score"])
+
+
+def test_scoring_weights_table_is_what_run_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    # ten runs of 500 nodes for 100 simulated seconds (about 1 s each)
+    from clusteremu.tuners.domains import WEIGHT_NAMES
+
+    doc = "docs/scoring.md"
+    text = _flat(doc)
+    base = ["--set", "cluster.generator.nodes=500", "--set", "stop.time_s=100"]
+    only = "LatencyAwareImageLocality"
+    flow = ", ".join(f"{w}: {int(w == only)}" for w in WEIGHT_NAMES)
+    assert "clusteremu run faas-hybrid-balanced " + " ".join(base) + " --json" in text
+    assert f"--set 'scheduler.placer.params.weights={{{flow}}}'" in text, flow
+    for label, weights in (
+        ("Fixed", None),
+        ("MostAllocated only", "MostAllocated"),
+        ("LeastAllocated only", "LeastAllocated"),
+        ("LocalityType only", "LocalityType"),
+        (f"{only} only", only),
+    ):
+        cells = [label]
+        for setup in ("hybrid_balanced", "edge_sbc"):
+            args = [*base, "--set", f"cluster.generator.name={setup}"]
+            if weights is not None:
+                flow = ", ".join(f"{w}: {int(w == weights)}" for w in WEIGHT_NAMES)
+                args += ["--set", f"scheduler.placer.params.weights={{{flow}}}"]
+            cells.append(f"{_faas_score(capsys, args):.3f}")
+        assert _row(doc, f"| {label} |") == "| " + " | ".join(cells) + " |", cells
+
+
+def test_scoring_full_scenario_comparison_is_what_compare_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    doc = "docs/scoring.md"
+    text = _flat(doc)
+    args = ["compare", "faas-hybrid-balanced", "--policy", "placer=first-fit"]
+    args += ["--policy", "placer=scoring"]
+    assert "`clusteremu " + " ".join(args) + "`" in text
+    rows = _json(capsys, [*args, "--json"])
+    assert isinstance(rows, list)
+    for result, row_start in zip(
+        rows, ("| first-fit |", "| scoring (Fixed weights) |"), strict=True
+    ):
+        s = result["summary"]
+        cells = [
+            row_start.strip("| "),
+            f"{s['mean_response_time_s']:.3f}",
+            f"{s['score']:.3f}",
+            f"{s['mean_setup_s']:.3f}",
+            f"{s['jobs_completed']:,}",
+        ]
+        assert _row(doc, row_start) == "| " + " | ".join(cells) + " |", cells
+    s = rows[1]["summary"]  # the benchmark's full run is this run
+    requests = s["jobs_completed"] + s["jobs_unfinished"] + s["jobs_failed"]
+    assert f"Full run (600 simulated s, {requests:,} requests)" in text, requests
+    assert s["jobs_failed"] == 0 and "no failed request" in text
+    assert f"(score {s['score']:.3f} with the Fixed weights" in text
+
+
+def test_scoring_skippy_agreement_table_is_what_the_tool_prints() -> None:
+    # `python -m tests.cluster.policies.scoring.skippy_agreement --decisions 1000` (about 7 s)
+    pytest.importorskip("skippy")
+    from tests.cluster.policies.scoring import skippy_agreement as agreement
+
+    doc = "docs/scoring.md"
+    assert "skippy_agreement --decisions 1000" in _doc(doc)
+    tallies = agreement.run(1000, seed=0)
+
+    def scores(t: agreement.Tally) -> str:
+        if t.same_node_scores == t.node_scores:
+            return f"{t.same_node_scores}/{t.node_scores} (100%)"
+        if t.same_node_scores == 0:
+            return "0 (0%)"
+        return f"{t.same_node_scores} ({100 * t.same_node_scores / t.node_scores:.1f}%)"
+
+    expected = []
+    for name, modes in tallies.items():
+        label = f"{name} (1.13)" if name in agreement.K113_PRIORITIES else name
+        c, d = modes["compat"], modes["default"]
+        expected.append(
+            f"| {label} | compat | {c.same_choice}/{c.decisions} | {c.among_best} | {scores(c)} |"
+        )
+        expected.append(f"| | default | {d.same_choice} | {d.among_best} | {scores(d)} |")
+    table = _doc(doc).split("| configuration | mode | same choice |", 1)[1]
+    shown = [line for line in table.split("\n\n", 1)[0].splitlines()[2:]]
+    assert shown == expected
+
+
+def test_scoring_balanced_resource_float_example() -> None:
+    text = _flat("docs/scoring.md")
+    cores, exact = 0.1 / 0.15, 536870912 / 805306368
+    assert f"0.1 / 0.15 = {cores!r} against {exact!r}" in text
+    assert f"truncates to {int((1 - abs(cores - exact)) * 10)} and" in text
+    assert "A pod of 100m / 512 MiB on a node with 150m / 768 MiB free" in text
+    assert (512 * 2**20, 768 * 2**20) == (536870912, 805306368)
