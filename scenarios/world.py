@@ -1,13 +1,12 @@
 """The world model's scenario side: migration of old files, name checks, the spec's fields.
 
-- `migrate(data, source)` translates the scoring placer's old parameters, where the world
-  used to live, into the scenario fields that replaced them (raw YAML data, before
-  validation), with a `ScenarioDeprecationWarning` naming the new fields:
-  ``scheduler.placer.params.pods`` -> ``world.images`` and ``workload.classes[*].containers``,
-  ``data_in_mb``, ``data_out_mb``, ``model_mb``, ``node_selector``, ``capabilities``;
-  ``params.goodput`` -> ``world.goodput``; ``params.score_bounds`` -> ``metrics.score.bounds``;
-  node type labels ``bandwidth.registry_mbps`` / ``bandwidth.storage_mbps`` -> the node type
-  fields ``registry_mbps`` / ``storage_mbps``.
+- `migrate(data, source)` translates the old node type labels that held bandwidths into the
+  scenario fields that replaced them (raw YAML data, before validation), with a
+  `ScenarioDeprecationWarning` naming the new fields: ``bandwidth.registry_mbps`` /
+  ``bandwidth.storage_mbps`` -> the node type fields ``registry_mbps`` / ``storage_mbps``
+  (Mbit/s). (A policy's old parameters, such as the scoring placer's ``pods``, ``goodput``
+  and ``score_bounds`` where the world used to live, are translated by the policy's own
+  `migrate` hook: `scenarios/migration.py`.)
 - `attach_world(spec, model, source)` checks every name (images, data items, cached items,
   classes with score bounds) and returns the spec with its world, node types' bandwidths and
   caches, classes' needs and the selected metrics filled in.
@@ -20,8 +19,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import warnings
-from collections.abc import Mapping
 from typing import Any
 
 from clusteremu.cluster.model import (
@@ -36,30 +33,17 @@ from clusteremu.cluster.model import (
 )
 from clusteremu.scenarios import schema
 from clusteremu.scenarios.errors import ScenarioError, clip, shorten
+from clusteremu.scenarios.migration import ScenarioDeprecationWarning, warn_moved
 
-#: The scoring placer's old parameters that held the world model.
-OLD_PLACER_PARAMS = ("pods", "goodput", "score_bounds")
 #: Old node labels that held bandwidths (Mbit/s), and the node type fields replacing them.
 OLD_BANDWIDTH_LABELS = {
     "bandwidth.registry_mbps": "registry_mbps",
     "bandwidth.storage_mbps": "storage_mbps",
 }
-#: Pod keys and the class fields they become.
-_POD_FIELDS = ("node_selector", "capabilities", "data_in_mb", "data_out_mb", "model_mb")
-
-
-class ScenarioDeprecationWarning(FutureWarning):
-    """A scenario uses a field that moved; it still works, translated (shown to users)."""
 
 
 def _warn(source: str, old: str, new: str) -> None:
-    warnings.warn(
-        ScenarioDeprecationWarning(
-            f"{source}: {old} is deprecated and was translated into {new}; "
-            "write the new field (see docs/scenarios.md, 'The world model')"
-        ),
-        stacklevel=3,
-    )
+    warn_moved(source, old, new, "docs/scenarios.md, 'The world model'", stacklevel=3)
 
 
 # --- migration of old files ----------------------------------------------------------------
@@ -67,23 +51,13 @@ def _warn(source: str, old: str, new: str) -> None:
 
 def migrate(data: dict[str, Any], source: str) -> dict[str, Any]:
     """`data` with the old world fields translated (a copy when anything changes)."""
-    out = data
-    placer = _get(data, "scheduler", "placer")
-    if (
-        isinstance(placer, dict)
-        and placer.get("name") == "scoring"
-        and isinstance(placer.get("params"), dict)
-        and any(k in placer["params"] for k in OLD_PLACER_PARAMS)
-    ):
-        out = copy.deepcopy(data)
-        _migrate_placer(out, source)
-    types = _get(out, "cluster", "node_types")
+    types = _get(data, "cluster", "node_types")
     if isinstance(types, list) and any(
         isinstance(t, dict) and isinstance(t.get("labels"), dict) and _old_labels(t) for t in types
     ):
-        out = copy.deepcopy(out) if out is data else out
-        _migrate_bandwidth_labels(out, source)
-    return out
+        data = copy.deepcopy(data)
+        _migrate_bandwidth_labels(data, source)
+    return data
 
 
 def _get(data: Any, *keys: str) -> Any:
@@ -132,123 +106,6 @@ def _migrate_bandwidth_labels(data: dict[str, Any], source: str) -> None:
             "the node label bandwidth.registry_mbps / bandwidth.storage_mbps",
             "the node type fields registry_mbps / storage_mbps (Mbit/s)",
         )
-
-
-def _class_index(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    classes = _get(data, "workload", "classes")
-    if not isinstance(classes, list):
-        return {}
-    return {str(c["name"]): c for c in classes if isinstance(c, dict) and "name" in c}
-
-
-def _migrate_placer(data: dict[str, Any], source: str) -> None:
-    """Move pods / goodput / score_bounds out of the scoring placer's params (in place)."""
-    from clusteremu.cluster.policies.scoring.placer import parse_pod  # the old format's own parser
-
-    params: dict[str, Any] = data["scheduler"]["placer"]["params"]
-    where = "scheduler.placer.params"
-    classes = _class_index(data)
-    world = data.setdefault("world", {})
-    if not isinstance(world, dict):
-        return  # validation reports it
-    if "pods" in params:
-        pods = params.pop("pods")
-        if not isinstance(pods, Mapping):
-            raise ScenarioError(source, [(f"{where}.pods", "expected {class: pod} mapping")])
-        catalogue: dict[str, dict[str, Any]] = {
-            str(img.get("name")): img for img in world.get("images", []) if isinstance(img, dict)
-        }
-        images_out = world.setdefault("images", [])
-        for name, raw in pods.items():
-            try:
-                pod = parse_pod(str(name), raw)
-            except ValueError as exc:
-                raise ScenarioError(source, [(where, clip(str(exc)))]) from None
-            if str(name) not in classes:
-                raise ScenarioError(
-                    source,
-                    [
-                        (
-                            f"{where}.pods.{clip(str(name), 40)}",
-                            f"expected the name of a job class ({', '.join(classes)})",
-                        )
-                    ],
-                )
-            cls = classes[str(name)]
-            for img in pod.images:
-                entry = {
-                    "name": img.name,
-                    "size_mb": dict(img.size_mb),
-                    "requires": {k: list(v) for k, v in img.requires.items()},
-                }
-                if img.name in catalogue:
-                    if catalogue[img.name] != entry:
-                        raise ScenarioError(
-                            source,
-                            [
-                                (
-                                    f"{where}.pods.{name}.images",
-                                    f"image {img.name!r} is described twice, differently",
-                                )
-                            ],
-                        )
-                    continue
-                catalogue[img.name] = entry
-                images_out.append(entry)
-            if pod.images:
-                if cls.get("containers"):
-                    raise ScenarioError(
-                        source,
-                        [(f"{where}.pods.{name}.images", "the class already has containers")],
-                    )
-                cls["containers"] = [{"images": [img.name for img in pod.images]}]
-            for field in _POD_FIELDS:
-                value: Any = getattr(pod, field)
-                if field == "node_selector":
-                    value = {k: list(v) for k, v in value.items()}
-                elif field == "capabilities":
-                    value = dict(value)
-                if not value:
-                    continue
-                if field in cls and cls[field] != value:
-                    raise ScenarioError(
-                        source,
-                        [(f"{where}.pods.{name}.{field}", f"the class already sets {field}")],
-                    )
-                cls[field] = value
-        _warn(
-            source,
-            f"{where}.pods",
-            "world.images and workload.classes[*].containers / data_in_mb / data_out_mb / "
-            "model_mb / node_selector / capabilities",
-        )
-    if "goodput" in params:
-        goodput = params.pop("goodput")
-        try:
-            value = float(goodput)
-        except (TypeError, ValueError):
-            value = math.nan
-        if not 0 < value <= 1:
-            raise ScenarioError(
-                source,
-                [(f"{where}.goodput", f"expected a fraction in (0, 1], got {shorten(goodput)}")],
-            )
-        world["goodput"] = value
-        _warn(source, f"{where}.goodput", "world.goodput")
-    # An old-form scoring scenario reported the score: keep selecting it.
-    metrics = data.setdefault("metrics", {})
-    if isinstance(metrics, dict) and metrics.get("score") is None:
-        metrics["score"] = {}
-    if "score_bounds" in params:
-        bounds = params.pop("score_bounds")
-        score = metrics.get("score") if isinstance(metrics, dict) else None
-        if isinstance(score, dict):
-            if score.get("bounds"):
-                raise ScenarioError(
-                    source, [(f"{where}.score_bounds", "metrics.score.bounds is given too")]
-                )
-            score["bounds"] = bounds
-        _warn(source, f"{where}.score_bounds", "metrics.score.bounds")
 
 
 # --- the spec's world ------------------------------------------------------------------------
@@ -370,7 +227,6 @@ def attach_world(spec: SimulationSpec, model: schema.ScenarioModel, source: str)
 
 __all__ = [
     "OLD_BANDWIDTH_LABELS",
-    "OLD_PLACER_PARAMS",
     "ScenarioDeprecationWarning",
     "attach_world",
     "migrate",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,35 @@ class PolicyError(RuntimeError):
         except Exception:  # an unpicklable decision travels as its text
             decision = repr(decision)
         return (type(self), (self.policy, self.time_s, self.problem, decision))
+
+
+class MigrationError(ValueError):
+    """Old scenario data that a policy's `migrate` hook cannot translate: `field` is its
+    path in the scenario (``scheduler.placer.params.goodput``), `problem` what was expected;
+    the scenario loader reports both, naming the file."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field, self.problem = field, problem
+        super().__init__(f"{field}: {problem}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.field, self.problem))
+
+
+class Migration(Protocol):
+    """What the scenario loader hands a policy's `migrate` hook (`Policy.migrate`): how to
+    tell the user about a translated field, and how to quote a user's value in a
+    `MigrationError` (the loader's rules, for one scenario file)."""
+
+    def moved(self, old: str, new: str, see: str = "docs/scenarios.md") -> None:
+        """Tell the user that `old` (a field path, or a description of old fields) was
+        translated into `new`, and where the new fields are described (`see`): a
+        deprecation warning that names the scenario file."""
+        ...
+
+    def shown(self, value: Any) -> str:
+        """A user's value quoted for a message: a short `repr`, bounded in length."""
+        ...
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -248,6 +277,21 @@ class Policy:
     #: scenario names it through, and the others follow it (`clusteremu.cluster.policies.points`).
     #: Empty: the one point it is registered for.
     provides: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def migrate(cls, data: dict[str, Any], migration: Migration) -> dict[str, Any]:
+        """Old scenario data translated for this policy: the scenario loader calls the hook
+        of every policy a scenario names (`scheduler.<kind>.name`), before validation.
+
+        `data` is the scenario as read (the YAML mapping, overrides applied), unvalidated:
+        any field may be missing or of any type (validation reports those). Return it with
+        the policy's old parameters moved into the scenario fields that replaced them: a
+        copy when anything changes (never change `data` in place), `data` itself otherwise.
+        Call `migration.moved(old, new)` for each translation (the user is warned, the
+        scenario file named) and raise `MigrationError(field, problem)` for old data that
+        cannot be translated. Default: `data` unchanged.
+        """
+        return data
 
     def setup(self, spec: SimulationSpec, rng: np.random.Generator) -> None:
         """Called once per run before the first decision; keep what the policy needs."""

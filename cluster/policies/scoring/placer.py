@@ -15,8 +15,8 @@ Registered as ``scoring``. Scenario parameters (``scheduler.placer.params``):
 - ``pods``, ``goodput``, ``score_bounds`` (deprecated): the world model and the score's
   bounds used to live here; they are scenario fields now (``world``, the classes'
   ``containers`` / data / model / ``node_selector`` / ``capabilities``, the node types'
-  bandwidths, ``metrics.score``) and the scenario loader translates them
-  (`clusteremu.scenarios.world`);
+  bandwidths, ``metrics.score``) and the scenario loader translates them through the
+  placer's `migrate` hook (`old_params.py`);
 - ``percentage_of_nodes_to_score``: kube-scheduler's option (the paper varies it 10-100):
   each cycle scores only the first feasible nodes found, searching round robin from where the
   last cycle stopped (at least 100 nodes; 0 = adaptive); default 100 (all);
@@ -57,7 +57,7 @@ import numpy as np
 import numpy.typing as npt
 from clusteremu.cluster.layout import GPU_MILLI
 from clusteremu.cluster.model import SimulationSpec
-from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
+from clusteremu.cluster.policies.base import Migration, Placement, PlacementView, Placer
 from clusteremu.cluster.policies.registry import register
 from clusteremu.cluster.policies.scoring import filters as _filters
 from clusteremu.cluster.policies.scoring import scorers as _scorers
@@ -76,6 +76,8 @@ from clusteremu.cluster.policies.scoring.framework import (
     make_filter,
     make_scorer,
 )
+from clusteremu.cluster.policies.scoring.old_params import migrate as _migrate_old_params
+from clusteremu.cluster.policies.scoring.old_params import parse_pod
 from clusteremu.cluster.policies.scoring.score import check_bounds
 from clusteremu.cluster.policies.scoring.skippy_compat import check_compat
 from clusteremu.cluster.world import World
@@ -98,68 +100,6 @@ _COMPAT_SCORERS = _INTEGER_SCORERS | {
     "LocalityType",
     "Capability",
 }
-#: Keys a pod description may carry.
-_POD_KEYS = {"images", "node_selector", "capabilities", "data_in_mb", "data_out_mb", "model_mb"}
-
-
-def _values(where: str, v: Any) -> tuple[str, ...]:
-    if isinstance(v, str):
-        return (v,)
-    if isinstance(v, list | tuple) and all(isinstance(x, str) for x in v):
-        return tuple(v)
-    raise ValueError(f"{where}: expected a label value or a list of them, got {v!r}")
-
-
-def _non_negative(where: str, v: Any) -> float:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where}: expected a number, got {v!r}") from None
-    if not (math.isfinite(x) and x >= 0):
-        raise ValueError(f"{where}: expected a finite, non-negative number, got {v!r}")
-    return x
-
-
-def parse_pod(name: str, raw: Mapping[str, Any]) -> PodSpec:
-    """A `PodSpec` from scenario data (request filled in later from the job class)."""
-    where = f"pods.{name}"
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{where}: expected a mapping, got {raw!r}")
-    unknown = set(raw) - _POD_KEYS
-    if unknown:
-        raise ValueError(
-            f"{where}: unknown keys {sorted(unknown)}; expected some of {sorted(_POD_KEYS)}"
-        )
-    images = []
-    for i, img in enumerate(raw.get("images", [])):
-        w = f"{where}.images.{i}"
-        if not isinstance(img, Mapping) or "name" not in img or "size_mb" not in img:
-            raise ValueError(
-                f"{w}: expected {{name, size_mb: {{arch: MB}}, requires}}, got {img!r}"
-            )
-        sizes = img["size_mb"]
-        if not isinstance(sizes, Mapping) or not sizes:
-            raise ValueError(f"{w}.size_mb: expected {{architecture: MB}}, got {sizes!r}")
-        size_mb = {str(a): _non_negative(f"{w}.size_mb.{a}", s) for a, s in sizes.items()}
-        requires = {
-            str(k): _values(f"{w}.requires.{k}", v)
-            for k, v in dict(img.get("requires", {})).items()
-        }
-        images.append(ImageSpec(str(img["name"]), size_mb, requires))
-    selector = {
-        str(k): _values(f"{where}.node_selector.{k}", v)
-        for k, v in dict(raw.get("node_selector", {})).items()
-    }
-    caps = {str(k): str(v) for k, v in dict(raw.get("capabilities", {})).items()}
-    return PodSpec(
-        name=name,
-        images=tuple(images),
-        node_selector=selector,
-        capabilities=caps,
-        data_in_mb=_non_negative(f"{where}.data_in_mb", raw.get("data_in_mb", 0.0)),
-        data_out_mb=_non_negative(f"{where}.data_out_mb", raw.get("data_out_mb", 0.0)),
-        model_mb=_non_negative(f"{where}.model_mb", raw.get("model_mb", 0.0)),
-    )
 
 
 @register("placer", "scoring")
@@ -223,7 +163,7 @@ class ScoringPlacer(Placer):
             compat=compat,
         )
         # Deprecated: the world model's old home. Validated here (clear errors); the scenario
-        # loader moves them into the scenario (clusteremu.scenarios.world.migrate).
+        # loader moves them into the scenario (the `migrate` hook below: old_params.py).
         self.pod_specs = {str(k): parse_pod(str(k), v) for k, v in (pods or {}).items()}
         if goodput is not None and not (0 < float(goodput) <= 1):
             raise ValueError(f"goodput: expected a fraction in (0, 1], got {goodput!r}")
@@ -253,6 +193,12 @@ class ScoringPlacer(Placer):
                 ),
                 stacklevel=2,
             )
+
+    @classmethod
+    def migrate(cls, data: dict[str, Any], migration: Migration) -> dict[str, Any]:
+        """Old scenarios: ``pods``, ``goodput`` and ``score_bounds`` moved out of the params
+        into the scenario's world model and metrics (`old_params.migrate`)."""
+        return _migrate_old_params(data, migration)
 
     def describe(self) -> dict[str, Any]:
         return {
