@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from clusteremu.actors.node_shard import RESULT_F_ROWS, RESULT_I_ROWS
-from clusteremu.cluster.engine_feeding import job_rows
+from clusteremu.cluster.engine import job_rows
 from clusteremu.cluster.jobs import Jobs, replication_seed
 from clusteremu.cluster.layout import FS, IS, JF, JI, PF, JobState
 from clusteremu.cluster.metrics import RunResult, build_result

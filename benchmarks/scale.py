@@ -82,7 +82,7 @@ def run(jobs: int, nodes: int, load: float, scan: bool) -> dict[str, Any]:
     t2 = time.perf_counter()
     result = engine.result()
     t3 = time.perf_counter()
-    s = engine._s
+    s = engine.store.s
     rows = s.nodes_f.shape[1]
     entry = sum(getattr(s, name).itemsize for name in HEAP)  # bytes of one heap entry
     job_bytes = sum(getattr(s, name).nbytes for name in JOB_ARRAYS) + 2 * jobs * entry

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.layout import (
     CF,
     CI,
@@ -291,8 +292,14 @@ def grown(array: npt.NDArray[Any], size: int, axis: int = -1, fill: float = 0) -
     return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
 
 
+def widened(array: npt.NDArray[Any], size: int, fill: float = 0) -> Any:
+    """`array` with columns added up to exactly `size`, each `fill`."""
+    extra = np.full((array.shape[0], size - array.shape[1]), fill, dtype=array.dtype)
+    return np.concatenate([array, extra], axis=1)
+
+
 def layout_bytes(gpus: int = 0, fit_index_rows: int = 0) -> dict[str, int]:
-    """Bytes the engine allocates per job and per node row (`Engine._build_state`), from
+    """Bytes the engine allocates per job and per node row (`clusteremu.cluster.engine.builder.build_state`), from
     the layout, for node rows of up to `gpus` GPUs: a run of J jobs on N node rows holds
     about J x `per_job` + N x `per_node` bytes of state, plus `fit_index` bytes for an index
     over `fit_index_rows` rows (2 L rows of 3 values, 5 with GPUs; L the power of two at or

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.distributions import Deterministic
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.metrics import RunResult

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from clusteremu.cluster.compare import compare_grid, grid_table_text, short_label, total_cores
-from clusteremu.scenarios.loader import load_scenario
 
 from clusteremu.cli import main
+from clusteremu.cluster.compare import compare_grid, grid_table_text, short_label, total_cores
+from clusteremu.scenarios.loader import load_scenario
 
 BOUND = 0.499890  # the C* of our Appendix H reconstruction (docs/wham.md)
 POLICIES = ["wham", "fw-cam", "equi", "greedy"]

@@ -8,11 +8,12 @@ import hashlib
 import math
 from pathlib import Path
 
-import clusteremu.cluster.live_view
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
+
+import clusteremu.cluster.live_view
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.io import write_parquet
 from clusteremu.cluster.policies.base import (
@@ -27,7 +28,6 @@ from clusteremu.cluster.policies.fifo import FirstFit
 from clusteremu.cluster.runner import run_spec, with_policies
 from clusteremu.cluster.testing import equal_tables
 from clusteremu.scenarios.loader import load_scenario, spec_from_dict
-
 from tests.builders import node_scenario, pool_scenario
 
 
@@ -260,7 +260,7 @@ def test_running_by_class_is_counted_only_when_read(monkeypatch: pytest.MonkeyPa
     spec = spec_from_dict(node_scenario(nodes=4).jobs(300).build())
     engine = Engine(spec, placer=FirstFit(), force_python_policies=True)
     engine.run()
-    view = engine._view_cache["view"]  # the view the placer was called with
+    view = engine.store.views["view"]  # the view the placer was called with
     assert counted == [] and view.__dict__["_running"] is None
     placer = _Reads()
     Engine(spec, placer=placer, force_python_policies=True).run()

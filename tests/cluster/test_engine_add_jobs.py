@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine, Jobs, generate_jobs, replication_seeds
 from clusteremu.cluster.layout import FS
 from clusteremu.scenarios.loader import load_scenario

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.runner import run_spec
 from clusteremu.cluster.speedup import AmdahlSpeedup
 from clusteremu.scenarios.loader import load_scenario

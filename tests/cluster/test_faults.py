@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import IS, NF, NodeStatus
 from clusteremu.cluster.policies.base import (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sparse
 import scipy.sparse.linalg as sparse_linalg
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.scenarios.loader import load_scenario
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster import fit_index, kernel
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import GPU_MILLI, NF, NI, NodeStatus, Status
@@ -19,7 +20,6 @@ from clusteremu.cluster.policies.base import Release, Rent, Scaler, ScaleView
 from clusteremu.cluster.runner import with_policies
 from clusteremu.cluster.state import EngineState, layout_bytes, state_from
 from clusteremu.scenarios.loader import load_scenario, spec_from_dict
-
 from tests.builders import node_scenario
 
 # Values drawn from small sets, so that ties, exact fits and near misses within the
@@ -224,7 +224,7 @@ def test_the_index_is_exact_after_every_event(name: str) -> None:
             engine.step(until_s=until)
         else:
             engine.step(max_events=1)
-        s = engine._s
+        s = engine.store.s
         rows_seen.add(s.nodes_f.shape[1])
         assert np.array_equal(s.fit_index, rebuilt(s))
         checks += 1
@@ -235,7 +235,7 @@ def test_the_index_is_exact_after_every_event(name: str) -> None:
 
 def test_the_engine_keeps_an_index_for_compiled_first_fit_on_many_nodes() -> None:
     def index_rows(spec: SimulationSpec, **options: Any) -> int:
-        return int(Engine(spec, **options)._s.fit_index.shape[0])
+        return int(Engine(spec, **options).store.s.fit_index.shape[0])
 
     rows = fit_index.MIN_ROWS
     many = spec_from_dict(node_scenario(nodes=rows).jobs(100).build())
@@ -248,19 +248,19 @@ def test_the_engine_keeps_an_index_for_compiled_first_fit_on_many_nodes() -> Non
     assert index_rows(many, force_python_policies=True) == 0
     assert index_rows(with_policies(many, placer="random-fit")) == 0
     # Without GPUs on any node type the index leaves out its GPU columns.
-    assert Engine(many)._s.fit_index.shape[1] == 3
-    assert Engine(gpu_spec(), fit_index=True)._s.fit_index.shape[1] == 5
+    assert Engine(many).store.s.fit_index.shape[1] == 3
+    assert Engine(gpu_spec(), fit_index=True).store.s.fit_index.shape[1] == 5
 
 
 def test_renting_past_the_threshold_starts_an_index() -> None:
     engine = Engine(renting_spec(), scaler=QueueScaler())
-    assert engine._s.fit_index.shape[0] == 0
+    assert engine.store.s.fit_index.shape[0] == 0
     for _ in range(fit_index.MIN_ROWS):
         engine.rent("vm")
-    assert engine._s.fit_index.shape[0] > 0
-    assert np.array_equal(engine._s.fit_index, rebuilt(engine._s))
+    assert engine.store.s.fit_index.shape[0] > 0
+    assert np.array_equal(engine.store.s.fit_index, rebuilt(engine.store.s))
     engine.release(engine.nodes_used - 1)
-    assert np.array_equal(engine._s.fit_index, rebuilt(engine._s))
+    assert np.array_equal(engine.store.s.fit_index, rebuilt(engine.store.s))
 
 
 def test_a_result_shares_no_memory_with_the_engine() -> None:
@@ -283,7 +283,7 @@ def test_the_state_costs_what_the_layout_says() -> None:
     for index in (False, True):
         engine = Engine(spec, fit_index=index)
         sizes = layout_bytes(gpus=0, fit_index_rows=nodes if index else 0)
-        total = sum(a.nbytes for a in engine._s)
+        total = sum(a.nbytes for a in engine.store.s)
         expected = jobs * sizes["per_job"] + nodes * sizes["per_node"] + sizes["fit_index"]
         expected += sizes["fixed"]
         assert 0 <= total - expected < 2048, (total, expected)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from clusteremu.cluster.gpu_trace import TraceError, load_nodes, load_pods
 
 FIX = Path(__file__).parent.parent / "fixtures" / "gpu"

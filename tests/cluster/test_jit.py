@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from clusteremu.cluster.layout import JF, JI, JobState
 from clusteremu.cluster.metrics import _job_columns
 
@@ -43,8 +44,9 @@ def test_job_columns_of_each_kind_of_job() -> None:
 def test_prefetch_is_a_hint_on_int_and_float_tables() -> None:
     """`prefetch` compiles for the engine's int and float tables (one declaration of the
     LLVM intrinsic serves both), emits `llvm.prefetch`, and changes nothing it touches."""
-    from clusteremu.cluster.jit import prefetch
     from numba import njit
+
+    from clusteremu.cluster.jit import prefetch
 
     @njit
     def read_after_hint(f: np.ndarray, i: np.ndarray, j: int) -> float:

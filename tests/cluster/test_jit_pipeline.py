@@ -8,10 +8,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
-from clusteremu.cluster.jit_pipeline import KernelCompiler, hoist_attribute_reads, propagate_copies
 from numba import njit
 from numba.core import inline_closurecall, ir
 from numba.core.compiler import run_frontend
+
+from clusteremu.cluster.jit_pipeline import KernelCompiler, hoist_attribute_reads, propagate_copies
 
 
 class Pair(NamedTuple):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.distributions import Deterministic, Exponential
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import IS, JF, JI, JobState, NodeStatus
@@ -285,15 +286,22 @@ STATE_WRITE = re.compile(
     r"fit_index)"
     r"\[[^\]]*\]\s*(=|\+=|-=|\*=|/=)(?!=)"
 )
-#: The engine (its modules: `Engine` and its mixins) and its compiled transitions: the
-#: only writers of state.
+#: The engine (the parts of `cluster/engine/`) and its compiled transitions (the kernel's
+#: modules): the only writers of state.
 OWNERS = {
-    "cluster/engine.py",
-    "cluster/engine_feeding.py",
-    "cluster/engine_operations.py",
-    "cluster/engine_policies.py",
+    "cluster/engine/builder.py",
+    "cluster/engine/facade.py",
+    "cluster/engine/fault_feed.py",
+    "cluster/engine/feeding.py",
+    "cluster/engine/operations.py",
+    "cluster/engine/policy_bridge.py",
+    "cluster/engine/store.py",
     "cluster/fit_index.py",
     "cluster/kernel.py",
+    "cluster/kernel_faults.py",
+    "cluster/kernel_heap.py",
+    "cluster/kernel_jobs.py",
+    "cluster/kernel_placement.py",
     "cluster/state.py",
 }
 

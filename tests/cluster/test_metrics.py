@@ -6,8 +6,9 @@ import json
 import math
 
 import pytest
-from clusteremu.cluster.metrics import ci95_half_width, combine
 from scipy import stats
+
+from clusteremu.cluster.metrics import ci95_half_width, combine
 
 
 def _summary(mean: float, score: float, per_function: dict[str, float]) -> dict:  # type: ignore[type-arg]
@@ -85,7 +86,6 @@ def test_a_zero_length_window_has_no_time_averages() -> None:
 def test_replications_of_a_batch_keep_them_nan_and_a_poisson_run_has_them() -> None:
     from clusteremu.cluster.runner import run_spec
     from clusteremu.scenarios.loader import spec_from_dict
-
     from tests.builders import node_scenario
 
     summary = run_spec(spec_from_dict(_batch(replications=2))).summary

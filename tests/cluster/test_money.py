@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.scenarios.loader import spec_from_dict
 

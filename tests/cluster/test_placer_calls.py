@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import GPU_MILLI, NodeStatus
 from clusteremu.cluster.policies import compiled

@@ -15,8 +15,9 @@ matplotlib.use("Agg")
 
 import numpy as np
 import pytest
-from clusteremu.cluster.plotting import is_wide, scale_axis
 from matplotlib.figure import Figure
+
+from clusteremu.cluster.plotting import is_wide, scale_axis
 
 WIDE = [62.0, 0.04, 0.88]
 NARROW = [6.2, 4.0, 8.8]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from clusteremu.cluster import readback
 from clusteremu.cluster.readback import ReadBackError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.metrics import run_makespans
 from clusteremu.cluster.workflow import workflow_scenario

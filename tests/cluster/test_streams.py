@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import Allocator, Placer, Provisioner

@@ -15,10 +15,10 @@ import copy
 from typing import Any
 
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.scenarios.errors import ScenarioError
 from clusteremu.scenarios.loader import spec_from_dict
-
 from tests.cluster.test_faults import scenario
 
 

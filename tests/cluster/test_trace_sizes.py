@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.workload import TraceArrivals
 from clusteremu.scenarios.errors import ScenarioError

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.workflow import PROFILE_COLUMNS, TASKS, profiling_table, workflow_scenario
 from clusteremu.scenarios.errors import ScenarioError

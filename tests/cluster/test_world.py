@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.compare import compare_policies, table_text
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import JF, JI, JobState

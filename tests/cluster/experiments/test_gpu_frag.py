@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from clusteremu.cli import main
 from clusteremu.cluster.experiments.gpu_frag import medians, replay, workload
 from clusteremu.cluster.gpu_trace import load_nodes, load_pods
 from clusteremu.cluster.policies.gpu_share import typical_pods
-
-from clusteremu.cli import main
 
 FIX = Path(__file__).parent.parent.parent / "fixtures" / "gpu"
 TRACE = Path(__file__).resolve().parents[3].parent / "shared" / "traces" / "alibaba-gpu-v2023"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba.core.errors import TypingError
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import JobState, NodeStatus
 from clusteremu.cluster.policies import compiled_table
@@ -20,8 +22,6 @@ from clusteremu.cluster.policies.compiled_table import (
 from clusteremu.cluster.policies.fifo import Equi, FcfsPlacer, FirstFit
 from clusteremu.cluster.testing import PlacerConformance, ScalerConformance
 from clusteremu.scenarios.loader import spec_from_dict
-from numba.core.errors import TypingError
-
 from tests.cluster.test_lifecycle import QueueScaler, vm_spec
 from tests.cluster.testing.test_conformance import QueueScaler as ConformanceQueueScaler
 

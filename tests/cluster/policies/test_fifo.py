@@ -7,6 +7,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from clusteremu.cluster.distributions import Deterministic
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.model import JobClass, NodeType, Request, SimulationSpec, StopRule
@@ -15,7 +17,6 @@ from clusteremu.cluster.policies.fifo import Equi, FcfsOneCore, FirstFit, Random
 from clusteremu.cluster.speedup import LinearSpeedup
 from clusteremu.cluster.testing import AllocatorConformance, PlacerConformance
 from clusteremu.cluster.workload import BatchArrivals, TraceArrivals
-from scipy import stats
 
 
 class TestFirstFit(PlacerConformance):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.experiments.gpu_frag import GpuSharePlacer
 from clusteremu.cluster.policies.gpu_share import (
     CPU_NORM,

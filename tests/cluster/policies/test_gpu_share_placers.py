@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+
+from clusteremu.cli import main
 from clusteremu.cluster.distributions import Deterministic
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import JI, JobState
@@ -31,8 +33,6 @@ from clusteremu.cluster.testing import PlacerConformance, equal_tables, run_capa
 from clusteremu.cluster.workload import TraceArrivals
 from clusteremu.scenarios.errors import ScenarioError
 from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, spec_from_dict
-
-from clusteremu.cli import main
 
 GPU_SHARE = SHIPPED_DIR / "gpu-share.yaml"
 NAMES = ("fgd", "best-fit", "dot-product", "gpu-packing", "gpu-clustering", "gpu-random-fit")

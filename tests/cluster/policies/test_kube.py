@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
+
 from clusteremu.cluster import workload as wl
 from clusteremu.cluster.distributions import Deterministic
 from clusteremu.cluster.model import JobClass, NodeType

@@ -4,6 +4,7 @@ hints before the policy is built; an error names the parameter."""
 from __future__ import annotations
 
 import pytest
+
 from clusteremu.cluster.policies import registry
 
 

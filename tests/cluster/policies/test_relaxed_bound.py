@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from scipy.optimize import minimize
+
 from clusteremu.cluster.policies.relaxed_bound import (
     BoundError,
     ClassLoad,
@@ -28,7 +30,6 @@ from clusteremu.cluster.speedup import (
     check_speedup,
 )
 from clusteremu.scenarios.loader import load_scenario
-from scipy.optimize import minimize
 
 
 def appendix_h(n: float) -> list[ClassLoad]:

@@ -5,6 +5,7 @@ the compiled view's field names."""
 from __future__ import annotations
 
 import numpy as np
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
 from clusteremu.cluster.policies.compiled_table import compiled_placer, fits

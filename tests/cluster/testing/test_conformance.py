@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import NodeStatus
 from clusteremu.cluster.policies.base import (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.base import PlacementView
 from clusteremu.cluster.policies.compiled_table import compiled_placer, fits
 from clusteremu.cluster.policies.fifo import FcfsPlacer, FirstFit

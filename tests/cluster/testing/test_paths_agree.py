@@ -13,6 +13,9 @@ import math
 from typing import Any
 
 import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from clusteremu.cluster.distributions import Exponential
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.model import JobClass, NodeType, Pool, Request, SimulationSpec, StopRule
@@ -20,8 +23,6 @@ from clusteremu.cluster.policies import registry
 from clusteremu.cluster.speedup import AmdahlSpeedup, LinearSpeedup, PowerSpeedup, Speedup
 from clusteremu.cluster.testing import equal_tables
 from clusteremu.cluster.workload import poisson_arrivals
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 SETTINGS = settings(
     max_examples=40,

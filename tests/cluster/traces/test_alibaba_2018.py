@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pytest
+
 from clusteremu.cluster.traces import alibaba_2018 as reader
 from clusteremu.cluster.traces.table import Trace, TraceError, check_jobs
 from clusteremu.cluster.traces.text_files import first_failing_cast

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.traces import alibaba_gpu_2020 as reader
 from clusteremu.cluster.traces.table import ClassSpec, TraceError, check_jobs
 

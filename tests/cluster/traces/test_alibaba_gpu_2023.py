@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster import gpu_trace
 from clusteremu.cluster.traces import alibaba_gpu_2023 as reader
 from clusteremu.cluster.traces.table import ClassSpec, TraceError, check_jobs

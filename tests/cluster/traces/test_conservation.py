@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+
 from clusteremu.cluster.runner import run_spec
 from clusteremu.cluster.traces.formats import reader
 from clusteremu.scenarios.from_trace import scenario_for

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from clusteremu.cluster.runner import run_spec
 from clusteremu.cluster.traces import feed
 from clusteremu.cluster.traces.table import job_table

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from clusteremu.cluster.traces import google
 from clusteremu.cluster.traces.table import TraceError, check_jobs
 

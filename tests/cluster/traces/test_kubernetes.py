@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+
 from clusteremu.cluster.traces import kubernetes as k8s
 from clusteremu.cluster.traces.table import JOB_SCHEMA, NODE_SCHEMA, TraceError, check_jobs
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from clusteremu.cluster.traces.inputs import choice, number_above, parse_options
 from clusteremu.cluster.traces.rows import Rules, dedupe
 from clusteremu.cluster.traces.table import ImportReport, TraceError

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.traces import swf
 from clusteremu.cluster.traces.table import TraceError, check_jobs
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster import layout as L
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.policies.base import Allocator, PolicyError, PoolView
@@ -16,7 +17,6 @@ from clusteremu.cluster.policies.registry import create
 from clusteremu.cluster.testing import AllocatorConformance
 from clusteremu.scenarios.errors import ScenarioError
 from clusteremu.scenarios.loader import spec_from_dict
-
 from tests.cluster.policies.mdp.conftest import mdp_scenario, three_class_scenario
 
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster import layout as L
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.policies.mdp import estimator as est
@@ -15,7 +16,6 @@ from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
 from clusteremu.cluster.policies.mdp.model import MdpModel
 from clusteremu.cluster.policies.mdp.solver import equi_table, solve
 from clusteremu.scenarios.loader import spec_from_dict
-
 from tests.cluster.policies.mdp.conftest import EXAMPLES, mdp_scenario, three_class_scenario
 
 

@@ -9,6 +9,7 @@ from functools import cached_property
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster import layout as L
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.experiments.mdp_learner import (
@@ -23,7 +24,6 @@ from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
 from clusteremu.cluster.policies.mdp.model import MdpModel, MdpModelError, model_from_spec
 from clusteremu.cluster.policies.mdp.solver import equi_table, evaluate_policy, solve
 from clusteremu.scenarios.loader import spec_from_dict
-
 from tests.cluster.policies.mdp.conftest import mdp_scenario, three_class_scenario
 
 

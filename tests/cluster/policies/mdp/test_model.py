@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.mdp.model import MdpModel, MdpModelError, amdahl, departure_rate
 
 

@@ -8,6 +8,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.model import StopRule
 from clusteremu.cluster.policies.mdp.allocator import MdpAllocator
@@ -20,9 +23,6 @@ from clusteremu.cluster.policies.mdp.solver import (
     solve,
 )
 from clusteremu.scenarios.loader import spec_from_dict
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.cluster.policies.mdp.conftest import EXAMPLES, mdp_scenario
 
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.pennyworth.astar import PartialPlan, solve
 from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
 from clusteremu.cluster.policies.pennyworth.problem import Problem

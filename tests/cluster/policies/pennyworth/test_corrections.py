@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.pennyworth.astar import solve
 from clusteremu.cluster.policies.pennyworth.corrections import (
     correction_examples,
@@ -13,7 +14,6 @@ from clusteremu.cluster.policies.pennyworth.corrections import (
 )
 from clusteremu.cluster.policies.pennyworth.features import decisions
 from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
-
 from tests.cluster.policies.pennyworth.test_astar import random_problem
 
 

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.pennyworth.exact import (
     JobPlan,
     JobProblem,
@@ -189,7 +190,6 @@ def test_best_order_is_the_least_loss_order() -> None:
 def test_means_as_run_times_agree_with_astar() -> None:
     """With every job at its task's mean the job-level optimum is A*'s."""
     from clusteremu.cluster.policies.pennyworth.astar import solve
-
     from tests.cluster.policies.pennyworth.test_astar import random_problem
 
     rng = np.random.default_rng(7)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.pennyworth.astar import solve
 from clusteremu.cluster.policies.pennyworth.features import (
     SENTINEL,
@@ -29,7 +30,6 @@ from clusteremu.cluster.policies.pennyworth.features import (
 from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost, response_times
 from clusteremu.cluster.policies.pennyworth.problem import Problem
 from clusteremu.cluster.slo import Slo
-
 from tests.cluster.policies.pennyworth.test_astar import random_problem
 
 KINDS = ["max", "rtpt", "avg", "percentile"]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.model import PolicyRef
 from clusteremu.cluster.policies import registry
@@ -214,7 +215,6 @@ def test_a_windowed_ray_run_of_a_planner_is_refused_before_ray_starts(
 ) -> None:
     from clusteremu.actors.coordinator import Coordinator
     from clusteremu.actors.options import RayRunOptions
-
     from clusteremu.cli import main
 
     spec = load_scenario("pennyworth-max")

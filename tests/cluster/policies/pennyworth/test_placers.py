@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.policies import registry
 from clusteremu.cluster.policies.pennyworth.astar import solve

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.pennyworth.astar import Solution, solve
 from clusteremu.cluster.policies.pennyworth.features import (
     Vertex,

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.provisioner.binning import (
     bin_index,
     estimated_improvement,

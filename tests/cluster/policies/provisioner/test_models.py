@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.provisioner.models import ExportedClassifier, design_matrix, export
 from clusteremu.cluster.policies.provisioner.sizing import Sizing
 
@@ -77,7 +78,6 @@ def heavy_rows(rng: np.random.Generator, runs: int = 300) -> tuple[dict, np.ndar
 
 def test_the_binning_never_reads_the_test_rows_and_the_test_is_scored_against_ablations() -> None:
     from clusteremu.cluster.policies.provisioner.models import split_by_run, train_bin_classifier
-
     from clusteremu.commands.provision import _held_out
 
     feats, usage, dur = heavy_rows(np.random.default_rng(3))

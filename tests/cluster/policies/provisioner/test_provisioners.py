@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.workflow import TASKS, workflow_scenario
 from clusteremu.scenarios.errors import ScenarioError

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
 from clusteremu.cluster.model import NodeType
 from clusteremu.cluster.policies.scoring.framework import (
     ClusterState,

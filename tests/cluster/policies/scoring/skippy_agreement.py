@@ -39,19 +39,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from clusteremu.cluster.model import NodeType
-from clusteremu.cluster.policies.scoring import filters as F
-from clusteremu.cluster.policies.scoring import scorers as S
-from clusteremu.cluster.policies.scoring.framework import (
-    ClusterState,
-    Cycle,
-    Framework,
-    ImageSpec,
-    NodeTable,
-    PodSpec,
-    compile_pod,
-    make_scorer,
-)
 from skippy.core.clustercontext import ClusterContext
 from skippy.core.model import Capacity, Container, ImageState, Node, Pod, ResourceRequirements
 from skippy.core.model import PodSpec as SkippyPodSpec
@@ -66,6 +53,20 @@ from skippy.core.priorities import (
 )
 from skippy.core.scheduler import Scheduler
 from skippy.core.storage import DataItem, StorageIndex
+
+from clusteremu.cluster.model import NodeType
+from clusteremu.cluster.policies.scoring import filters as F
+from clusteremu.cluster.policies.scoring import scorers as S
+from clusteremu.cluster.policies.scoring.framework import (
+    ClusterState,
+    Cycle,
+    Framework,
+    ImageSpec,
+    NodeTable,
+    PodSpec,
+    compile_pod,
+    make_scorer,
+)
 
 ARCHS = {"x86": "amd64", "aarch64": "arm64", "arm32": "arm"}
 CAPABILITIES = ("gpu", "cuda", "tpu")

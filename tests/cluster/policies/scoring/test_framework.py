@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.compiled_table import compiled_scorer
 from clusteremu.cluster.policies.scoring import filters as F
 from clusteremu.cluster.policies.scoring import scorers as S
@@ -18,7 +19,6 @@ from clusteremu.cluster.policies.scoring.framework import (
     nodes_to_find,
     register_scorer,
 )
-
 from tests.cluster.policies.scoring.helpers import cluster, image, node
 
 ALL_FILTERS = [F.ResourceFit(), F.NodeLabels(), F.Capability(), F.NotStorageNode()]

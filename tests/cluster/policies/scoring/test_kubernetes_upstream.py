@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.scoring import scorers as S
 from clusteremu.cluster.policies.scoring.framework import PodSpec
-
 from tests.cluster.policies.scoring.helpers import cluster, cycle, node
 
 GIB = 2**30

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.policies.base import Placer
 from clusteremu.cluster.policies.scoring.framework import Cycle

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.scoring import scorers as S
 from clusteremu.cluster.policies.scoring.framework import INTEGER_SCALE, PodSpec
-
 from tests.cluster.policies.scoring.helpers import cluster, cycle, node
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.policies.scoring.placer import check_replicas
 from clusteremu.scenarios import faas

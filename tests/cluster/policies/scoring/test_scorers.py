@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.scoring import scorers as S
 from clusteremu.cluster.policies.scoring.framework import SCORERS, PodSpec
-
 from tests.cluster.policies.scoring.helpers import cluster, cycle, image, node
 
 POD = PodSpec("p", request=(1.0, 2.0, 0.0))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.policies.scoring import scorers as S
 from clusteremu.cluster.policies.scoring.framework import Cycle, Framework, PodSpec, compile_pod
-
 from tests.cluster.policies.scoring import skippy_agreement as A
 from tests.cluster.policies.scoring.helpers import cluster, cycle, node
 
