@@ -110,6 +110,13 @@ def dashboard_wanted() -> bool:
     return value == "1"
 
 
+#: Ray settings of a local instance this program starts. A worker process has 60 s by
+#: default to start and register with its raylet, after which its task or actor fails;
+#: on a machine busy with other work (or 10x slower than ours) starting Python with numpy
+#: and Ray takes longer, so a local instance gives it 10 minutes.
+LOCAL_SYSTEM_CONFIG: dict[str, Any] = {"worker_register_timeout_seconds": 600}
+
+
 def init_kwargs(
     address: str | None, dashboard_host: str = LOOPBACK, num_cpus: int | None = None
 ) -> dict[str, Any]:
@@ -125,6 +132,7 @@ def init_kwargs(
         "include_dashboard": dashboard_wanted(),
         "dashboard_host": dashboard_host,
         "log_to_driver": False,
+        "_system_config": LOCAL_SYSTEM_CONFIG,
     }
     if num_cpus is not None:
         kwargs["num_cpus"] = num_cpus

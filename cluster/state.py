@@ -94,52 +94,94 @@ class EngineState(NamedTuple):
     fit_index: FloatArray = np.zeros((0, 0))
 
 
-#: The empty form of every `EngineState` array (its dtype and the shape with no rows):
-#: what a state built from some arrays (`state_from`) holds where it was given none.
-_EMPTY: dict[str, tuple[Any, tuple[int, ...]]] = {
-    "jobs_f": (np.float64, (0, 0)),
-    "jobs_i": (np.int64, (0, 0)),
-    "nodes_f": (np.float64, (0, 0)),
-    "nodes_i": (np.int64, (0, 0)),
-    "gpu_free": (np.float64, (0, 0)),
-    "pools_f": (np.float64, (0, 0)),
-    "pools_i": (np.int64, (0, 0)),
-    "classes_f": (np.float64, (0, 0)),
-    "classes_i": (np.int64, (0, 0)),
-    "class_tx": (np.float64, (0, 0)),
-    "class_ty": (np.float64, (0, 0)),
-    "heap_t": (np.float64, (0,)),
-    "heap_j": (np.int64, (0,)),
-    "heap_k": (np.int64, (0,)),
-    "run_by_type": (np.float64, (0, 0)),
-    "queue": (np.int64, (0,)),
-    "members": (np.int64, (0,)),
-    "n_class": (np.int64, (0,)),
-    "area_class": (np.float64, (0,)),
-    "istate": (np.int64, (0,)),
-    "fstate": (np.float64, (0,)),
-    "rng": (np.uint64, (1,)),
-    "placer_params": (np.float64, (0,)),
-    "alloc_params": (np.float64, (0,)),
-    "scaler_params": (np.float64, (0,)),
-    "alloc_out": (np.float64, (0,)),
-    "scale_actions": (np.int64, (3, 0)),
-    "decisions": (np.int64, (3, 0)),
-    "decision_setup_s": (np.float64, (0,)),
-    "wait_i": (np.int64, (0,)),
-    "wait_f": (np.float64, (3, 0)),
-    "world_f": (np.float64, (0, 0)),
-    "world_i": (np.int64, (0, 0)),
-    "cached": (np.float64, (0, 0)),
-    "lift_edges": (np.float64, (0, 1)),
-    "fault_draws": (np.float64, (0, 0)),
-    "timeline": (np.float64, (8, 0)),
-    "fit_index": (np.float64, (0, 0)),
+#: Heap entries a job and a node row may need at once: a completion and a patience timer
+#: per job; a node-ready and a fault event per node row (`builder.build_state` sizes the
+#: heap so; stale entries are purged when it is full: `kernel.purge_heap`).
+HEAP_PER_JOB = 2
+HEAP_PER_NODE = 2
+#: A value per unit of growth that depends on the run: the node rows' GPUs (at least 1).
+GPUS = -1
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """How one `EngineState` array is made and grows.
+
+    `dtype` and `empty` (the shape with no rows: what `state_from` holds where it was given
+    none); `grows`: what its size follows along `axis` (``job``, ``node``, ``heap``,
+    ``queue``, ``class``, ``pool``, or ``fixed``: sized once from the scenario); `fill`:
+    the value of rows added by growth; `per_unit`: the values it holds per unit of growth
+    in every run (`layout_bytes`; 0 for rows only some runs have, `GPUS` for one per GPU).
+    """
+
+    dtype: Any
+    empty: tuple[int, ...]
+    grows: str
+    axis: int = -1
+    fill: float = 0.0
+    per_unit: int = 0
+
+
+_F, _I = np.float64, np.int64
+
+#: Every array of `EngineState`, declared once (tests/cluster/test_state_table.py checks
+#: the table against the NamedTuple): the empty state (`state_from`), the byte estimate
+#: (`layout_bytes`), the engine's growth (`clusteremu.cluster.engine.store`) and a merged
+#: Ray run (`clusteremu.actors.results`, through `state_from`) derive from it.
+ARRAYS: dict[str, ArraySpec] = {
+    "jobs_f": ArraySpec(_F, (0, 0), "job", per_unit=len(JF)),
+    "jobs_i": ArraySpec(_I, (0, 0), "job", per_unit=len(JI)),
+    "nodes_f": ArraySpec(_F, (0, 0), "node", per_unit=len(NF)),
+    "nodes_i": ArraySpec(_I, (0, 0), "node", per_unit=len(NI)),
+    "gpu_free": ArraySpec(_F, (0, 0), "node", axis=0, per_unit=GPUS),
+    "pools_f": ArraySpec(_F, (0, 0), "pool", per_unit=len(PF)),
+    "pools_i": ArraySpec(_I, (0, 0), "pool", per_unit=len(PI)),
+    "classes_f": ArraySpec(_F, (0, 0), "class", per_unit=len(CF)),
+    "classes_i": ArraySpec(_I, (0, 0), "class", per_unit=len(CI)),
+    "class_tx": ArraySpec(_F, (0, 0), "class", axis=0, per_unit=MAX_TABLE_POINTS),
+    "class_ty": ArraySpec(_F, (0, 0), "class", axis=0, per_unit=MAX_TABLE_POINTS),
+    "heap_t": ArraySpec(_F, (0,), "heap", per_unit=1),
+    "heap_j": ArraySpec(_I, (0,), "heap", per_unit=1),
+    "heap_k": ArraySpec(_I, (0,), "heap", per_unit=1),
+    # one row per node type, only with per-type run times
+    "run_by_type": ArraySpec(_F, (0, 0), "job", fill=-1.0),
+    "queue": ArraySpec(_I, (0,), "queue", per_unit=1),
+    "members": ArraySpec(_I, (0,), "queue", per_unit=1),
+    "n_class": ArraySpec(_I, (0,), "class", per_unit=1),
+    "area_class": ArraySpec(_F, (0,), "class", per_unit=1),
+    "istate": ArraySpec(_I, (0,), "fixed"),
+    "fstate": ArraySpec(_F, (0,), "fixed"),
+    "rng": ArraySpec(np.uint64, (1,), "fixed"),
+    "placer_params": ArraySpec(_F, (0,), "fixed"),
+    "alloc_params": ArraySpec(_F, (0,), "fixed"),
+    "scaler_params": ArraySpec(_F, (0,), "fixed"),
+    "alloc_out": ArraySpec(_F, (0,), "queue", per_unit=1),
+    "scale_actions": ArraySpec(_I, (3, 0), "fixed"),
+    "decisions": ArraySpec(_I, (3, 0), "queue", per_unit=3),
+    "decision_setup_s": ArraySpec(_F, (0,), "queue", per_unit=1),
+    "wait_i": ArraySpec(_I, (0,), "queue", per_unit=1),
+    "wait_f": ArraySpec(_F, (3, 0), "queue", per_unit=3),
+    "world_f": ArraySpec(_F, (0, 0), "fixed"),
+    "world_i": ArraySpec(_I, (0, 0), "fixed"),
+    # one column without a world model, one per image or data item with one
+    "cached": ArraySpec(_F, (0, 0), "node", axis=0, per_unit=1),
+    "lift_edges": ArraySpec(_F, (0, 1), "class", axis=0),
+    # only with failure models
+    "fault_draws": ArraySpec(_F, (0, 0), "node", axis=0),
+    "timeline": ArraySpec(_F, (8, 0), "fixed"),
+    # rebuilt, not grown, when node rows are added (`builder.new_fit_index`)
+    "fit_index": ArraySpec(_F, (0, 0), "fixed"),
 }
 
 
+def arrays_growing_with(unit: str) -> tuple[str, ...]:
+    """The names of the arrays whose size follows `unit` (``job``, ``node``, ``heap``,
+    ``queue``, ...), in `EngineState`'s order."""
+    return tuple(name for name, spec in ARRAYS.items() if spec.grows == unit)
+
+
 def state_from(**arrays: npt.NDArray[Any]) -> EngineState:
-    """An `EngineState` from the arrays given by name, every other one empty (`_EMPTY`):
+    """An `EngineState` from the arrays given by name, every other one empty (`ARRAYS`):
     how anything but the engine (a merged Ray run, a read-back) builds a state. An unknown
     name, or an array of another dtype or number of dimensions, is a ValueError."""
     unknown = sorted(set(arrays) - set(EngineState._fields))
@@ -147,7 +189,7 @@ def state_from(**arrays: npt.NDArray[Any]) -> EngineState:
         raise ValueError(f"state_from: unknown state arrays {unknown}")
     out = {}
     for name in EngineState._fields:
-        dtype, shape = _EMPTY[name]
+        dtype, shape = ARRAYS[name].dtype, ARRAYS[name].empty
         array = arrays.get(name)
         if array is None:
             out[name] = np.zeros(shape, dtype=dtype)
@@ -298,33 +340,35 @@ def widened(array: npt.NDArray[Any], size: int, fill: float = 0) -> Any:
     return np.concatenate([array, extra], axis=1)
 
 
+#: Arrays counted together in `layout_bytes`' breakdown: a decision and its set-up delay; a
+#: waiting job's class and request.
+_BYTES_GROUP = {"decision_setup_s": "decisions", "wait_i": "wait", "wait_f": "wait"}
+
+
 def layout_bytes(gpus: int = 0, fit_index_rows: int = 0) -> dict[str, int]:
-    """Bytes the engine allocates per job and per node row (`clusteremu.cluster.engine.builder.build_state`), from
-    the layout, for node rows of up to `gpus` GPUs: a run of J jobs on N node rows holds
-    about J x `per_job` + N x `per_node` bytes of state, plus `fit_index` bytes for an index
-    over `fit_index_rows` rows (2 L rows of 3 values, 5 with GPUs; L the power of two at or
-    above the rows). Without a usage model, a world model, failure models or per-type run
-    times (each adds its rows). Pages a run never writes (the Python placers' scratch with a
+    """Bytes the engine allocates per job and per node row
+    (`clusteremu.cluster.engine.builder.build_state`), from the table of arrays (`ARRAYS`),
+    for node rows of up to `gpus` GPUs: a run of J jobs on N node rows holds about
+    J x `per_job` + N x `per_node` bytes of state, plus `fit_index` bytes for an index over
+    `fit_index_rows` rows (2 L rows of 3 values, 5 with GPUs; L the power of two at or above
+    the rows). Without a usage model, a world model, failure models or per-type run times
+    (each adds its rows). Pages a run never writes (the Python placers' scratch with a
     compiled placer, the heap beyond the events pending at once, rows no job writes) are
     not resident: the resident size is smaller (`benchmarks/scale.py` measures both)."""
     word = 8
-    per_job = {
-        "jobs_f": len(JF) * word,
-        "jobs_i": len(JI) * word,
-        "heap": 2 * 3 * word,  # two entries of (time, id, kind) per job
-        "queue": word,
-        "members": word,
-        "alloc_out": word,  # a compiled allocator's cores per job
-        "decisions": 4 * word,  # (job, node, GPU mask) and the set-up delay of each
-        "wait": 4 * word,  # a waiting job's class and (cores, GB, GPU) request
-    }
-    per_node = {
-        "nodes_f": len(NF) * word,
-        "nodes_i": len(NI) * word,
-        "gpu_free": max(gpus, 1) * word,
-        "heap": 2 * 3 * word,  # a node-ready and a fault event per node row
-        "cached": word,  # one column without a world model
-    }
+
+    def values(name: str) -> int:
+        n = ARRAYS[name].per_unit
+        return max(gpus, 1) if n == GPUS else n
+
+    heap = sum(values(name) for name in arrays_growing_with("heap"))
+    per_job: dict[str, int] = {}
+    for name in arrays_growing_with("job") + arrays_growing_with("queue"):
+        key = _BYTES_GROUP.get(name, name)
+        per_job[key] = per_job.get(key, 0) + values(name) * word
+    per_job["heap"] = HEAP_PER_JOB * heap * word
+    per_node = {name: values(name) * word for name in arrays_growing_with("node")}
+    per_node["heap"] = HEAP_PER_NODE * heap * word
     leaves = 1 << max(fit_index_rows - 1, 0).bit_length() if fit_index_rows else 0
     columns = len(FX) if gpus > 0 else int(FX.GPU_SHARE)
     return {
@@ -332,8 +376,8 @@ def layout_bytes(gpus: int = 0, fit_index_rows: int = 0) -> dict[str, int]:
         "per_node": sum(per_node.values()),
         "fit_index": 2 * leaves * columns * word,
         "fixed": 3 * SCALE_ACTIONS * word,  # a compiled scaler's actions
-        **{f"job_{k}": v for k, v in per_job.items()},
-        **{f"node_{k}": v for k, v in per_node.items()},
+        **{f"job_{k}": v for k, v in per_job.items() if v},
+        **{f"node_{k}": v for k, v in per_node.items() if v},
     }
 
 

@@ -28,6 +28,8 @@ from clusteremu.cluster.policies.base import (
     Scaler,
 )
 from clusteremu.cluster.state import (
+    HEAP_PER_JOB,
+    HEAP_PER_NODE,
     EngineState,
     check_gpu_request,
     class_arrays,
@@ -236,7 +238,7 @@ def build_state(
         fstate[FS.HORIZON] = math.inf
     # A completion and a patience timer per job at most, plus node-ready and fault events
     # (stale entries are purged when the heap is full: see `kernel.purge_heap`).
-    heap = 2 * n + 2 * m + 1
+    heap = HEAP_PER_JOB * n + HEAP_PER_NODE * m + 1
     # Out-of-memory kills queue jobs again: head-room, so the loop need not return.
     queue = max(n, 1) + (max(16, n // 16) if istate[IS.HAS_USAGE] else 0)
     state = state_from(

@@ -20,8 +20,19 @@ from clusteremu.cluster.jobs import Purpose, stream
 from clusteremu.cluster.layout import IS, JF, JI, NF, NI, TL, JobState, NodeStatus, Refusal
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import LiftRule, OomKill, Placement, PolicyError, Provisioner
-from clusteremu.cluster.state import check_gpu_request, empty_nodes, fill_node, grown
+from clusteremu.cluster.state import (
+    ARRAYS,
+    HEAP_PER_NODE,
+    arrays_growing_with,
+    check_gpu_request,
+    empty_nodes,
+    fill_node,
+    grown,
+)
 from clusteremu.cluster.world import initial_cache
+
+#: The arrays with a row per node row (`state.ARRAYS`): what renting past them grows.
+NODE_ARRAYS = arrays_growing_with("node")
 
 #: Builds the index of free capacity over new node arrays (nodes_f, nodes_i, gpu_free,
 #: placer code): `builder.new_fit_index` with the engine's placer and wish.
@@ -223,16 +234,22 @@ class Operations:
             rows = max(2 * s.nodes_f.shape[1], k + 1)
             nodes_f, nodes_i, gpu_free = empty_nodes(rows, s.gpu_free.shape[1])
             nodes_f[:, :k], nodes_i[:, :k], gpu_free[:k] = s.nodes_f, s.nodes_i, s.gpu_free
+            # the node rows themselves (unused rows: `empty_nodes`), then every other array
+            # that has a row per node (`state.ARRAYS`), grown
+            others = {
+                name: grown(getattr(s, name), rows, axis=ARRAYS[name].axis)
+                for name in NODE_ARRAYS
+                if name not in ("nodes_f", "nodes_i", "gpu_free")
+            }
             store.replace(
                 nodes_f=nodes_f,
                 nodes_i=nodes_i,
                 gpu_free=gpu_free,
-                cached=grown(s.cached, rows, axis=0),
-                fault_draws=grown(s.fault_draws, rows, axis=0),
+                **others,
                 fit_index=self.new_fit_index(
                     nodes_f, nodes_i, gpu_free, int(s.istate[IS.PLACER_CODE])
                 ),
-                **store.room(s.heap_t.size + 2 * (k + 1), s.queue.size),
+                **store.room(s.heap_t.size + HEAP_PER_NODE * (k + 1), s.queue.size),
             )
             s = store.s
         now = store.now

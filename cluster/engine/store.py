@@ -9,19 +9,20 @@ import math
 from typing import Any
 
 from clusteremu.cluster.layout import FS, IS, JF
-from clusteremu.cluster.state import EngineState, grown, read_only, widened
-
-#: The arrays sized by the event heap and by the queue (what `room` grows).
-HEAP_ARRAYS = ("heap_t", "heap_j", "heap_k")
-QUEUE_ARRAYS = (
-    "queue",
-    "members",
-    "alloc_out",
-    "decisions",
-    "decision_setup_s",
-    "wait_i",
-    "wait_f",
+from clusteremu.cluster.state import (
+    ARRAYS,
+    HEAP_PER_JOB,
+    EngineState,
+    arrays_growing_with,
+    grown,
+    read_only,
+    widened,
 )
+
+#: The arrays sized by the event heap, by the queue, and by the jobs (`state.ARRAYS`).
+HEAP_ARRAYS = arrays_growing_with("heap")
+QUEUE_ARRAYS = arrays_growing_with("queue")
+JOB_ARRAYS = arrays_growing_with("job")
 
 
 class StateStore:
@@ -90,13 +91,15 @@ class StateStore:
 
     def job_rows(self, size: int) -> dict[str, Any]:
         """The job arrays grown to exactly `size` rows, the new rows arriving never (+inf),
-        with the room the heap and the queue need for them."""
+        with the room the heap and the queue need for them (arrays without rows, such as
+        `run_by_type` without per-type run times, stay as they are)."""
         s = self.s
         held = s.jobs_f.shape[1]
-        jobs_f = widened(s.jobs_f, size)
-        jobs_f[JF.ARRIVAL, held:] = math.inf
-        arrays: dict[str, Any] = {"jobs_f": jobs_f, "jobs_i": widened(s.jobs_i, size)}
-        if s.run_by_type.shape[0]:
-            arrays["run_by_type"] = widened(s.run_by_type, size, fill=-1.0)
-        arrays.update(self.room(2 * size + self.nodes_used + 1, size))
+        arrays: dict[str, Any] = {}
+        for name in JOB_ARRAYS:
+            array = getattr(s, name)
+            if array.shape[0]:
+                arrays[name] = widened(array, size, fill=ARRAYS[name].fill)
+        arrays["jobs_f"][JF.ARRIVAL, held:] = math.inf
+        arrays.update(self.room(HEAP_PER_JOB * size + self.nodes_used + 1, size))
         return arrays

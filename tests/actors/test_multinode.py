@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from clusteremu.actors.coordinator import RayRunOptions
-from clusteremu.actors.launch import run_on_ray
+from clusteremu.actors.launch import LOCAL_SYSTEM_CONFIG, run_on_ray
 from clusteremu.cluster.runner import run_spec
 from clusteremu.scenarios.loader import load_scenario
 
@@ -33,7 +33,13 @@ def one_node_tables() -> Iterator[dict[str, object]]:
         ray.shutdown()
     spec = load_scenario("hetero-placement", OVERRIDES)
     with auth_disabled():
-        ray.init("local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            "local",
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            _system_config=LOCAL_SYSTEM_CONFIG,
+        )
         try:
             tables = {"windowed": run_on_ray(spec, RayRunOptions(shards=2, window_s=1.0)).jobs}
         finally:
