@@ -585,12 +585,16 @@ class SetSpeedupAction(Strict):
     speedup: Speedup
 
 
-#: The actions of a timeline event, in the order the docs list them.
-EVENT_ACTIONS = ("fail", "recover", "join", "drain", "set_rate", "set_speedup")
-
-
 class EventModel(Strict):
-    """One timeline event: `at_s` and exactly one action."""
+    """One timeline event: `at_s` and exactly one action.
+
+    The table of actions: each field after `at_s` is one action (its name, and the model
+    of what it takes), in the order the docs list them; its code in the compiled loop is
+    the member of `clusteremu.cluster.layout.Action` of the same name (upper case), which
+    `kernel_faults.on_timeline` carries out (tests/scenarios/test_timeline_actions.py
+    checks that the two agree). A new action is a field here, a member there, and its
+    kernel code.
+    """
 
     at_s: NonNegFloat
     fail: NodesTarget | None = None
@@ -613,6 +617,11 @@ class EventModel(Strict):
     @property
     def action(self) -> str:
         return next(a for a in EVENT_ACTIONS if getattr(self, a) is not None)
+
+
+#: The actions of a timeline event (`EventModel`'s fields after `at_s`), in the order the
+#: docs list them.
+EVENT_ACTIONS = tuple(name for name in EventModel.model_fields if name != "at_s")
 
 
 #: The largest seed (numpy's generators take any non-negative integer; results store
