@@ -31,7 +31,7 @@ class NodeFailures:
 class TimelineEvent:
     """One event of the scenario's timeline at `at_s` seconds (`docs/faults.md`).
 
-    `action` is fail, recover, join, drain, set_rate or set_speedup; `node` (an index) or
+    `action` names a timeline action (`layout.Action`, docs/faults.md); `node` (an index) or
     `node_type` and `count` name the nodes acted on; `cls` the class (set_rate,
     set_speedup); `rate_per_s` the new arrival rate; `params` the new speed-up parameters.
     """
@@ -295,8 +295,8 @@ class SimulationSpec:
     usage: UsageSpec | None = None
     #: The service-level objective whose loss the summary reports (`clusteremu.cluster.slo`).
     slo: Any = None
-    #: The timeline: events at set times (fail, recover, join, drain, set_rate,
-    #: set_speedup), sorted by time.
+    #: The timeline: events at set times (`layout.Action`: fail, drain, set_rate, ...),
+    #: sorted by time.
     events: tuple[TimelineEvent, ...] = ()
     #: What a node failure does to the jobs running there: "requeue" or "fail".
     on_node_failure: str = "requeue"
