@@ -244,11 +244,25 @@ def drain_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
         release_node(s, k, t)
 
 
+@internal_function
+def undrain_node(s, k: int, t: float) -> None:  # type: ignore[no-untyped-def]
+    """Draining node k takes placements again from t (a drain called off before the node
+    ran empty; a node already released stays released)."""
+    if s.nodes_i[NI.STATUS, k] != NodeStatus.DRAINING:
+        return
+    set_status(s, k, NodeStatus.UP)
+    s.istate[IS.NEED_SCALE] = 1
+    if s.istate[IS.Q_HEAD] < s.istate[IS.Q_TAIL]:
+        s.istate[IS.NEED_PLACE] = 1
+
+
 @inline_function
 def _acts_on(status: int, action: int) -> bool:
     """Whether a timeline action by type and count picks a node in this status."""
     if action == Action.RECOVER:
         return status == NodeStatus.DOWN
+    if action == Action.UNDRAIN:
+        return status == NodeStatus.DRAINING
     if action == Action.FAIL:
         return (
             status == NodeStatus.UP or status == NodeStatus.DRAINING or status == NodeStatus.BOOTING
@@ -262,6 +276,8 @@ def _node_action(s, k: int, action: int, t: float) -> None:  # type: ignore[no-u
         fail_node(s, k, t, False)
     elif action == Action.RECOVER:
         recover_node(s, k, t)
+    elif action == Action.UNDRAIN:
+        undrain_node(s, k, t)
     else:
         drain_node(s, k, t)
 

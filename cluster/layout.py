@@ -291,6 +291,7 @@ class Action(IntEnum):
     DRAIN = 3
     SET_RATE = 4
     SET_SPEEDUP = 5
+    UNDRAIN = 6
 
 
 class Refusal(IntEnum):

@@ -603,6 +603,7 @@ class EventModel(Strict):
     drain: NodesTarget | None = None
     set_rate: SetRateAction | None = None
     set_speedup: SetSpeedupAction | None = None
+    undrain: NodesTarget | None = None
 
     @model_validator(mode="after")
     def _one_action(self) -> EventModel:

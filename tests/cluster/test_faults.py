@@ -130,6 +130,25 @@ def test_drain_lets_running_jobs_finish_then_releases_the_node() -> None:
     assert result.summary["cost_usd"] == pytest.approx(10.0 + 23.0)
 
 
+def test_undrain_calls_a_drain_off_before_the_node_runs_empty() -> None:
+    # Node 0 runs a 10 s job from 0, node 1 a 20 s job from 1; node 0 is drained at 2 and
+    # undrained at 4: the job arriving at 5 starts on node 0 when its job ends (10, ends
+    # 13) instead of waiting for node 1 (21) while node 0 leaves at 10; node 0 stays.
+    jobs = [(0.0, 10.0), (1.0, 20.0), (5.0, 3.0)]
+    for undrain in ({"node": 0}, {"type": "n", "count": 1}):
+        events = [{"at_s": 2, "drain": {"node": 0}}, {"at_s": 4, "undrain": undrain}]
+        engine = Engine(spec_from_dict(scenario(jobs=jobs, nodes=2, events=events)))
+        table = engine.run().jobs.to_pandas()
+        assert table["node"].tolist() == ["n-0", "n-1", "n-0"], undrain
+        assert table["end_s"].tolist() == [10.0, 21.0, 13.0], undrain
+        assert engine.nodes_i[1, 0] == NodeStatus.UP
+        assert engine.nodes_f[NF.RELEASED_AT, 0] == math.inf
+    # without the undrain: node 0 leaves at 10 and the third job waits for node 1
+    events = [{"at_s": 2, "drain": {"node": 0}}]
+    table = Engine(spec_from_dict(scenario(jobs=jobs, nodes=2, events=events))).run().jobs
+    assert table.to_pandas()["end_s"].tolist() == [10.0, 21.0, 24.0]
+
+
 def test_join_adds_nodes_up_after_the_start_up_delay() -> None:
     # One node busy until 10; the second job waits; two nodes join at 3 and are up at 5.
     data = scenario(
