@@ -20,10 +20,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
+from clusteremu.cluster import summary_metrics
 from clusteremu.cluster.errors import UsageError
 from clusteremu.cluster.io import (
     OutputError,
@@ -41,7 +41,8 @@ from clusteremu.cluster.policies.base import PolicyError
 from clusteremu.cluster.policies.points import PairError
 from clusteremu.cluster.readback import ReadBackError
 from clusteremu.cluster.runner import ScenarioResult, run_spec, with_policies
-from clusteremu.plugins import add_plugin_option, load_plugins
+from clusteremu.parser import EXIT_BAD_INPUT, command_parser
+from clusteremu.plugins import load_plugins
 from clusteremu.progress import Progress, compile_note, progress
 from clusteremu.scenarios.errors import ScenarioError, shorten
 from clusteremu.scenarios.loader import (
@@ -51,67 +52,16 @@ from clusteremu.scenarios.loader import (
     shipped_scenarios,
 )
 
-EXIT_BAD_INPUT = 2
+# EXIT_BAD_INPUT (2) comes from clusteremu.parser, whose usage errors exit with it.
 EXIT_POLICY_ERROR = 3
 #: The longest error message printed (characters); longer ones are cut.
 MAX_MESSAGE_CHARS = 2000
 #: Summary keys `compare --metric` can chart (numbers in every run's summary) ...
-SUMMARY_METRICS = (
-    "mean_response_time_s",
-    "p50_response_time_s",
-    "p95_response_time_s",
-    "p99_response_time_s",
-    "mean_wait_s",
-    "mean_bounded_slowdown",
-    "mean_jobs_in_system",
-    "holding_cost_rate",
-    "utilization",
-    "cost_usd",
-    "startup_usd",
-    "operating_usd",
-    "throughput_per_s",
-    "jobs_completed",
-    "jobs_failed",
-    "jobs_unfinished",
-    "unscheduled",
-    "retries",
-    "wasted_core_s",
-    "nodes_rented",
-    "simulated_time_s",
-    "measured_time_s",
-    "events",
-    "decisions",
-)
-#: ... and the keys the world model and the scenario's selected metrics add
-#: (`clusteremu.cluster.score_metric`: any placer reports them when the scenario has them).
-POLICY_METRICS = (
-    "score",
-    "image_pulls",
-    "mean_setup_s",
-    "fetched_mb",
-    "data_transfer_mb",
-    # a usage model's (`clusteremu.cluster.usage`): requests against real usage
-    "reserved_memory_gb_h",
-    "used_memory_gb_h",
-    "reserved_cpu_core_h",
-    "used_cpu_core_h",
-    "oom_kills",
-    "failed_jobs",
-    "failed_no_fit",
-    # a usage model whose jobs carry a `run` feature (the ml-workflow family): per workflow
-    # run, its last end minus its first arrival, over the runs that completed
-    "mean_run_makespan_s",
-    # a scenario with `slo:` (`clusteremu.cluster.money`): its loss and money plus loss (the
-    # Pennyworth
-    # paper's eq. 1)
-    "slo_loss_usd",
-    "total_usd",
-    # a scenario with node failures or a timeline (docs/faults.md)
-    "node_failures",
-    "failure_kills",
-    "availability",
-    "lost_core_s",
-)
+SUMMARY_METRICS = summary_metrics.names(chart="core")
+#: ... and the keys the world model, usage model, SLO, faults and the scenario's selected
+#: metrics add (`clusteremu.cluster.summary_metrics`: any placer reports them when the
+#: scenario has them).
+POLICY_METRICS = summary_metrics.names(chart="family")
 
 log = logging.getLogger("clusteremu")
 
@@ -172,25 +122,23 @@ def _headline(summary: dict[str, Any], trace: bool = False) -> str:
         text = number_text(value)  # NaN (no meaning for this run, e.g. a batch): n/a
         return text + (f" ± {ci:.3g}" if isinstance(ci, float) and ci == ci else "")
 
+    # The headline's groups (`clusteremu.cluster.summary_metrics`): the base always, then
+    # what the scenario's features add, then the jobs a run left unserved, always (a run
+    # that did not finish never looks complete).
+    shown = {
+        "base": True,
+        "slo": "slo_loss_usd" in summary,  # a scenario with an SLO: its loss, eq. 1's total
+        "faults": "node_failures" in summary,  # node failures or a timeline
+        "trace": trace,  # a replayed trace (docs/traces.md): the HPC metrics
+        "unserved": True,
+    }
     keys = [
-        "jobs_completed",
-        "mean_response_time_s",
-        "p95_response_time_s",
-        "mean_jobs_in_system",
-        "holding_cost_rate",
-        "utilization",
-        "cost_usd",
+        key
+        for group in summary_metrics.HEADLINE_GROUPS
+        if shown[group]
+        for key in summary_metrics.headline(group)
+        if key in summary or group == "base"
     ]
-    if "slo_loss_usd" in summary:  # a scenario with an SLO: its loss and eq. 1's total
-        keys += ["startup_usd", "operating_usd", "slo_loss_usd", "total_usd", "nodes_rented"]
-    if "node_failures" in summary:  # node failures or a timeline (docs/faults.md)
-        keys += ["node_failures", "failure_kills", "availability", "lost_core_s"]
-    if trace:  # a replayed trace (docs/traces.md): the HPC metrics
-        keys += ["mean_wait_s", "mean_bounded_slowdown"]
-    # Always: the jobs a run left unserved, so a run that did not finish never looks complete.
-    keys += ["jobs_failed", "jobs_unfinished"] + (
-        ["unscheduled"] if "unscheduled" in summary else []
-    )
     return "\n".join(f"  {k:<24} {fmt(k)}" for k in keys)
 
 
@@ -533,179 +481,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Help with each option's default shown (when it has a meaningful one)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        default = action.default
-        if (
-            action.option_strings
-            and "%(default)" not in text
-            and "default" not in text
-            and default not in (None, False, [], argparse.SUPPRESS)
-        ):
-            text += " (default: %(default)s)"
-        return text
-
-
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line (exit status 2) and whose help
-    shows defaults; sub-command parsers are made of the same class."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message} (see `{self.prog} --help`)\n")
-
-
-def _version() -> str:
-    try:
-        return version("clusteremu")
-    except PackageNotFoundError:  # running from a source tree that is not installed
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="clusteremu", description=__doc__.split("\n")[0])
-    parser.add_argument("--version", action="version", version=f"clusteremu {_version()}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    sub = parser.add_subparsers(
-        dest="command",
-        required=True,
-        metavar="COMMAND",
-        parser_class=Parser,
-        help=argparse.SUPPRESS,  # the description lists the commands
+    """The `clusteremu` parser (`clusteremu.parser.command_parser`), its own commands
+    calling this module's `cmd_*` functions."""
+    return command_parser(
+        {"run": cmd_run, "compare": cmd_compare, "validate": cmd_validate, "list": cmd_list}
     )
-
-    def scenario_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("scenario", help="scenario YAML file, or the name of a shipped scenario")
-        p.add_argument(
-            "--set",
-            action="append",
-            metavar="PATH=VALUE",
-            help="override a field, e.g. workload.classes.0.arrival.rate_per_s=9 (repeatable)",
-        )
-        p.add_argument("--seed", type=int, help="override the scenario seed (default: its seed)")
-        p.add_argument(
-            "--replications",
-            type=int,
-            help="override the number of replications (default: the scenario's)",
-        )
-        add_plugin_option(p)
-
-    run = sub.add_parser("run", help="run a scenario and print its summary")
-    scenario_args(run)
-    run.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="KIND=NAME[,KIND=NAME]",
-        help="run with this policy instead of the scenario's, as in compare: sets "
-        "scheduler.KIND.name, e.g. placer=random-fit or placer=first-fit:key=value "
-        "(repeatable, each kind once)",
-    )
-    run.add_argument(
-        "--out", metavar="DIR", help="write DIR/jobs.parquet and DIR/summary.json together"
-    )
-    run.add_argument("--json", action="store_true", help="print only the summary, as JSON")
-    ray = run.add_argument_group("Ray (needs the `ray` extra; these options need --ray)")
-    ray.add_argument("--ray", action="store_true", help="run on Ray actors")
-    ray.add_argument(
-        "--address", help="Ray cluster to join, HOST:PORT or 'auto' (default: a private one)"
-    )
-    ray.add_argument("--shards", type=int, help="node shard actors (default: 1)")
-    ray.add_argument(
-        "--window", type=float, help="windowed mode: window, seconds (default: 0, exact mode)"
-    )
-    ray.add_argument(
-        "--realtime",
-        type=float,
-        help="pace to wall clock times X (default: 0, as fast as possible)",
-    )
-    ray.add_argument("--dashboard-host", help="Ray dashboard bind address (default: 127.0.0.1)")
-    ray.add_argument(
-        "--shard-resources",
-        action="append",
-        metavar="NAME=AMOUNT[,NAME=AMOUNT]",
-        help="Ray custom resources node shard i requires (the i-th flag, cycled), to pin "
-        "shards to machines started with `ray start --resources`",
-    )
-    ray.add_argument("--shard-cpus", type=float, help="CPUs each shard actor reserves (default: 0)")
-    run.set_defaults(func=cmd_run)
-
-    cmp_ = sub.add_parser("compare", help="run several policies on the same seeds")
-    scenario_args(cmp_)
-    cmp_.add_argument(
-        "--policy",
-        action="append",
-        default=[],
-        metavar="KIND=NAME[,KIND=NAME]",
-        help="a policy variant, e.g. placer=random-fit or placer=first-fit:key=value "
-        "(repeat for each)",
-    )
-    cmp_.add_argument(
-        "--metric",
-        default="mean_response_time_s",
-        help="summary key to chart and tabulate",
-    )
-    cmp_.add_argument(
-        "--grid",
-        metavar="PATH=V1,V2,...",
-        help="sweep one field, e.g. cluster.pools.0.cores=4,8,16: every policy at every value; "
-        "writes convergence.png and heuristics.png (normalised holding cost against the "
-        "number of cores, with the mean-field lower bound)",
-    )
-    cmp_.add_argument(
-        "--out",
-        metavar="DIR",
-        help="folder for compare.png and compare.json (default: write no files)",
-    )
-    cmp_.add_argument("--json", action="store_true", help="print only the rows, as JSON")
-    cmp_.set_defaults(func=cmd_compare)
-
-    val = sub.add_parser(
-        "validate", help="check a scenario file (and build its policies) without running it"
-    )
-    scenario_args(val)
-    val.set_defaults(func=cmd_validate)
-
-    lst = sub.add_parser("list", help="list shipped scenarios and registered policies")
-    lst.set_defaults(func=cmd_list)
-
-    from clusteremu.commands import COMMAND_MODULES
-
-    for module in COMMAND_MODULES:
-        import_module(module).add_parser(sub)
-    _describe(sub)
-    lines = [f"  {name:<10} {text}" for name, text in _helps(sub).items()]
-    parser.description = (
-        "clusteremu: a cluster emulator for scheduling and provisioning policies.\n\n"
-        "commands:\n" + "\n".join(lines) + "\n\n"
-        "`clusteremu COMMAND --help` describes each. Exit status: 0 done, 2 bad input, "
-        "3 a policy's illegal decision, 130/143 interrupted."
-    )
-    return parser
-
-
-def _describe(sub: Any) -> None:
-    """Give every sub-command (and the verbs under one, `provision train`) that has no
-    `description=` its one-line help as one, so `clusteremu COMMAND --help` opens with
-    what the command does."""
-    for action in sub._choices_actions:
-        command = sub.choices[action.dest]
-        if not command.description:
-            command.description = action.help
-        for inner in command._actions:
-            if isinstance(inner, argparse._SubParsersAction):
-                _describe(inner)
-
-
-def _helps(sub: Any) -> dict[str, str]:
-    """Each sub-command's one-line help, in the order they were added."""
-    return {a.dest: a.help or "" for a in sub._choices_actions}
 
 
 def _say(exc: BaseException) -> None:
