@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+
+from clusteremu.cluster import summary_metrics
 from clusteremu.cluster.capacity import fits_a_node_type, node_types_of_run
 from clusteremu.cluster.jit import kernel_function, signals_blocked
 from clusteremu.cluster.layout import CI, FS, IS, JF, JI, NF, NI, PF, JobState
@@ -27,20 +29,8 @@ from clusteremu.cluster.state import RunState
 if TYPE_CHECKING:
     from clusteremu.cluster.policies.base import Policy
 
-#: Metrics averaged over replications and given a confidence interval.
-MEAN_METRICS = (
-    "mean_response_time_s",
-    "p50_response_time_s",
-    "p95_response_time_s",
-    "p99_response_time_s",
-    "mean_jobs_in_system",
-    "holding_cost_rate",
-    "utilization",
-    "cost_usd",
-    "throughput_per_s",
-    "mean_wait_s",
-    "mean_bounded_slowdown",
-)
+#: Metrics averaged over replications and given a confidence interval (`summary_metrics`).
+MEAN_METRICS = summary_metrics.names("mean")
 #: Bounded slowdown's threshold (s): a job's slowdown is response / max(run, this), at
 #: least 1 (Feitelson et al., JSSPP 1997; docs/traces.md).
 SLOWDOWN_BOUND_S = 10.0
@@ -607,13 +597,11 @@ def combine(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "seed": first["seed"],
         "replications": len(summaries),
     }
-    out["jobs_completed"] = int(sum(s["jobs_completed"] for s in summaries))
-    for key in ("simulated_time_s", "measured_time_s"):
+    for key in summary_metrics.names("sum"):  # counts (`summary_metrics`)
+        if key in first:
+            out[key] = int(sum(s[key] for s in summaries))
+    for key in summary_metrics.names("time"):
         out[key] = float(np.mean([s[key] for s in summaries]))
-    for key in ("events", "decisions", "jobs_unfinished", "jobs_failed", "unscheduled", "retries"):
-        if key not in first:
-            continue
-        out[key] = int(sum(s[key] for s in summaries))
     out.update(_mean_and_ci(summaries))
     out["per_class"] = {}
     for name in first["per_class"]:
