@@ -457,17 +457,19 @@ def _response_stats(resp: np.ndarray, wait: np.ndarray) -> dict[str, Any]:
             "jobs_completed": 0,
             "mean_response_time_s": nan,
             "p50_response_time_s": nan,
+            "p90_response_time_s": nan,
             "p95_response_time_s": nan,
             "p99_response_time_s": nan,
             "mean_wait_s": nan,
             "mean_bounded_slowdown": nan,
         }
-    p50, p95, p99 = np.percentile(resp, [50, 95, 99])
+    p50, p90, p95, p99 = np.percentile(resp, [50, 90, 95, 99])
     run = np.maximum(resp - wait, SLOWDOWN_BOUND_S)
     return {
         "jobs_completed": int(resp.size),
         "mean_response_time_s": float(resp.mean()),
         "p50_response_time_s": float(p50),
+        "p90_response_time_s": float(p90),
         "p95_response_time_s": float(p95),
         "p99_response_time_s": float(p99),
         "mean_wait_s": float(wait.mean()),

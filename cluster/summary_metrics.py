@@ -37,6 +37,7 @@ METRICS: tuple[Metric, ...] = (
     # response and waiting (measured jobs)
     Metric("mean_response_time_s", "mean", headline=("base", 1)),
     Metric("p50_response_time_s", "mean"),
+    Metric("p90_response_time_s", "mean"),
     Metric("p95_response_time_s", "mean", headline=("base", 2)),
     Metric("p99_response_time_s", "mean"),
     Metric("mean_wait_s", "mean", headline=("trace", 0)),

@@ -51,6 +51,22 @@ def test_mmc_matches_erlang_c() -> None:
     _check(result.summary, "mean_response_time_s", erlang_c_response_time(8.0, 1.0, 10))
 
 
+def test_mm1_response_time_percentile_is_exponential() -> None:
+    """FCFS M/M/1 (lambda 0.5, mu 1): the response time is exponential with rate mu -
+    lambda, so its 90th percentile is ln(10) / (mu - lambda) (the p90 summary metric)."""
+    spec = load_scenario(
+        "mm-c",
+        [
+            "cluster.nodes.0.count=1",
+            "workload.classes.0.arrival.rate_per_s=0.5",
+            "stop.jobs=200000",
+            "stop.warmup_jobs=5000",
+            "replications=6",
+        ],
+    )
+    _check(run_spec(spec).summary, "p90_response_time_s", math.log(10.0) / (1.0 - 0.5))
+
+
 def test_equi_linear_is_processor_sharing() -> None:
     # k = 4 cores, lambda = 3, mu = 1: one fast server of rate k*mu, T = 1 / (k mu - lambda).
     spec = load_scenario(
