@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import ray
+
 from clusteremu.actors.arrivals import ArrivalActor
 from clusteremu.actors.engine_host import EngineActor
 from clusteremu.actors.node_shard import NodeShardActor

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import ray
+
 from clusteremu.actors.reusable import Reusable
 from clusteremu.cluster.engine import FloatArray, IntArray, Jobs
 from clusteremu.cluster.jobs import generate_jobs, replication_seed

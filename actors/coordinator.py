@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import ray
+
 from clusteremu.actors.actor_set import ActorSet
 from clusteremu.actors.arrivals import measurement_window, replication_jobs
 from clusteremu.actors.engine_host import EngineReport

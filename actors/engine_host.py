@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 import ray
+
 from clusteremu.actors.node_shard import ShardState, engine_state
 from clusteremu.actors.reusable import Reusable
 from clusteremu.cluster.engine import Engine

@@ -35,6 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 import ray
+
 from clusteremu.actors.actor_set import ActorSet
 from clusteremu.actors.coordinator import RayRunOptions, run_replication
 from clusteremu.cluster.errors import UsageError
@@ -501,6 +502,7 @@ def stop_ray(started: bool) -> None:
     if not started:
         return
     import psutil
+
     from clusteremu.cluster.io import signals_held
 
     with signals_held():

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import ray
+
 from clusteremu.actors.arrivals import ArrivalIds, JobBatch, StreamCopy, measurement_window
 from clusteremu.actors.reusable import Reusable
 from clusteremu.cluster.engine import Engine, FloatArray, IntArray, Jobs

@@ -25,6 +25,8 @@ import logging
 
 import numpy as np
 import ray
+from numba import njit
+
 from clusteremu.actors.arrivals import ArrivalIds, JobBatch, StreamCopy
 from clusteremu.actors.node_shard import ShardState
 from clusteremu.actors.reusable import Reusable
@@ -36,7 +38,6 @@ from clusteremu.cluster.policies import registry
 from clusteremu.cluster.policies.base import Provisioner
 from clusteremu.cluster.policies.compiled import FIT_EPS, choose_gpus, has_room
 from clusteremu.cluster.state import gpu_count
-from numba import njit
 
 log = logging.getLogger(__name__)
 

@@ -39,6 +39,7 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private, loopback-only instance
 
 import ray  # noqa: E402
+
 from clusteremu.actors.actor_set import ActorSet  # noqa: E402
 from clusteremu.actors.coordinator import Coordinator, RayRunOptions  # noqa: E402
 from clusteremu.actors.launch import run_on_ray  # noqa: E402

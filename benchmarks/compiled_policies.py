@@ -23,10 +23,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from engine_vs_simpy import erlang_c, mmc_scenario, run_simpy  # noqa: E402
+
 from clusteremu.cluster.engine import Engine  # noqa: E402
 from clusteremu.cluster.policies.base import Placer  # noqa: E402
 from clusteremu.scenarios.loader import spec_from_dict  # noqa: E402
-from engine_vs_simpy import erlang_c, mmc_scenario, run_simpy  # noqa: E402
 
 #: A user's module, as written from the docs (not part of the package).
 USER_MODULE = """

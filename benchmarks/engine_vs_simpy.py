@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.policies.base import Placement, PlacementView, Placer
 from clusteremu.scenarios.loader import spec_from_dict

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from clusteremu.cluster.experiments.gpu_frag import replay, workload
 from clusteremu.cluster.gpu_trace import load_nodes, load_pods
 from clusteremu.cluster.policies.gpu_share import SCORERS

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from clusteremu.cluster import layout as L
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.experiments.mdp_learner import learn, tracking_delays

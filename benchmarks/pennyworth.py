@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import ray
+
 from clusteremu.cluster.policies.pennyworth.problem import Problem
 from clusteremu.cluster.policies.pennyworth.tree import RadTree
 from clusteremu.scenarios.loader import SHIPPED_DIR

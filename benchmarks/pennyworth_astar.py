@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.pennyworth.astar import SearchLimit, solve
 from clusteremu.cluster.policies.pennyworth.exact import engine_runtimes, job_problem, solve_jobs

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+
 from clusteremu.cluster.policies.pennyworth.tree import RadTree
 from clusteremu.scenarios.loader import load_scenario, resolve_path
 from clusteremu.tuners.pennyworth import (

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from clusteremu.cluster.policies.pennyworth.exact import _money_lower_bound, job_problem
 from clusteremu.cluster.policies.pennyworth.tree import RadTree
 from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, read_yaml

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 import numpy as np
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.model import StopRule
 from clusteremu.cluster.policies.scoring.framework import Cycle

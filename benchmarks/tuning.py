@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 import ray
+
 from clusteremu.tuners.domains import sample_configs
 from clusteremu.tuners.evaluate import experiment_from_config
 from clusteremu.tuners.tuning import run_tuning

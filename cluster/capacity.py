@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies import compiled
 

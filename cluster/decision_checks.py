@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster import kernel
 from clusteremu.cluster.layout import (
     JF,

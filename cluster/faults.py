@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.jobs import Purpose, name_key
 from clusteremu.cluster.layout import TL, Action
 from clusteremu.cluster.model import SimulationSpec

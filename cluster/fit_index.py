@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from clusteremu.cluster.jit import inline_function, internal_function, kernel_function
 from clusteremu.cluster.layout import FX, GPU_MILLI, NF, NI, NodeStatus
 from clusteremu.cluster.state import EngineState

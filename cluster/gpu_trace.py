@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster import readback
 
 IntArray = npt.NDArray[np.int64]

@@ -16,11 +16,12 @@ import signal
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
-from clusteremu.cluster.jit_pipeline import KernelCompiler
 from llvmlite import ir as llvm_ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from clusteremu.cluster.jit_pipeline import KernelCompiler
 
 F = TypeVar("F")
 

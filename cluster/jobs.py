@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import JobClass, SimulationSpec
 from clusteremu.cluster.usage import Usage, draw_usage
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from clusteremu.cluster.jit import inline_function, internal_function, prefetch
 from clusteremu.cluster.layout import IS, JF, JI, NI, PF, PI, TL, Event, JobState, NodeStatus
 

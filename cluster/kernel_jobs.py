@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from clusteremu.cluster.fit_index import index_update
 from clusteremu.cluster.jit import inline_function, internal_function
 from clusteremu.cluster.kernel_heap import KIND_BITS, heap_push

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.layout import NF, NI, NodeStatus
 from clusteremu.cluster.slo import Slo, job_losses
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.metrics import combine
 from clusteremu.cluster.model import PolicyRef, SimulationSpec

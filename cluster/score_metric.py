@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from clusteremu.cluster.model import JobClass, ScoreBounds, SimulationSpec
 from clusteremu.cluster.state import RunState
 from clusteremu.cluster.world import WF, Stat

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import IS, JI, JobState, NodeStatus, Status
 from clusteremu.cluster.metrics import RunResult
@@ -87,6 +88,7 @@ def plot_timeline(timeline: Timeline, path: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from clusteremu.cluster.plotting import scale_axis
 
     t = timeline.time_s

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import SimulationSpec
 
 FloatArray = npt.NDArray[np.float64]

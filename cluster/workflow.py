@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.usage import Arrivals, Usage, register_usage_model
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.distributions import Distribution, Exponential
 
 FloatArray = npt.NDArray[np.float64]

@@ -39,6 +39,7 @@ from enum import IntEnum
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.jit import internal_function
 from clusteremu.cluster.layout import JI, NI
 from clusteremu.cluster.model import Image, JobClass, NodeType, SimulationSpec

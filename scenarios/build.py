@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from clusteremu.cluster import distributions as dist
 from clusteremu.cluster import readback
 from clusteremu.cluster import speedup as sp

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from clusteremu.cluster import workload as wl
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.traces.feed import TableClassStream

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from clusteremu.cluster.traces.table import ClassSpec, Trace
 
 #: The placer an imported scenario starts with (others: `fcfs`).

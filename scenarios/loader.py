@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from clusteremu.cluster import readback
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.scenarios.build import FILE_PARAMS, build_spec

@@ -10,6 +10,7 @@ raises `ScenarioError` naming `scheduler.<kind>` or `workload.usage`.
 from __future__ import annotations
 
 import numpy as np
+
 from clusteremu.cluster.jobs import Jobs
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies import registry

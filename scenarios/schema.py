@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, get_args
 
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
+
 from clusteremu.scenarios.world_schema import (
     Bandwidth,
     ContainerModel,
@@ -19,7 +21,6 @@ from clusteremu.scenarios.world_schema import (
     StrictNumbers,
     WorldModel,
 )
-from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]

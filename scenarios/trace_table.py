@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster import readback
 from clusteremu.cluster.traces import feed
 from clusteremu.cluster.traces.feed import (

@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from pydantic import ValidationError
+
 from clusteremu.cluster.policies import registry
 from clusteremu.scenarios import limits, schema, world
 from clusteremu.scenarios.errors import ScenarioError, shorten
 from clusteremu.scenarios.migration import migrate_policies
 from clusteremu.scenarios.world_schema import NumberFieldError
-from pydantic import ValidationError
 
 #: Discriminator values that pydantic inserts into error locations; not field names.
 _TAGS = set(schema.DISTRIBUTION_KINDS + schema.ARRIVAL_KINDS + schema.SPEEDUP_KINDS)

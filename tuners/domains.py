@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.policies.scoring.scorers import FIXED_WEIGHTS, SEED_SCORERS
 from clusteremu.scenarios import faas
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.tuners.domains import ExperimentConfig, static_features, weight_mapping
 
 

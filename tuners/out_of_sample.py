@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.tuners.domains import DEFAULT_TEST_SEEDS, FIXED
 from clusteremu.tuners.evaluate import Experiment, evaluate
 from clusteremu.tuners.protocol import (

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.pennyworth.exact import (
     ExactSolution,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import ray
+
 from clusteremu.cluster.policies.pennyworth.exact import JobPlan, mean_job_problem, solve_jobs
 from clusteremu.cluster.policies.pennyworth.features import (
     action_names,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.pennyworth.exact import engine_runtimes
 from clusteremu.cluster.policies.pennyworth.problem import Problem

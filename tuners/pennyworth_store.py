@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
 from clusteremu.cluster import readback
 from clusteremu.cluster.io import write_json, write_parquet
 from clusteremu.cluster.policies.pennyworth.features import feature_names

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import numpy.typing as npt
+
 from clusteremu.cluster.splits import split_key
 from clusteremu.tuners.protocol_splits import (
     DRAWN_BY,

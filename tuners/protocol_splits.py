@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
+
 from clusteremu.cluster.splits import (
     _check_seed,
     instance_rng,

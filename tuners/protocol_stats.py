@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats
+
 from clusteremu.cluster.splits import split_key
 from clusteremu.tuners.protocol_splits import REPORTED_SPLIT, SELECTION_SPLIT
-from scipy import stats
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster import readback
 from clusteremu.tuners.domains import FIXED, STATIC_SPACE, WEIGHT_NAMES, domain, sample_config
 from clusteremu.tuners.evaluate import Experiment, evaluate, experiment_from_config

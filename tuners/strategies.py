@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.tuners.domains import FIXED, WEIGHT_NAMES
 
 #: The registered strategies, by name.

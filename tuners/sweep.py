@@ -42,6 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 import ray
+
 from clusteremu.cluster import readback
 from clusteremu.cluster.io import write_json, write_parquet
 from clusteremu.cluster.model import SimulationSpec

@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from scipy import stats
+
 from clusteremu.tuners.evaluate import Experiment, evaluate
 from clusteremu.tuners.strategies import Strategy, make_strategy
-from scipy import stats
 
 log = logging.getLogger(__name__)
 #: Ray Tune installs a SIGINT handler of its own unless this variable is 1.

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.distributions import Deterministic
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.gpu_trace import Nodes, Pods

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.layout import FS, JF, JI, Status
 from clusteremu.cluster.model import SimulationSpec, StopRule

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import SimulationSpec
 
 FloatArray = npt.NDArray[np.float64]

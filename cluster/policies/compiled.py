@@ -10,6 +10,7 @@ themselves are registered in the one table, `clusteremu.cluster.policies.compile
 from __future__ import annotations
 
 import numpy as np
+
 from clusteremu.cluster.fit_index import FIT_EPS, gpu_fits, has_room, node_fits
 from clusteremu.cluster.jit import inline_function, kernel_function
 from clusteremu.cluster.layout import GPU_MILLI

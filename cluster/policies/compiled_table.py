@@ -36,15 +36,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from clusteremu.cluster.fit_index import search
-from clusteremu.cluster.jit import inline_function, signals_blocked
-from clusteremu.cluster.layout import CF, JF, JI, NF, NI, JobState, NodeStatus
-from clusteremu.cluster.policies.compiled import has_room, uniform_index
 from numba import njit, typeof, types
 from numba.core import cgutils
 from numba.core.registry import CPUDispatcher
 from numba.experimental.function_type import _get_jit_address, _get_wrapper_address
 from numba.extending import intrinsic
+
+from clusteremu.cluster.fit_index import search
+from clusteremu.cluster.jit import inline_function, signals_blocked
+from clusteremu.cluster.layout import CF, JF, JI, NF, NI, JobState, NodeStatus
+from clusteremu.cluster.policies.compiled import has_room, uniform_index
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

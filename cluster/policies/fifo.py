@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.layout import GPU_MILLI
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies import compiled as rules

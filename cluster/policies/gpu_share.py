@@ -45,8 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from clusteremu.cluster.jit import argument_function, kernel_function
 from numba import njit
+
+from clusteremu.cluster.jit import argument_function, kernel_function
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -50,6 +50,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.layout import GPU_MILLI
 from clusteremu.cluster.model import JobClass, SimulationSpec
 from clusteremu.cluster.policies.base import Placement, PlacementView, Placer

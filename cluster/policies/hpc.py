@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.layout import JobState
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies import compiled as rules

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.layout import JobState
 from clusteremu.cluster.model import JobClass, NodeType, SimulationSpec
 from clusteremu.cluster.policies.base import Placement, PlacementView, Placer

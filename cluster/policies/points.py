@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
+
 from clusteremu.cluster.jobs import Purpose, stream
 from clusteremu.cluster.model import PolicyRef, SchedulerSpec, SimulationSpec
 from clusteremu.cluster.policies import compiled_table, registry

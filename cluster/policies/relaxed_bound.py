@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.speedup import (
     AmdahlSpeedup,

@@ -31,6 +31,8 @@ import math
 from typing import Any
 
 import numpy as np
+from numba import njit
+
 from clusteremu.cluster.layout import CF, CI, JF, JI
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import Allocation, Allocator, FloatArray, PoolView
@@ -45,7 +47,6 @@ from clusteremu.cluster.policies.relaxed_bound import (
 )
 from clusteremu.cluster.speedup import AMDAHL, LINEAR, POWER, ROOFTOP, SMOOTH_ROOFTOP, TABLE
 from clusteremu.cluster.state import class_arrays
-from numba import njit
 
 log = logging.getLogger(__name__)
 

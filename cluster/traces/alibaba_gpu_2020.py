@@ -69,6 +69,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from clusteremu.cluster.traces.alibaba_instances import TASK_KEYS, read_instances
 from clusteremu.cluster.traces.csv_columns import (
     as_mask,

@@ -65,6 +65,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+
 from clusteremu.cluster import gpu_trace
 from clusteremu.cluster.traces.csv_columns import (
     F,

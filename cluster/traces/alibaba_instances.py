@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from clusteremu.cluster.traces.csv_columns import (
     as_mask,
     given,

@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from clusteremu.cluster.traces.inputs import expect_paths, number_above, parse_options
 from clusteremu.cluster.traces.rows import Rules
 from clusteremu.cluster.traces.table import ImportReport, Trace, TraceError, job_table

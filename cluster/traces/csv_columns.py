@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
+
 from clusteremu.cluster.traces.table import TraceError
 from clusteremu.cluster.traces.text_files import (
     BoolArray,

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+
 from clusteremu.cluster.jobs import Jobs
 from clusteremu.cluster.workload import ArrivalProcess, FloatArray, TableArrivals
 

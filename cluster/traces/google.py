@@ -77,6 +77,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
+
 from clusteremu.cluster.traces.inputs import expect_paths, number_above, parse_options
 from clusteremu.cluster.traces.rows import Rules
 from clusteremu.cluster.traces.table import ImportReport, Trace, TraceError, job_table, node_table

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from clusteremu.cluster.traces.kubernetes_quantity import (
     NANO,
     QuantityError,

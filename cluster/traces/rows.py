@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from clusteremu.cluster.traces.table import ImportReport
 from clusteremu.cluster.traces.text_files import BoolArray, IntArray
 

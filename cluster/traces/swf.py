@@ -60,6 +60,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from clusteremu.cluster.traces.inputs import expect_paths, parse_options
 from clusteremu.cluster.traces.rows import Rules
 from clusteremu.cluster.traces.table import ImportReport, Trace, TraceError, job_table

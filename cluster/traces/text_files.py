@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.csv as pacsv
+
 from clusteremu.cluster.traces.table import TraceError
 
 IntArray = npt.NDArray[np.int64]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.actors.arrivals import ArrivalIds, ArrivalStream, replication_jobs
 from clusteremu.cluster import layout as L
 from clusteremu.cluster.engine import Engine

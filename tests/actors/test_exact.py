@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.actors.actor_set import ActorSet
 from clusteremu.actors.coordinator import Coordinator, RayRunOptions, run_replication
 from clusteremu.actors.launch import run_on_ray
 from clusteremu.cluster.runner import run_spec
 from clusteremu.scenarios.loader import load_scenario
-
 from tests.actors.helpers import assert_same_jobs
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_local")]

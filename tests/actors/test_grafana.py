@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clusteremu.actors.grafana import DASHBOARD_PATH, load_dashboard, provision, write_dashboard
 from clusteremu.actors.metrics import METRIC_NAMES
-
 from clusteremu.cli import main
 
 pytest.importorskip("grafana_client")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import ray
+
 from clusteremu.actors.launch import (
     CONNECT_TIMEOUT_S,
     DASHBOARD_ENV,
@@ -22,9 +23,8 @@ from clusteremu.actors.launch import (
     options_from_args,
     parse_shard_resources,
 )
-from clusteremu.cluster.errors import UsageError
-
 from clusteremu.cli import build_parser, main
+from clusteremu.cluster.errors import UsageError
 from tests.actors.helpers import assert_same_jobs
 
 pytestmark = pytest.mark.ray
@@ -186,6 +186,7 @@ def test_stopping_counts_an_exited_unreaped_process_as_gone() -> None:
     seconds) must not hold it for its whole grace period (`psutil.wait_procs` did); one
     still running must."""
     import psutil  # Ray's copy (importing ray put it on sys.path)
+
     from clusteremu.actors.launch import _running_after
 
     # A parent that starts a child, waits until it has exited without reaping it, prints

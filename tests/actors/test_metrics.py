@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from clusteremu.actors.coordinator import RayRunOptions
 from clusteremu.actors.launch import run_on_ray
 from clusteremu.actors.metrics import METRIC_NAMES

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from clusteremu.actors.coordinator import RayRunOptions
 from clusteremu.actors.launch import LOCAL_SYSTEM_CONFIG, run_on_ray
 from clusteremu.cluster.runner import run_spec
 from clusteremu.scenarios.loader import load_scenario
-
 from tests.actors.helpers import assert_same_jobs, auth_disabled
 
 ray = pytest.importorskip("ray")

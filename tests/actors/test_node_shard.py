@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.actors.arrivals import ArrivalStream
 from clusteremu.actors.node_shard import NodeShard
 from clusteremu.actors.results import merge_result
 from clusteremu.cluster.runner import run_spec
 from clusteremu.scenarios.loader import load_scenario
-
 from tests.actors.helpers import assert_same_jobs
 
 pytest.importorskip("ray")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import ray
+
 from clusteremu.actors import launch
 from clusteremu.actors.launch import check_reachable, check_resources, resolve_auto
 from clusteremu.cluster.errors import UsageError
-
 from tests.clusteremu.badinput import refused
 
 pytestmark = pytest.mark.ray

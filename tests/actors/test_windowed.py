@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.actors.actor_set import node_slices
 from clusteremu.actors.arrivals import ArrivalIds, replication_jobs
 from clusteremu.actors.node_shard import NodeShard, ShardState

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clusteremu.scenarios import limits
-from clusteremu.scenarios.loader import SHIPPED_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusteremu.scenarios import limits
+from clusteremu.scenarios.loader import SHIPPED_DIR
 from tests.clusteremu.badinput import refused
 
 EXAMPLES = settings(

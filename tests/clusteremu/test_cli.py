@@ -108,6 +108,7 @@ def test_list_describes_every_shipped_scenario_and_names_every_policy(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import yaml
+
     from clusteremu.cluster.policies import registry
     from clusteremu.cluster.policies.gpu_share import SCORERS as GPU_PLACERS
     from clusteremu.scenarios.loader import shipped_scenarios

@@ -17,6 +17,7 @@ from tests.clusteremu.test_plugins import one_class_mdp_scenario
 class TestErrorsAcrossRay:
     def test_errors_raised_in_a_ray_task_arrive_as_themselves(self) -> None:
         import ray
+
         from clusteremu.cluster.policies.base import PolicyError
         from clusteremu.cluster.policies.registry import UnknownPolicyError
         from clusteremu.scenarios.errors import ScenarioError

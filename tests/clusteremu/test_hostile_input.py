@@ -12,10 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from clusteremu.scenarios import limits
-from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, read_yaml, validate
 
 from clusteremu.cli import main
+from clusteremu.scenarios import limits
+from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, read_yaml, validate
 from tests.clusteremu.badinput import refused
 
 BUDGET = 16e9

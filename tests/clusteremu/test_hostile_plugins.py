@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clusteremu.cluster.policies import compiled_table, registry
 
 from clusteremu.cli import main
+from clusteremu.cluster.policies import compiled_table, registry
 from tests.clusteremu.badinput import refused
 
 SHORT = ["--set", "stop.jobs=200", "--set", "stop.warmup_jobs=0"]

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusteremu.scenarios import limits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clusteremu.scenarios import limits
 from tests.clusteremu.badinput import refused
 
 EXAMPLES = settings(
@@ -77,18 +77,17 @@ class Limited:
 def no_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
     """Stand-ins that fail the test if a bad option reaches work of any command; yields a
     function to call before each command (it resets the count of scenarios loaded)."""
+    import clusteremu.cli
     import clusteremu.cluster.engine
     import clusteremu.cluster.experiments.mdp_learner
     import clusteremu.cluster.policies.pennyworth.exact
     import clusteremu.cluster.policies.pennyworth.problem
     import clusteremu.cluster.policies.provisioner.sizing
+    import clusteremu.commands.gpu_frag
     import clusteremu.tuners.domains
     import clusteremu.tuners.evaluate
     import clusteremu.tuners.rl
     import clusteremu.tuners.sweep
-
-    import clusteremu.cli
-    import clusteremu.commands.gpu_frag
 
     launch = types.SimpleNamespace(
         ensure_ray=_work("Ray"),
@@ -342,7 +341,6 @@ def test_provision_train_with_too_few_runs_to_learn_from_is_bad_input(
     with exit 2 and a message saying to profile more runs, not a traceback (after the
     profiling, which is what shows it)."""
     import clusteremu.cluster.policies.provisioner.sizing as sizing
-
     from clusteremu.cli import main
 
     def one_bin(*args: object, **kwargs: object) -> Any:

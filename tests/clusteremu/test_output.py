@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from clusteremu.cli import main
 from clusteremu.cluster.io import (
     MANIFEST,
     STAGE_PREFIX,
@@ -28,8 +30,6 @@ from clusteremu.cluster.io import (
     output_folder,
     write_json,
 )
-
-from clusteremu.cli import main
 from tests.clusteremu.badinput import refused
 
 SHORT = ["--set", "stop.jobs=2000", "--set", "stop.warmup_jobs=0"]

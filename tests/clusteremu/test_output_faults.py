@@ -10,9 +10,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from clusteremu.cluster import io
 
 from clusteremu.cli import main
+from clusteremu.cluster import io
 from tests.clusteremu.badinput import refused
 
 SHORT = ["--set", "stop.jobs=2000", "--set", "stop.warmup_jobs=0"]

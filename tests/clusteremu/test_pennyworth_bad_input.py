@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+
 from clusteremu.cluster.policies.pennyworth.astar import solve
 from clusteremu.cluster.policies.pennyworth.features import examples_of_plan
 from clusteremu.cluster.policies.pennyworth.problem import problem_from_spec
 from clusteremu.cluster.policies.pennyworth.tree import RadTree
 from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, read_yaml
 from clusteremu.tuners.pennyworth import with_counts
-
 from tests.clusteremu.badinput import refused
 
 

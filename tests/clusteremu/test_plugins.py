@@ -153,9 +153,8 @@ def test_an_unknown_policy_error_is_bad_input(
 ) -> None:
     """Where it can still arise after the loader's check (a Ray worker without the plug-in),
     `UnknownPolicyError` exits 2 with its message, not a traceback."""
-    from clusteremu.cluster.policies.registry import UnknownPolicyError
-
     from clusteremu import cli
+    from clusteremu.cluster.policies.registry import UnknownPolicyError
 
     def fail(args: object) -> int:
         raise UnknownPolicyError("placer", "last-fit", ["first-fit", "random-fit"])
@@ -169,9 +168,8 @@ def test_errors_from_ray_tasks_are_reported_by_their_cause(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A Ray task error (it carries `cause`) is reported by what the task raised."""
-    from clusteremu.cluster.policies.base import PolicyError
-
     from clusteremu import cli
+    from clusteremu.cluster.policies.base import PolicyError
 
     class TaskError(PolicyError):
         def __init__(self, cause: BaseException) -> None:

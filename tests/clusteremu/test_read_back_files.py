@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from clusteremu.cluster.policies.pennyworth.tree import _digest
 from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario
-
 from tests.clusteremu.badinput import refused
 
 SHIPPED_TREE = SHIPPED_DIR / "policies" / "pennyworth-avg.json"

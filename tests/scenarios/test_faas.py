@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.distributions import BoundedLognormal
 from clusteremu.cluster.engine import Engine
 from clusteremu.scenarios import faas

@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from clusteremu.scenarios import limits
 from clusteremu.scenarios.errors import ScenarioError, shorten
 from clusteremu.scenarios.loader import (
@@ -23,8 +26,6 @@ from clusteremu.scenarios.loader import (
     safe_yaml,
     validate,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 MM_C: dict[str, Any] = yaml.safe_load((SHIPPED_DIR / "mm-c.yaml").read_text())
 BUDGET = 16e9

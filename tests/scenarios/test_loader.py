@@ -8,6 +8,10 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clusteremu.cli import main
 from clusteremu.scenarios.errors import ScenarioError
 from clusteremu.scenarios.loader import (
     SHIPPED_DIR,
@@ -15,10 +19,6 @@ from clusteremu.scenarios.loader import (
     shipped_scenarios,
     spec_from_dict,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from clusteremu.cli import main
 
 MM_C = yaml.safe_load((SHIPPED_DIR / "mm-c.yaml").read_text())
 

@@ -4,11 +4,12 @@ that starts with the option and says what was expected."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from clusteremu.cluster.errors import UsageError
 from clusteremu.scenarios import limits
 from clusteremu.scenarios import option_checks as oc
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 #: No wall-clock verdict: Hypothesis' default 200 ms deadline per example and its too_slow
 #: health check fail a test on a machine that is merely busy.

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.policies.pennyworth.problem import checked_problem
 from clusteremu.cluster.policies.pennyworth.tree import RadTree

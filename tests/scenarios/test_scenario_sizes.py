@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from clusteremu.scenarios import loader
 from clusteremu.scenarios.errors import ScenarioError
 from clusteremu.scenarios.loader import SHIPPED_DIR, load_scenario, safe_yaml, validate

@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+
+from clusteremu.cli import main
 from clusteremu.cluster import workload as wl
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.model import replays_table
@@ -23,8 +25,6 @@ from clusteremu.cluster.traces.feed import TableClassStream
 from clusteremu.cluster.traces.table import JOB_SCHEMA, job_table
 from clusteremu.scenarios.errors import ScenarioError
 from clusteremu.scenarios.loader import load_scenario
-
-from clusteremu.cli import main
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
+
 from clusteremu.scenarios.loader import spec_from_dict
 from clusteremu.tuners import domains
 from clusteremu.tuners.domains import (

@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.io import to_json
 from clusteremu.tuners.domains import FIXED, sample_configs
 from clusteremu.tuners.evaluate import evaluate, experiment_from_config

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.pennyworth.exact import mean_job_problem, solve_jobs
 from clusteremu.cluster.policies.pennyworth.features import examples_of_plan, feature_width

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from clusteremu.cluster.engine import Engine
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.pennyworth.exact import job_plan_cost, job_problem

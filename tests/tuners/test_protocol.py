@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from clusteremu.tuners.protocol import (
     Comparison,
     Interval,
@@ -34,7 +36,6 @@ from clusteremu.tuners.protocol import (
     split_sequence,
     verdict_of,
 )
-from scipy import stats
 
 # --- splits ----------------------------------------------------------------------------------
 

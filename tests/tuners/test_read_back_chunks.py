@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from clusteremu.cluster.io import write_parquet
 from clusteremu.cluster.policies.pennyworth.features import feature_names
 from clusteremu.tuners.pennyworth import (

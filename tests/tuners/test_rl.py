@@ -16,6 +16,8 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+
 from clusteremu.tuners.domains import FIXED, STATIC_SPACE, WEIGHT_NAMES  # noqa: E402
 from clusteremu.tuners.rl import (  # noqa: E402
     Agent,
@@ -27,7 +29,6 @@ from clusteremu.tuners.rl import (  # noqa: E402
     observation_size,
     train_agent,
 )
-from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 
 def test_eq_1_is_the_best_later_score_over_the_fixed_one() -> None:

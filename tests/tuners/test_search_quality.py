@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 import pytest
+
 from clusteremu.tuners.protocol import paired_interval
 from clusteremu.tuners.strategies import make_strategy
 

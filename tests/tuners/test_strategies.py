@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from clusteremu.tuners.domains import FIXED, WEIGHT_NAMES
 from clusteremu.tuners.strategies import STRATEGIES, make_strategy
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
+from clusteremu.cli import main
 from clusteremu.tuners.sweep import (
     SweepError,
     done_cells,
@@ -22,8 +24,6 @@ from clusteremu.tuners.sweep import (
     read_results,
     run_sweep,
 )
-
-from clusteremu.cli import main
 
 #: Cells of about 0.3 s each: M/M/c with 1,000 one-core nodes, 100,000 jobs.
 BASE = [

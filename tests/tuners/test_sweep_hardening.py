@@ -10,6 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
+
 from clusteremu.cluster.io import write_parquet
 from clusteremu.scenarios.loader import SHIPPED_DIR
 from clusteremu.tuners.sweep import (
@@ -26,7 +27,6 @@ from clusteremu.tuners.sweep import (
     read_results,
     run_sweep,
 )
-
 from tests.clusteremu.badinput import refused
 
 BASE = ["stop.jobs=3000", "stop.warmup_jobs=300"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
 from clusteremu.tuners.domains import FIXED, sample_configs
 from clusteremu.tuners.evaluate import evaluate, experiment_from_config
 from clusteremu.tuners.strategies import make_strategy

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import Allocation, Allocator, PolicyError, PoolView
 from clusteremu.cluster.policies.mdp.kernel import P_B, P_CLASSES, P_M, allocate_mdp, shares_offset

@@ -21,6 +21,7 @@ Layout of the parameter array (float64):
 from __future__ import annotations
 
 import numpy as np
+
 from clusteremu.cluster.jit import kernel_function
 from clusteremu.cluster.layout import JI
 from clusteremu.cluster.policies.compiled_table import AllocatorView, compiled_allocator

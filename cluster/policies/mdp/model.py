@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.distributions import Exponential
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.speedup import AmdahlSpeedup

@@ -32,8 +32,9 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sps
 import scipy.sparse.linalg as spla
-from clusteremu.cluster.policies.mdp.model import MdpModel, MdpModelError
 from numba import njit
+
+from clusteremu.cluster.policies.mdp.model import MdpModel, MdpModelError
 
 log = logging.getLogger(__name__)
 

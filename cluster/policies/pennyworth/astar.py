@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+
 from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
 from clusteremu.cluster.policies.pennyworth.problem import Problem, safe_response_s
 from clusteremu.cluster.slo import percentile_rank

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.policies.pennyworth.astar import PartialPlan, solve
 from clusteremu.cluster.policies.pennyworth.features import decisions, examples_of_plan
 from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost

@@ -9,6 +9,9 @@ import math
 import time
 
 import numpy as np
+from scipy import sparse
+from scipy.optimize import Bounds, LinearConstraint, linprog
+
 from clusteremu.cluster.policies.pennyworth.exact_highs import _SCALE, _milp
 from clusteremu.cluster.policies.pennyworth.exact_model import (
     FloatArray,
@@ -18,8 +21,6 @@ from clusteremu.cluster.policies.pennyworth.exact_model import (
     ordered,
 )
 from clusteremu.cluster.policies.pennyworth.exact_pricing import _Stats
-from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, linprog
 
 
 def _positional_model(

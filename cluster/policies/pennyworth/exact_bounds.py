@@ -13,8 +13,9 @@ variant is column generation, `exact_search._Solver.root_bound`.
 from __future__ import annotations
 
 import numpy as np
-from clusteremu.cluster.policies.pennyworth.exact_model import FloatArray, IntArray, JobProblem
 from numba import njit
+
+from clusteremu.cluster.policies.pennyworth.exact_model import FloatArray, IntArray, JobProblem
 
 
 @njit(cache=True)

@@ -15,6 +15,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import sparse
+from scipy.optimize import Bounds, LinearConstraint, linprog
+
 from clusteremu.cluster.policies.pennyworth.exact_highs import _SCALE, _milp
 from clusteremu.cluster.policies.pennyworth.exact_model import FloatArray, IntArray, _jobs_of
 from clusteremu.cluster.policies.pennyworth.exact_pricing import (
@@ -23,8 +26,6 @@ from clusteremu.cluster.policies.pennyworth.exact_pricing import (
     _Pairs,
     _Pricing,
 )
-from scipy import sparse
-from scipy.optimize import Bounds, LinearConstraint, linprog
 
 
 class _Infeasible(Exception):

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
+
 from clusteremu.cluster.jobs import generate_jobs, replication_seed, runtime_table
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.pennyworth.problem import Problem, ScenarioFieldError
 from clusteremu.cluster.slo import Slo
-from numba import njit
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -12,6 +12,7 @@ import math
 import time
 
 import numpy as np
+
 from clusteremu.cluster.policies.pennyworth.exact_bounds import _money_lower_bound
 from clusteremu.cluster.policies.pennyworth.exact_model import (
     JobPlan,

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
+
 from clusteremu.cluster.policies.pennyworth.exact_bounds import _extension_bound
 from clusteremu.cluster.policies.pennyworth.exact_model import (
     FloatArray,
@@ -31,7 +33,6 @@ from clusteremu.cluster.policies.pennyworth.exact_model import (
     _Variant,
     _vm_terms,
 )
-from numba import njit
 
 #: Lateness price ($/s) that keeps the percentile's on-time columns on time.
 _FORBID_PER_S = 1e12

@@ -19,6 +19,8 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+from numba import njit
+
 from clusteremu.cluster.policies.pennyworth.exact_master import _Infeasible, _Master
 from clusteremu.cluster.policies.pennyworth.exact_model import (
     FloatArray,
@@ -35,7 +37,6 @@ from clusteremu.cluster.policies.pennyworth.exact_pricing import (
     _Stop,
     _TooMany,
 )
-from numba import njit
 
 #: A leaf is solved by enumeration and the MIP when it takes at most this many columns
 #: and this long in the MIP (s); else its node branches on job pairs.

@@ -72,6 +72,7 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.policies.pennyworth.plan import Plan
 from clusteremu.cluster.policies.pennyworth.problem import Problem, safe_response_s
 from clusteremu.cluster.slo import Slo, percentile_rank

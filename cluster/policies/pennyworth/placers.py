@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+
 from clusteremu.cluster.layout import NodeStatus
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import (

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
 from clusteremu.cluster.policies.pennyworth.problem import Problem, safe_response_s
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import NodeType, SimulationSpec
 from clusteremu.cluster.slo import Slo
 

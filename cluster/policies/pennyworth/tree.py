@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster import readback
 from clusteremu.cluster.policies.pennyworth.features import (
     SENTINEL,

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.policies.provisioner.binning import (
     Binning,
     bin_index,

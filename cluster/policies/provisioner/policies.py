@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import LiftRule, Provisioner
 from clusteremu.cluster.policies.provisioner.binning import bin_index

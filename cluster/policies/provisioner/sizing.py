@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+
 from clusteremu.cluster import readback
 from clusteremu.cluster.model import SimulationSpec, StopRule
 from clusteremu.cluster.policies.provisioner.models import TrainedTask, train_bin_classifier

@@ -16,6 +16,7 @@ Static masks (labels, capability, storage) are precomputed per pod and node type
 from __future__ import annotations
 
 import numpy as np
+
 from clusteremu.cluster.layout import GPU_MILLI
 from clusteremu.cluster.policies.scoring.framework import (
     FIT_EPS,

@@ -37,6 +37,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.layout import GPU_MILLI
 from clusteremu.cluster.model import NodeType
 from clusteremu.cluster.policies import compiled_table

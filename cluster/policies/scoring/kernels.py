@@ -20,8 +20,9 @@ import math
 from typing import Any
 
 import numpy as np
-from clusteremu.cluster.policies.compiled import has_room
 from numba import njit
+
+from clusteremu.cluster.policies.compiled import has_room
 
 _KERNEL: dict[str, Any] = {"cache": True, "_nrt": False, "error_model": "numpy"}
 _INLINE: dict[str, Any] = {**_KERNEL, "inline": "always"}

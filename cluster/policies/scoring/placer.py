@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.layout import GPU_MILLI
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import Migration, Placement, PlacementView, Placer

@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
+
 from clusteremu.cluster.policies.scoring import kernels
 from clusteremu.cluster.policies.scoring.framework import (
     INTEGER_SCALE,

@@ -18,9 +18,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from clusteremu.scenarios.errors import ScenarioError
 
 from clusteremu.cli import main
+from clusteremu.scenarios.errors import ScenarioError
 from tests.clusteremu.badinput import refused
 
 pytestmark = pytest.mark.timeout(180)

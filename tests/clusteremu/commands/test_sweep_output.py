@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+
+from clusteremu.cli import main
 from clusteremu.cluster.io import write_parquet
 from clusteremu.tuners.sweep import (
     RUNS,
@@ -21,8 +23,6 @@ from clusteremu.tuners.sweep import (
     run_cell,
     summary_table,
 )
-
-from clusteremu.cli import main
 
 GRID = "workload.classes.0.arrival.rate_per_s=6,7"
 SEEDS = [1, 2]

@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from clusteremu.cluster.policies.pennyworth.tree import RadTree
-from clusteremu.scenarios.loader import resolve_path
 
 from clusteremu.cli import main
+from clusteremu.cluster.policies.pennyworth.tree import RadTree
+from clusteremu.scenarios.loader import resolve_path
 from tests.actors.conftest import ray_local  # noqa: F401
 
 SCENARIO = "pennyworth-max"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from clusteremu.scenarios import faas
-from clusteremu.tuners.domains import sample_config
 
 from clusteremu.cli import main
+from clusteremu.scenarios import faas
+from clusteremu.tuners.domains import sample_config
 from tests.actors.conftest import ray_local  # noqa: F401
 
 
@@ -102,9 +102,8 @@ def test_one_experiment_has_no_interval_n_a_printed_null_in_json(
     from types import SimpleNamespace
 
     from clusteremu.cluster.io import to_json
-    from clusteremu.tuners.tuning import ExperimentOutcome, TuningResult
-
     from clusteremu.commands.tune import _print_table
+    from clusteremu.tuners.tuning import ExperimentOutcome, TuningResult
 
     def result(*scores: list[float]) -> TuningResult:
         outcomes = [ExperimentOutcome(experiment=None, tuner="tpe", scores=s) for s in scores]  # type: ignore[arg-type]
