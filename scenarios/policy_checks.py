@@ -23,20 +23,7 @@ from clusteremu.scenarios.errors import ScenarioError, clip
 def check_policy_params(spec: SimulationSpec, source: str) -> None:
     """Build every policy of `spec` with its parameters and run its `check_spec` (cheap):
     ScenarioError naming `scheduler.<kind>.params[.<field>]` or the policy's own fields."""
-    for point in scheduler_points(spec.scheduler):
-        if not point.primary:  # a pair's other point: its object is the primary's
-            continue
-        kind, ref = point.kind, point.ref
-        try:
-            policy = registry.create(kind, ref.name, **ref.params)
-        except registry.ParamError as exc:
-            where = f"scheduler.{kind}.params.{exc.field}"
-            raise ScenarioError(source, [(where, clip(exc.problem))]) from None
-        except ValueError as exc:
-            raise ScenarioError(source, [(f"scheduler.{kind}.params", clip(str(exc)))]) from None
-        problems = policy.check_spec(spec)
-        if problems:
-            raise ScenarioError(source, problems)
+    _build_each(spec, source, set_up=False)
 
 
 def check_policies(spec: SimulationSpec, source: str) -> None:
@@ -46,6 +33,13 @@ def check_policies(spec: SimulationSpec, source: str) -> None:
     policy does not take) raises ScenarioError naming `scheduler.<kind>`: what `validate`
     accepts, `run` accepts too. Set-up may be as costly as the policy's (an MDP solve).
     """
+    _build_each(spec, source, set_up=True)
+
+
+def _build_each(spec: SimulationSpec, source: str, set_up: bool) -> None:
+    """Build each policy of `spec` from the registry (a pair once, at its first point) and
+    check it (`check_spec`), or set it up as a run would (`set_up`); every failure is a
+    ScenarioError naming the field (one mapping for both checks)."""
     from clusteremu.cluster.policies.mdp.model import MdpModelError
 
     rng = np.random.default_rng(0)
@@ -62,7 +56,11 @@ def check_policies(spec: SimulationSpec, source: str) -> None:
         where = f"scheduler.{kind}"
         try:
             policy = registry.create(kind, ref.name, **ref.params)
-            policy.setup(spec, rng)
+            if set_up:
+                policy.setup(spec, rng)
+                problems = []
+            else:
+                problems = policy.check_spec(spec)
         except registry.UnknownPolicyError as exc:
             raise ScenarioError(source, [(f"{where}.name", str(exc))]) from None
         except PolicyError as exc:
@@ -76,6 +74,8 @@ def check_policies(spec: SimulationSpec, source: str) -> None:
             ) from None
         except (ValueError, TypeError) as exc:
             raise ScenarioError(source, [(f"{where}.params", clip(str(exc)))]) from None
+        if problems:
+            raise ScenarioError(source, problems)
 
 
 def check_usage(spec: SimulationSpec, source: str) -> None:
