@@ -2,7 +2,8 @@
 module level or inside a function, `TYPE_CHECKING` blocks included): no module imports
 itself through others (no cycle), and nothing below the command line (`cluster/`,
 `scenarios/`, `actors/`, `tuners/`, installed as `clusteremu.cluster`, ...) imports the
-command line's modules (`clusteremu/`: `clusteremu.cli`, `clusteremu.commands`, ...)."""
+command line's modules (`clusteremu/`: `clusteremu.cli`, `clusteremu.commands`, ...), and
+no import, at module level or inside a function, runs up the layers (`LAYERS`)."""
 
 from __future__ import annotations
 
@@ -103,5 +104,38 @@ def test_nothing_below_the_command_line_imports_it() -> None:
         if _below_the_cli(name)
         for target in targets
         if target.split(".")[0] == "clusteremu" and not _below_the_cli(target)
+    )
+    assert not wrong, wrong
+
+
+#: The layers, lowest first: a module may import its own layer and those below, at module
+#: level or inside a function. The model, the kernels, the policies' interfaces and the
+#: engine (0); the learned provisioners, which learn by running the engine on their scenario
+#: (profiling runs), so the engine never imports them (the registry loads policies by name)
+#: (1); the scenario layer (2); the actors, the tuners and the policy authors' conformance
+#: kit, which builds scenarios (3); the command line (4).
+LAYERS = (
+    ("clusteremu.cluster.policies.provisioner", 1),
+    ("clusteremu.cluster.testing", 3),
+    ("clusteremu.cluster", 0),
+    ("clusteremu.scenarios", 2),
+    ("clusteremu.actors", 3),
+    ("clusteremu.tuners", 3),
+    ("clusteremu", 4),
+)
+
+
+def _layer(name: str) -> int:
+    return next(level for prefix, level in LAYERS if name == prefix or name.startswith(prefix + "."))
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    """Module-level and function-level imports alike (an import inside a function that
+    reaches up is still a dependency on the layer above)."""
+    wrong = sorted(
+        f"{name} ({_layer(name)}) -> {target} ({_layer(target)})"
+        for name, targets in _graph().items()
+        for target in targets
+        if _layer(target) > _layer(name)
     )
     assert not wrong, wrong

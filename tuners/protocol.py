@@ -62,23 +62,14 @@ Example (a Pennyworth-like cost ratio, lower is better)::
     assert report.learned.holds, report.learned.explain()
 
 The code lives in three modules, re-exported here (import from this one): the splits and
-equivalent instances (steps 1-2) in `clusteremu.tuners.protocol_splits`, the intervals,
-verdicts and comparisons (steps 4-5) in `clusteremu.tuners.protocol_stats`, the test set
-scored once and the report (steps 3 and 6) in `clusteremu.tuners.protocol_report`.
+equivalent instances (steps 1-2) in `clusteremu.cluster.protocol_splits`, the intervals,
+verdicts and comparisons (steps 4-5) in `clusteremu.cluster.protocol_stats`, the test set
+scored once and the report (steps 3 and 6) in `clusteremu.cluster.protocol_report`.
 """
 
 from __future__ import annotations
 
-from clusteremu.cluster.splits import (  # noqa: F401  (the protocol's streams, re-exported)
-    _check_seed,
-    instance_rng,
-    instance_seed,
-    instance_sequence,
-    split_key,
-    split_rng,
-    split_sequence,
-)
-from clusteremu.tuners.protocol_report import (  # noqa: F401  (re-exported)
+from clusteremu.cluster.protocol_report import (  # noqa: F401  (re-exported)
     FORMAT,
     VERSION,
     Report,
@@ -86,7 +77,7 @@ from clusteremu.tuners.protocol_report import (  # noqa: F401  (re-exported)
     TestSet,
     TestSetReused,
 )
-from clusteremu.tuners.protocol_splits import (  # noqa: F401  (re-exported)
+from clusteremu.cluster.protocol_splits import (  # noqa: F401  (re-exported)
     DRAWN_BY,
     REPORTED_SPLIT,
     SELECTION_SPLIT,
@@ -97,7 +88,7 @@ from clusteremu.tuners.protocol_splits import (  # noqa: F401  (re-exported)
     drop_equivalent,
     equivalence_report,
 )
-from clusteremu.tuners.protocol_stats import (  # noqa: F401  (re-exported)
+from clusteremu.cluster.protocol_stats import (  # noqa: F401  (re-exported)
     BETTER,
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -117,6 +108,15 @@ from clusteremu.tuners.protocol_stats import (  # noqa: F401  (re-exported)
     mean_interval,
     paired_interval,
     verdict_of,
+)
+from clusteremu.cluster.splits import (  # noqa: F401  (the protocol's streams, re-exported)
+    _check_seed,
+    instance_rng,
+    instance_seed,
+    instance_sequence,
+    split_key,
+    split_rng,
+    split_sequence,
 )
 
 __all__ = [

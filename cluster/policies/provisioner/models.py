@@ -443,7 +443,7 @@ def _combos(study: Any) -> dict[str, tuple[dict[str, Any], str, float | None]]:
 
 def _run_keys(features: Mapping[str, FloatArray], rows: IntArray) -> list[Any]:
     """A canonical key per row: its run's input (region, products, days left)."""
-    from clusteremu.tuners.protocol import canonical_key
+    from clusteremu.cluster.protocol_splits import canonical_key
 
     cols = [np.asarray(features[k], dtype=np.float64) for k in ("region", "products", "days_left")]
     return [canonical_key(tuple(c[i] for c in cols), decimals=3) for i in rows.tolist()]
@@ -516,7 +516,8 @@ def _test_once(
     """Refit the chosen classifier and every classifier x treatment on train + validation,
     score them all with the ablations on the test rows in one `TestSet.score`, and build
     the protocol report and the per-model table."""
-    from clusteremu.tuners.protocol import Report, Splits, TestSet, equivalence_report
+    from clusteremu.cluster.protocol_report import Report, TestSet
+    from clusteremu.cluster.protocol_splits import Splits, equivalence_report
 
     train, val, test = (np.flatnonzero(split == i) for i in range(len(SPLITS)))
     fit_on = np.concatenate([train, val])

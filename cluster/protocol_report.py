@@ -18,15 +18,14 @@ from typing import Any, Generic, TypeVar
 
 import numpy.typing as npt
 
-from clusteremu.cluster.splits import split_key
-from clusteremu.tuners.protocol_splits import (
+from clusteremu.cluster.protocol_splits import (
     DRAWN_BY,
     REPORTED_SPLIT,
     SELECTION_SPLIT,
     Overlap,
     Splits,
 )
-from clusteremu.tuners.protocol_stats import (
+from clusteremu.cluster.protocol_stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     Better,
@@ -39,6 +38,7 @@ from clusteremu.tuners.protocol_stats import (
     _values,
     compare,
 )
+from clusteremu.cluster.splits import split_key
 
 T = TypeVar("T")
 

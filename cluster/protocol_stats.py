@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
+from clusteremu.cluster.protocol_splits import REPORTED_SPLIT, SELECTION_SPLIT
 from clusteremu.cluster.splits import split_key
-from clusteremu.tuners.protocol_splits import REPORTED_SPLIT, SELECTION_SPLIT
 
 FloatArray = npt.NDArray[np.float64]
 
