@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -60,10 +60,10 @@ CPU_NORM = 128000.0
 GPU_NORM = 8000.0
 
 
-@dataclass(frozen=True)
-class TypicalPods:
+class TypicalPods(NamedTuple):
     """The most frequent pod request types covering `coverage` of the pods, with their
-    renormalised frequencies p (the FGD workload model)."""
+    renormalised frequencies p (the FGD workload model). A NamedTuple: the scorers take it
+    in compiled code (`choose` builds it from its `t_*` arguments)."""
 
     cpu_milli: IntArray
     gpu_milli: IntArray
@@ -223,71 +223,68 @@ def _default_mask(free: FloatArray, gpus: int, k: int, d: int) -> int:
 
 # -- the scores ---------------------------------------------------------------------------
 #
-# One compiled function per policy, all with the same arguments: node `n` (its row in
-# `f_cache` and `affinity`), its GPUs' free milli-GPU `free` (the first `gpus` entries),
-# `total` their sum, `bit` its GPU model bit, `cpu_left` its free milli-CPU before the pod;
-# the pod (c milli-CPU, k GPUs, d milli-GPU each); `node_mask` the GPUs `_default_mask`
-# gives it; FGD's typical pods (`t_*`), the F_n cache, the pods of each kind per node, a
-# scratch row of the GPU width; the normalisers (milli-CPU, milli-GPU). Each returns the
-# node's score (an integer, as a float; the highest wins) and the GPUs the pod takes there,
-# and allocates no array (`argument_function`: compiled without reference counting).
+# One compiled function per policy, all with the same four arguments (NamedTuples, which
+# numba passes field by field): the candidate node (`NodeCandidate`), the pod
+# (`PodRequest`), FGD's typical pods (`TypicalPods`) and the rest (`ScoreContext`). Each
+# returns the node's score (an integer, as a float; the highest wins) and the GPUs the pod
+# takes there, and allocates no array (`argument_function`: compiled without reference
+# counting).
+
+
+class NodeCandidate(NamedTuple):
+    """A node a pod fits, as `choose` hands it to a score."""
+
+    n: int  #: the node (its row in `ScoreContext.f_cache` and `.affinity`)
+    free: FloatArray  #: its GPUs' free milli-GPU (the first `gpus` entries)
+    gpus: int
+    total: float  #: the sum of `free`
+    bit: int  #: its GPU model bit (0 without GPUs)
+    cpu_left: float  #: its free milli-CPU before the pod
+    node_mask: int  #: the GPUs `_default_mask` gives the pod there
+
+
+class PodRequest(NamedTuple):
+    """The pod to place: c milli-CPU, k GPUs, d milli-GPU on each."""
+
+    c: int
+    k: int
+    d: int
+
+
+class ScoreContext(NamedTuple):
+    """What a score reads besides the node, the pod and the typical pods."""
+
+    f_cache: FloatArray  #: F_n per node, or -1 (stale: fgd recomputes and stores it)
+    affinity: IntArray  #: the pods of each kind per node (`choose`)
+    scratch: FloatArray  #: a row of the GPU width (fgd's trial placements)
+    cpu_norm: float  #: the normalisers: milli-CPU,
+    gpu_norm: float  #: and milli-GPU
+
 
 #: A policy's compiled node score (the arguments above): (score, GPU mask).
-Scorer = Callable[..., tuple[float, int]]
+Scorer = Callable[[NodeCandidate, PodRequest, TypicalPods, ScoreContext], tuple[float, int]]
 
 
 @argument_function
 def score_best_fit(
-    n: int,
-    free: FloatArray,
-    gpus: int,
-    total: float,
-    bit: int,
-    cpu_left: float,
-    c: int,
-    k: int,
-    d: int,
-    node_mask: int,
-    t_cpu: IntArray,
-    t_d: IntArray,
-    t_k: IntArray,
-    t_mask: IntArray,
-    t_p: FloatArray,
-    f_cache: FloatArray,
-    affinity: IntArray,
-    scratch: FloatArray,
-    cpu_norm: float,
-    gpu_norm: float,
+    node: NodeCandidate, pod: PodRequest, typical: TypicalPods, ctx: ScoreContext
 ) -> tuple[float, int]:
     """best-fit: the least leftover CPU and GPU, the tightest GPU (module doc)."""
+    total, cpu_left, node_mask = node.total, node.cpu_left, node.node_mask
+    c, k, d = pod.c, pod.k, pod.d
+    cpu_norm, gpu_norm = ctx.cpu_norm, ctx.gpu_norm
     left = 0.5 * (cpu_left - c) / cpu_norm + 0.5 * (total - k * d) / gpu_norm
     return float(math.floor(100.0 * (1.0 - left))), node_mask
 
 
 @argument_function
 def score_dot_product(
-    n: int,
-    free: FloatArray,
-    gpus: int,
-    total: float,
-    bit: int,
-    cpu_left: float,
-    c: int,
-    k: int,
-    d: int,
-    node_mask: int,
-    t_cpu: IntArray,
-    t_d: IntArray,
-    t_k: IntArray,
-    t_mask: IntArray,
-    t_p: FloatArray,
-    f_cache: FloatArray,
-    affinity: IntArray,
-    scratch: FloatArray,
-    cpu_norm: float,
-    gpu_norm: float,
+    node: NodeCandidate, pod: PodRequest, typical: TypicalPods, ctx: ScoreContext
 ) -> tuple[float, int]:
     """dot-product: the simulator's integer score (truncated), the tightest GPU."""
+    total, cpu_left, node_mask = node.total, node.cpu_left, node.node_mask
+    c, k, d = pod.c, pod.k, pod.d
+    cpu_norm, gpu_norm = ctx.cpu_norm, ctx.gpu_norm
     cpu_whole = math.floor(cpu_left + 0.5)  # whole milli-CPU, as the simulator's
     dot = (cpu_whole / cpu_norm) * (c / cpu_norm) + (total / gpu_norm) * (k * d / gpu_norm)
     return float(math.trunc(100.0 * (1.0 - dot / 2.0))), node_mask
@@ -314,28 +311,11 @@ def _least_free_gpus(free: FloatArray, gpus: int, k: int, d: int) -> tuple[int, 
 
 @argument_function
 def score_gpu_packing(
-    n: int,
-    free: FloatArray,
-    gpus: int,
-    total: float,
-    bit: int,
-    cpu_left: float,
-    c: int,
-    k: int,
-    d: int,
-    node_mask: int,
-    t_cpu: IntArray,
-    t_d: IntArray,
-    t_k: IntArray,
-    t_mask: IntArray,
-    t_p: FloatArray,
-    f_cache: FloatArray,
-    affinity: IntArray,
-    scratch: FloatArray,
-    cpu_norm: float,
-    gpu_norm: float,
+    node: NodeCandidate, pod: PodRequest, typical: TypicalPods, ctx: ScoreContext
 ) -> tuple[float, int]:
     """gpu-packing: the published simulator's three cases (module doc)."""
+    free, gpus, node_mask = node.free, node.gpus, node.node_mask
+    k, d = pod.k, pod.d
     if k == 0:
         return 0.0, node_mask
     idle_gpus = 0
@@ -353,29 +333,13 @@ def score_gpu_packing(
 
 @argument_function
 def score_gpu_clustering(
-    n: int,
-    free: FloatArray,
-    gpus: int,
-    total: float,
-    bit: int,
-    cpu_left: float,
-    c: int,
-    k: int,
-    d: int,
-    node_mask: int,
-    t_cpu: IntArray,
-    t_d: IntArray,
-    t_k: IntArray,
-    t_mask: IntArray,
-    t_p: FloatArray,
-    f_cache: FloatArray,
-    affinity: IntArray,
-    scratch: FloatArray,
-    cpu_norm: float,
-    gpu_norm: float,
+    node: NodeCandidate, pod: PodRequest, typical: TypicalPods, ctx: ScoreContext
 ) -> tuple[float, int]:
     """gpu-clustering: the published simulator's four tiers by the kinds of GPU pods on
     the node (`affinity[n]`), the tightest GPU."""
+    n, total, node_mask = node.n, node.total, node.node_mask
+    k, d = pod.k, pod.d
+    affinity, gpu_norm = ctx.affinity, ctx.gpu_norm
     if k == 0:
         return 0.0, node_mask
     tag = 0 if (k == 1 and d < GPU) else k
@@ -397,29 +361,22 @@ def _fgd_score(before: float, after: float) -> float:
 
 @argument_function
 def score_fgd(
-    n: int,
-    free: FloatArray,
-    gpus: int,
-    total: float,
-    bit: int,
-    cpu_left: float,
-    c: int,
-    k: int,
-    d: int,
-    node_mask: int,
-    t_cpu: IntArray,
-    t_d: IntArray,
-    t_k: IntArray,
-    t_mask: IntArray,
-    t_p: FloatArray,
-    f_cache: FloatArray,
-    affinity: IntArray,
-    scratch: FloatArray,
-    cpu_norm: float,
-    gpu_norm: float,
+    node: NodeCandidate, pod: PodRequest, typical: TypicalPods, ctx: ScoreContext
 ) -> tuple[float, int]:
     """fgd: the placement that grows F_n least; a sharing pod's best GPU (lowest index on
     ties), a whole-GPU pod's first k free GPUs. Fills `f_cache[n]` when stale (< 0)."""
+    n, free, gpus, bit, cpu_left, node_mask = (
+        node.n,
+        node.free,
+        node.gpus,
+        node.bit,
+        node.cpu_left,
+        node.node_mask,
+    )
+    c, k, d = pod.c, pod.k, pod.d
+    t_cpu, t_d, t_k = typical.cpu_milli, typical.gpu_milli, typical.num_gpu
+    t_mask, t_p = typical.model_mask, typical.p
+    f_cache, scratch = ctx.f_cache, ctx.scratch
     if f_cache[n] < 0.0:
         f_cache[n] = fragment(free, gpus, cpu_left, bit, t_cpu, t_d, t_k, t_mask, t_p)
     before = f_cache[n]
@@ -508,7 +465,9 @@ def choose(
     """
     best_node, best_mask = -1, 0
     best_score = -1e300
-    scratch = np.empty(gpu_free.shape[1])
+    pod = PodRequest(c, k, d)
+    typical = TypicalPods(t_cpu, t_d, t_k, t_mask, t_p)
+    ctx = ScoreContext(f_cache, affinity, np.empty(gpu_free.shape[1]), cpu_norm, gpu_norm)
     for i in range(order.size):
         n = order[i]
         gpus = n_gpus[n]
@@ -519,28 +478,10 @@ def choose(
         total = 0.0
         for g in range(gpus):
             total += free[g]
-        s, node_mask = score(
-            n,
-            free,
-            gpus,
-            total,
-            bit,
-            cpu_free[n],
-            c,
-            k,
-            d,
-            _default_mask(free, gpus, k, d),
-            t_cpu,
-            t_d,
-            t_k,
-            t_mask,
-            t_p,
-            f_cache,
-            affinity,
-            scratch,
-            cpu_norm,
-            gpu_norm,
+        node = NodeCandidate(
+            n, free, gpus, total, bit, cpu_free[n], _default_mask(free, gpus, k, d)
         )
+        s, node_mask = score(node, pod, typical, ctx)
         if s > best_score:
             best_node, best_mask, best_score = n, node_mask, s
     return best_node, best_mask
