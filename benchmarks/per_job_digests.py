@@ -8,7 +8,10 @@ scenarios byte-identical before and after").
 A table's digest is the SHA-256 of its Arrow IPC stream (schema and every column's bytes,
 independent of Parquet's writer metadata); a summary's is that of its JSON with sorted
 keys (floats written with their shortest round-trip repr, so any change of a bit shows).
-Each scenario runs as shipped, or with `--jobs N` as its first N jobs (`stop.jobs`).
+Each scenario runs as shipped, or with `--jobs N` as its first N jobs (`stop.jobs`). A
+metric added on purpose is left out of the summaries' digests with `--ignore KEY`:
+
+    python benchmarks/per_job_digests.py --check before.json --ignore p90_response_time_s
 """
 
 from __future__ import annotations
@@ -33,12 +36,23 @@ def table_digest(table: pa.Table) -> str:
     return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
 
 
-def summary_digest(summary: dict) -> str:
-    text = json.dumps(summary, sort_keys=True, default=repr)
+def without(value: object, keys: frozenset[str]) -> object:
+    """`value` with the mapping entries named in `keys` dropped, at every depth."""
+    if isinstance(value, dict):
+        return {k: without(v, keys) for k, v in value.items() if k not in keys}
+    return value
+
+
+def summary_digest(summary: dict, ignore: frozenset[str] = frozenset()) -> str:
+    """SHA-256 of the summary's JSON (sorted keys), without the `ignore` keys (metrics a
+    change added on purpose) at any depth."""
+    text = json.dumps(without(summary, ignore), sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def digests(names: list[str], jobs: int | None) -> dict[str, dict[str, object]]:
+def digests(
+    names: list[str], jobs: int | None, ignore: frozenset[str] = frozenset()
+) -> dict[str, dict[str, object]]:
     from clusteremu.cluster.runner import run_spec
     from clusteremu.scenarios.loader import load_scenario
 
@@ -54,7 +68,7 @@ def digests(names: list[str], jobs: int | None) -> dict[str, dict[str, object]]:
             out[name] = {
                 "rows": result.jobs.num_rows,
                 "table": table_digest(result.jobs),
-                "summary": summary_digest(result.summary),
+                "summary": summary_digest(result.summary, ignore),
             }
         print(f"{name}: {out[name]} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
     return out
@@ -66,20 +80,31 @@ def main() -> int:
     group.add_argument("--save", type=Path, help="write the digests to this JSON file")
     group.add_argument("--check", type=Path, help="compare with the digests in this file")
     parser.add_argument("--jobs", type=int, default=None, help="run each scenario's first N jobs")
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a summary key added on purpose, left out of the summary's digest (repeatable)",
+    )
     parser.add_argument("scenarios", nargs="*", help="names (default: every shipped scenario)")
     args = parser.parse_args()
     names = args.scenarios or sorted(p.stem for p in (ROOT / "scenarios").glob("*.yaml"))
-    now = digests(names, args.jobs)
+    now = digests(names, args.jobs, frozenset(args.ignore))
     if args.save:
         args.save.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
         print(f"{len(now)} scenarios saved to {args.save}")
         return 0
     before = json.loads(args.check.read_text())
-    differ = [n for n in names if before.get(n) != now[n]]
-    for n in differ:
-        print(f"DIFFERS {n}: before {before.get(n)}, now {now[n]}")
-    print(f"{len(names) - len(differ)} of {len(names)} scenarios identical (table and summary)")
-    return 1 if differ else 0
+    tables = [n for n in names if before.get(n, {}).get("table") == now[n].get("table")]
+    summaries = [n for n in names if before.get(n, {}).get("summary") == now[n].get("summary")]
+    for n in names:
+        if n not in tables or n not in summaries:
+            print(f"DIFFERS {n}: before {before.get(n)}, now {now[n]}")
+    print(f"per-job tables identical: {len(tables)} of {len(names)} scenarios")
+    print(f"summaries identical: {len(summaries)} of {len(names)}", end="")
+    print(f" (without {', '.join(sorted(args.ignore))})" if args.ignore else "")
+    return 0 if len(tables) == len(summaries) == len(names) else 1
 
 
 if __name__ == "__main__":
