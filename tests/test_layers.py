@@ -126,7 +126,9 @@ LAYERS = (
 
 
 def _layer(name: str) -> int:
-    return next(level for prefix, level in LAYERS if name == prefix or name.startswith(prefix + "."))
+    return next(
+        level for prefix, level in LAYERS if name == prefix or name.startswith(prefix + ".")
+    )
 
 
 def test_no_import_runs_up_the_layers() -> None:
