@@ -7,6 +7,9 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Mapping
 
+import numpy as np
+import numpy.typing as npt
+
 from clusteremu.cluster import kernel
 from clusteremu.cluster.engine.policy_bridge import PLACER_CALLBACK
 from clusteremu.cluster.engine.store import StateStore
@@ -43,7 +46,7 @@ class Loop:
     def __init__(
         self,
         store: StateStore,
-        fns: object,
+        fns: npt.NDArray[np.int64],
         answers: Mapping[Status, Callable[[], None]],
         placer_call: Callable[[int], int],
     ) -> None:
@@ -79,11 +82,11 @@ class Loop:
         # pointer is read from the callback's own buffer.)
         if python_placer:
             callback = PLACER_CALLBACK(self._placer_call)
-            fns[_PYTHON_PLACER, 0] = ctypes.c_void_p.from_buffer(callback).value or 0  # type: ignore[index]
+            fns[_PYTHON_PLACER, 0] = ctypes.c_void_p.from_buffer(callback).value or 0
         try:
             return self._answer_calls(entry, until_s, max_events)
         finally:
-            fns[_PYTHON_PLACER, 0] = 0  # type: ignore[index]
+            fns[_PYTHON_PLACER, 0] = 0
 
     def _answer_calls(self, entry: Callable[..., int], until_s: float, max_events: int) -> int:
         """Run the loop (`entry`), answering what it hands back, until it stops."""
