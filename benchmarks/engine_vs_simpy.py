@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -179,6 +180,29 @@ class DocsMostFree(Placer):
         return out
 
 
+class DocsMostFreeNumpy(Placer):
+    """docs/adding_a_policy.md's `MostFreeNumpy` ("Python placers"), as written there: the
+    most free cores among the nodes `fit_mask` marks, strict FCFS, with numpy."""
+
+    name = "docs-most-free-numpy"
+    strict_fcfs = True
+
+    def place(self, view: PlacementView) -> list[Placement]:
+        free = view.free_cpu
+        out: list[Placement] = []
+        taken: list[int] = []
+        for i, job in enumerate(view.queue.tolist()):
+            fits = view.fit_mask(i)
+            if taken:
+                fits[taken] = False  # one job per node and call
+            if not fits.any():
+                break  # nothing starts behind a job that fits nowhere
+            k = int(np.argmax(np.where(fits, free, -np.inf)))
+            taken.append(k)
+            out.append(Placement(job, k))
+        return out
+
+
 #: The user placers of the Python-policy rows, by the name the output gives them.
 USER_PLACERS: dict[str, type[Placer]] = {
     "first_fit": UserFirstFit,
@@ -187,6 +211,7 @@ USER_PLACERS: dict[str, type[Placer]] = {
     "docs_first_room": DocsFirstRoom,
     "docs_first_fit": DocsFirstFit,
     "docs_most_free": DocsMostFree,
+    "docs_most_free_numpy": DocsMostFreeNumpy,
 }
 
 
@@ -207,13 +232,15 @@ def python_policy_rows(jobs: int, repeat: int) -> dict[str, Any]:
     run_python_policy(2_000)  # compile the entries used by Python policies
     for servers in (10, 100):
         for key, placer in USER_PLACERS.items():
-            py_runs, simpy_runs = [], []
+            py_runs, simpy_runs, same_runs = [], [], []
             for _ in range(repeat):  # interleaved: a busy machine slows both alike
                 py_runs.append(run_python_policy(jobs, servers, placer))
                 simpy_runs.append(run_simpy(jobs, servers=servers))
+                if key in SIMPY_POLICIES:
+                    same_runs.append(run_simpy_policy(jobs, servers, key))
             py_s, py_mean = min(py_runs)
             simpy_s, simpy_mean = min(simpy_runs)
-            out[f"mm{servers}_{key}"] = {
+            row = out[f"mm{servers}_{key}"] = {
                 "jobs_per_s": jobs / py_s,
                 "simpy_jobs_per_s": jobs / simpy_s,
                 "vs_simpy": simpy_s / py_s,
@@ -221,6 +248,11 @@ def python_policy_rows(jobs: int, repeat: int) -> dict[str, Any]:
                 "simpy_mean_response_s": simpy_mean,
                 "erlang_c_mean_response_s": erlang_c(0.9 * servers, servers),
             }
+            if same_runs:
+                same_s, same_mean = min(same_runs)
+                row["simpy_same_policy_jobs_per_s"] = jobs / same_s
+                row["vs_simpy_same_policy"] = same_s / py_s
+                row["simpy_same_policy_mean_response_s"] = same_mean
     return out
 
 
@@ -233,6 +265,13 @@ def print_python_rows(rows: dict[str, Any], jobs: int) -> None:
             f"(mean T {row['mean_response_s']:.4f} s, SimPy {row['simpy_mean_response_s']:.4f} s, "
             f"Erlang C {row['erlang_c_mean_response_s']:.4f} s)"
         )
+        if "vs_simpy_same_policy" in row:
+            print(
+                f"  {'':<22} SimPy running the same policy "
+                f"{row['simpy_same_policy_jobs_per_s']:>9,.0f} jobs/s -> "
+                f"{row['vs_simpy_same_policy']:.2f}x "
+                f"(mean T {row['simpy_same_policy_mean_response_s']:.4f} s)"
+            )
 
 
 def mmc_scenario(jobs: int, servers: int = 100, load: float = 0.9) -> dict[str, Any]:
@@ -308,6 +347,118 @@ def run_simpy(
         for i in range(jobs):
             yield env.timeout(gaps[i])
             env.process(job(i))
+
+    start = time.perf_counter()
+    env.process(source())
+    env.run()
+    elapsed = time.perf_counter() - start
+    return elapsed, float(response[jobs // 10 :].mean())
+
+
+# --- the same policy in SimPy ------------------------------------------------------------
+#
+# What a SimPy user writes for a placement policy: a dispatcher over a FCFS list, free
+# capacity kept in numpy arrays or Python lists (updated as jobs start and end), one
+# process per job. The decision code is the same as the user placer's above, line for line.
+
+
+def most_free_numpy(
+    free_cpu: np.ndarray, free_mem: np.ndarray, active: np.ndarray, cpu: float, mem: float
+) -> int:
+    """`UserMostFreeNumpy`'s decision for one job: the node with the most free cores among
+    those that fit, or -1."""
+    fits = active & (free_cpu >= cpu) & (free_mem >= mem)
+    if not fits.any():
+        return -1
+    return int(np.argmax(np.where(fits, free_cpu, -np.inf)))
+
+
+def most_free_lists(
+    free_cpu: list[float], free_mem: list[float], active: list[bool], cpu: float, mem: float
+) -> int:
+    """`UserMostFreeLists`'s decision for one job, on Python lists."""
+    best = -1
+    for k in range(len(free_cpu)):
+        fits = active[k] and free_cpu[k] >= cpu and free_mem[k] >= mem
+        if fits and (best < 0 or free_cpu[k] > free_cpu[best]):
+            best = k
+    return best
+
+
+def first_room_lists(
+    free_cpu: list[float], free_mem: list[float], active: list[bool], cpu: float, mem: float
+) -> int:
+    """`DocsFirstRoom`'s decision for one job (the first up node with room), on lists."""
+    return next(
+        (
+            k
+            for k in range(len(free_cpu))
+            if free_cpu[k] >= cpu and free_mem[k] >= mem and active[k]
+        ),
+        -1,
+    )
+
+
+#: The SimPy model of each user placer: (its decision, whether it keeps numpy arrays).
+#: The docs' placers ask the view which nodes fit (compiled code); SimPy has no such
+#: thing, so their SimPy model finds them as the plain placers of the same policy do.
+SIMPY_POLICIES: dict[str, tuple[Any, bool]] = {
+    "most_free_numpy": (most_free_numpy, True),
+    "most_free_lists": (most_free_lists, False),
+    "docs_first_room": (first_room_lists, False),
+    "docs_first_fit": (first_room_lists, False),
+    "docs_most_free": (most_free_lists, False),
+    "docs_most_free_numpy": (most_free_numpy, True),
+}
+
+
+def run_simpy_policy(
+    jobs: int, servers: int, policy: str, load: float = 0.9, seed: int = 1
+) -> tuple[float, float]:
+    """The same policy written the SimPy way (seconds, mean response past the warm-up): a
+    dispatcher over a FCFS list called at every arrival and every end of a job, free cores
+    and GB per node in numpy arrays or lists, one process per job."""
+    import simpy
+
+    decide, numpy_style = SIMPY_POLICIES[policy]
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1.0 / (load * servers), jobs)
+    sizes = rng.exponential(1.0, jobs)
+    response = np.zeros(jobs)
+    arrived = np.zeros(jobs)
+    env = simpy.Environment()
+    if numpy_style:
+        free_cpu: Any = np.ones(servers)
+        free_mem: Any = np.ones(servers)
+        active: Any = np.ones(servers, dtype=bool)
+    else:
+        free_cpu, free_mem, active = [1.0] * servers, [1.0] * servers, [True] * servers
+    waiting: deque[int] = deque()
+    cpu, mem = 1.0, 0.0
+
+    def job(i: int, k: int) -> Any:
+        yield env.timeout(sizes[i])
+        free_cpu[k] += cpu
+        free_mem[k] += mem
+        response[i] = env.now - arrived[i]
+        dispatch()
+
+    def dispatch() -> None:
+        while waiting:  # FCFS: nothing starts behind a job that fits nowhere
+            k = decide(free_cpu, free_mem, active, cpu, mem)
+            if k < 0:
+                return
+            i = waiting.popleft()
+            free_cpu[k] -= cpu
+            free_mem[k] -= mem
+            env.process(job(i, k))
+
+    def source() -> Any:
+        for i in range(jobs):
+            yield env.timeout(gaps[i])
+            arrived[i] = env.now
+            waiting.append(i)
+            dispatch()
 
     start = time.perf_counter()
     env.process(source())

@@ -139,6 +139,38 @@ def fitting_waiting(  # type: ignore[no-untyped-def]
     return m
 
 
+@kernel_function
+def fit_mask_waiting(  # type: ignore[no-untyped-def]
+    nodes_f, nodes_i, gpu_free, wait_f, i: int, out
+) -> int:
+    """`fitting_waiting` as a mask: out[k] is whether the engine's i-th gathered waiting
+    job fits node row k (`node_fits`); returns how many do
+    (`PlacementView.fit_mask`)."""
+    cpu, mem, gpu = wait_f[0, i], wait_f[1, i], wait_f[2, i]
+    m = 0
+    for k in range(out.shape[0]):
+        fits = node_fits(nodes_f, nodes_i, gpu_free, k, cpu, mem, gpu)
+        out[k] = fits
+        m += fits
+    return m
+
+
+@kernel_function
+def fit_mask_rows(  # type: ignore[no-untyped-def]
+    free_cpu, free_mem, free_slots, active, gpu_free, cpu: float, mem: float, gpu: float, out
+) -> int:
+    """`fitting_rows` as a mask: out[k] is whether node row k is `active` and `has_room`
+    for the request; returns how many are (`PlacementView.fit_mask`)."""
+    m = 0
+    for k in range(free_cpu.shape[0]):
+        fits = bool(active[k]) and has_room(
+            free_cpu[k], free_mem[k], free_slots[k], gpu_free, k, cpu, mem, gpu
+        )
+        out[k] = fits
+        m += fits
+    return m
+
+
 # --- the index ---------------------------------------------------------------------------
 
 

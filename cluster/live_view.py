@@ -84,6 +84,7 @@ class LiveView(PlacementView):
         put(self, "_ended", 0)  # every job row below this one has ended
         put(self, "_rows", None)  # fitting_nodes' output rows, once used
         put(self, "_fit_entry", None)  # fitting_nodes' compiled entry, once used
+        put(self, "_mask_entry", None)  # fit_mask's compiled entry, once used
 
     def refill(self, n: int) -> LiveView:
         """Ready the view for a new call with `n` waiting jobs gathered by the loop:
@@ -138,6 +139,27 @@ class LiveView(PlacementView):
             entry = direct_entry(fitting_waiting, *arrays, i, rows)
             entry = d["_fit_entry"] = partial(entry, *arrays)
         return rows[: entry(i, rows)].tolist()  # type: ignore[no-any-return]
+
+    def fit_mask(self, i: int) -> npt.NDArray[np.bool_]:
+        """`PlacementView.fit_mask`, read from the engine's node rows through the compiled
+        function's entry for their types (a new array each call, the caller's)."""
+        d = self.__dict__
+        if not 0 <= i < d["_n"]:
+            raise IndexError(f"waiting job {i} of {d['_n']}")
+        entry = d["_mask_entry"]
+        s = d["_s"]
+        out = np.empty(s.nodes_f.shape[1], dtype=np.bool_)
+        if entry is None:
+            from clusteremu.cluster.fit_index import (
+                fit_mask_waiting,  # compiled: imported on first use
+            )
+            from clusteremu.cluster.jit import direct_entry
+
+            arrays = (s.nodes_f, s.nodes_i, s.gpu_free, s.wait_f)
+            entry = direct_entry(fit_mask_waiting, *arrays, i, out)
+            entry = d["_mask_entry"] = partial(entry, *arrays)
+        entry(i, out)
+        return out
 
     def job_column(self, name: str) -> npt.NDArray[Any]:
         """`PlacementView.job_column`: a read-only view of the engine's job row."""

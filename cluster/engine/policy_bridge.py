@@ -107,16 +107,18 @@ class PolicyBridge:
                 if not decisions:
                     return _NO_PLACEMENT
                 d = decisions[0]
-                if (
-                    type(d) is Placement
-                    and type(d.job) is int
-                    and type(d.node) is int
-                    and 0 <= d.job < _JOBS
-                    and 0 <= d.node < _NODES
-                    and d.gpus is None
-                    and d.setup_s == 0.0
-                ):
-                    return (d.job << 32) | d.node
+                if type(d) is Placement:
+                    # Unpacked at once: each field read by name is a descriptor call.
+                    job, node, gpus, setup_s = d
+                    if (
+                        gpus is None
+                        and type(job) is int
+                        and type(node) is int
+                        and 0 <= job < _JOBS
+                        and 0 <= node < _NODES
+                        and setup_s == 0.0
+                    ):
+                        return (job << 32) | node
             if (
                 isinstance(decisions, list | tuple)
                 and len(decisions) > self.store.s.decisions.shape[1]

@@ -210,6 +210,29 @@ class PlacementView:
         )
         return out[:count].tolist()  # type: ignore[no-any-return]
 
+    def fit_mask(self, i: int) -> npt.NDArray[np.bool_]:
+        """`fitting_nodes(i)` as a mask over the node rows, for numpy-style placers: True
+        where waiting job `i` fits as the call began (a new array, yours to change).
+        Computed by compiled code: one call in place of the four numpy calls that compare
+        `active`, `free_cpu`, `free_memory_gb` and `free_slots` with its request."""
+        from clusteremu.cluster.fit_index import (
+            fit_mask_rows,  # compiled code: imported on first use
+        )
+
+        out = np.empty(self.free_cpu.shape[0], dtype=np.bool_)
+        fit_mask_rows(
+            self.free_cpu,
+            self.free_memory_gb,
+            self.free_slots,
+            self.active,
+            self.gpu_free_milli,
+            float(self.request_cpu[i]),
+            float(self.request_memory_gb[i]),
+            float(self.request_gpu[i]),
+            out,
+        )
+        return out
+
 
 class Placement(NamedTuple):
     """Start job `job` (an id from PlacementView.queue) on node index `node` now.

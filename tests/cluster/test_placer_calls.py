@@ -47,6 +47,10 @@ class _Fitting(Placer):
             compiled.fit_mask(view.active, *free, *request, ok)
             assert view.fitting_nodes(i) == np.flatnonzero(ok).tolist()
             assert PlacementView.fitting_nodes(view, i) == view.fitting_nodes(i)  # hand-made
+            mask = view.fit_mask(i)  # the same rule as a mask, an array of the caller's
+            assert mask.dtype == np.bool_ and mask.flags.writeable
+            assert np.array_equal(mask, ok)
+            assert np.array_equal(PlacementView.fit_mask(view, i), ok)  # hand-made
         out = []
         for i, job in enumerate(view.queue.tolist()):
             c = float(view.request_cpu[i])
@@ -183,6 +187,8 @@ def test_fitting_nodes_names_the_waiting_job_it_reads() -> None:
     view = engine.placement_view()
     with pytest.raises(IndexError, match="waiting job"):
         view.fitting_nodes(view.queue.size)
+    with pytest.raises(IndexError, match="waiting job"):
+        view.fit_mask(view.queue.size)
 
 
 class _Duplicates(Placer):
