@@ -61,6 +61,9 @@ class PolicyBridge:
         self.allocator = allocator
         self.scaler = scaler
         self.operations = operations
+        # Read once per decision: bound here, not looked up through two attributes.
+        self._views = store.views
+        self._place = placer.place
         self._pending: list[Placement] | tuple[Placement, ...] = []
         self._placer_error: BaseException | None = None  # raised by the placer in the loop
 
@@ -101,8 +104,8 @@ class PolicyBridge:
         and `placer_handed_back` finishes the call.
         """
         try:
-            view = self.store.views.get("view") or self._view()
-            decisions = self._pending = self.placer.place(view.refill(n))
+            view = self._views.get("view") or self._view()
+            decisions = self._pending = self._place(view.refill(n))
             if type(decisions) is list and len(decisions) <= 1:
                 if not decisions:
                     return _NO_PLACEMENT
