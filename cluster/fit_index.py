@@ -11,7 +11,8 @@ is one of `node_fits`' conditions made monotone, so a subtree whose maxima do no
 request holds no node that fits it; `first_fit` walks to the leftmost leaf whose maxima
 cover the request, confirms it with `node_fits` and goes on to the right when a leaf fails
 (the maxima of a subtree may come from different nodes). It returns exactly the node that a
-scan in node order returns.
+scan in node order returns; `search_from` does the same from a given node row on, so that a
+compiled placer visits every node that fits, in node order (`compiled_table.next_fit`).
 
 Only the engine's transitions write node rows; each one that changes a node's free cores,
 GB, slots, GPUs or status calls `index_update` for it (`clusteremu.cluster.kernel`; `Engine.rent`,

@@ -90,8 +90,8 @@ class PlacerView(NamedTuple):
     node_type: IntArray  #: (N,) node type index (scenario order)
     gpu_free: FloatArray  #: (N, G) free milli-GPU of each GPU (1000 = a whole free GPU)
     #: the engine's index of free capacity (`clusteremu.cluster.fit_index`; (0, 0) when it keeps
-    #: none):
-    #: `first_fit(view, job)` searches it
+    #: none: kept for a placer class with `uses_fit_index = True` from `fit_index.MIN_ROWS`
+    #: node rows): `first_fit(view, job)` and `next_fit(view, job, start)` search it
     fit_index: FloatArray
     params: FloatArray  #: writable: the policy's `kernel_params()`
     rng: npt.NDArray[np.uint64]  #: writable: the policy's SplitMix64 state (`uniform_index`)
