@@ -1,14 +1,18 @@
 """Compiled policies written outside the package, against SimPy, in one process.
 
-Two placers written only from docs/adding_a_policy.md ("Make it fast"), in a module of
+Three placers written only from docs/adding_a_policy.md ("Make it fast"), in a module of
 their own (`user_compiled_placers` below, imported as a user's module would be), run inside
 the engine's compiled loop through the one table of compiled policies: a first-fit and a
-most-free-cores placer. Each runs M/M/100 at load 0.9 (10^6 jobs by default) against the
-textbook SimPy model of the same queue; runs are interleaved and the best of `--repeat`
-kept, so a busy machine slows both alike. The built-in first-fit (registered the same
-way) is the reference row. Mean response times must agree with Erlang C.
+most-free-cores placer that loop over the nodes themselves, and a best-fit on cores that
+visits only the nodes where the job fits, through `next_fit` (the engine's index of free
+capacity from `fit_index.MIN_ROWS` node rows, a scan below). Each runs M/M/c at load 0.9
+(M/M/100 and M/M/10, 10^6 jobs by default) against the textbook SimPy model of the same
+queue (`engine_vs_simpy.run_simpy`); runs are interleaved, the placers' order rotating from
+one round to the next, and the best of `--repeat` kept, so a busy machine slows all alike.
+The built-in first-fit (registered the same way) is the reference row. Mean response times
+must agree with Erlang C.
 
-    python benchmarks/compiled_policies.py [--jobs 1000000] [--repeat 3] [--json]
+    python benchmarks/compiled_policies.py [--jobs 1000000] [--servers 100 10] [--repeat 3] [--json]
 """
 
 from __future__ import annotations
@@ -31,7 +35,11 @@ from clusteremu.scenarios.loader import spec_from_dict  # noqa: E402
 
 #: A user's module, as written from the docs (not part of the package).
 USER_MODULE = """
-from clusteremu.cluster.policies.compiled_table import compiled_placer, fits
+import math
+
+import numpy as np
+
+from clusteremu.cluster.policies.compiled_table import compiled_placer, fits, next_fit
 from clusteremu.cluster.policies.fifo import FcfsPlacer
 
 
@@ -52,6 +60,20 @@ def place_most_free(job, now_s, view):
     return best
 
 
+@compiled_placer
+def place_best_fit(job, now_s, view):
+    best, left_best = -1, math.inf
+    k = next_fit(view, job, 0)
+    while k >= 0:
+        left = view.free_cpu[k] - view.request_cpu[job]
+        if left < left_best:
+            best, left_best = k, left
+            if left <= 0.0:
+                break
+        k = next_fit(view, job, k + 1)
+    return best
+
+
 class UserFirstFit(FcfsPlacer):
     name = "user-compiled-first-fit"
     compiled = place_first
@@ -66,6 +88,22 @@ class UserMostFree(FcfsPlacer):
 
     def choose(self, fits, count, free_cpu):
         return int(fits.nonzero()[0][free_cpu[fits].argmax()])
+
+
+class UserBestFit(FcfsPlacer):
+    name = "user-compiled-best-fit"
+    compiled = place_best_fit
+    uses_fit_index = True
+
+    def choose_node(self, view, i, fits, count):
+        best, left_best = -1, math.inf
+        for k in np.flatnonzero(fits).tolist():
+            left = view.free_cpu[k] - view.request_cpu[i]
+            if left < left_best:
+                best, left_best = k, left
+                if left <= 0.0:
+                    break
+        return best
 """
 
 
@@ -76,7 +114,11 @@ def user_placers() -> dict[str, type[Placer]]:
     sys.path.insert(0, str(folder))
     import user_compiled_placers as user  # type: ignore[import-not-found]
 
-    return {"user first-fit": user.UserFirstFit, "user most-free": user.UserMostFree}
+    return {
+        "user first-fit": user.UserFirstFit,
+        "user most-free": user.UserMostFree,
+        "user best-fit": user.UserBestFit,
+    }
 
 
 def run_placer(placer: Placer | None, jobs: int, servers: int) -> tuple[float, float]:
@@ -87,10 +129,40 @@ def run_placer(placer: Placer | None, jobs: int, servers: int) -> tuple[float, f
     return time.perf_counter() - start, float(result.summary["mean_response_time_s"])
 
 
+def measure(
+    rows: dict[str, type[Placer] | None], jobs: int, servers: int, repeat: int
+) -> dict[str, Any]:
+    """Best of `repeat` interleaved runs of every row and of SimPy on M/M/`servers`."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in [*rows, "SimPy"]}
+    names = list(rows)
+    for r in range(repeat):  # interleaved: a busy machine slows every row alike
+        # Rotated: no row always runs first after SimPy's run (or last before it).
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            cls = rows[name]
+            times[name].append(run_placer(cls() if cls else None, jobs, servers))
+        times["SimPy"].append(run_simpy(jobs, servers=servers))
+    simpy_s = min(times["SimPy"])[0]
+    out: dict[str, Any] = {
+        "servers": servers,
+        "erlang_c_mean_response_s": erlang_c(0.9 * servers, servers),
+        "rows": {},
+    }
+    for name, runs in times.items():
+        seconds, mean = min(runs)
+        out["rows"][name] = {
+            "seconds": seconds,
+            "jobs_per_s": jobs / seconds,
+            "ns_per_job": 1e9 * seconds / jobs,
+            "vs_simpy": simpy_s / seconds,
+            "mean_response_s": mean,
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=1_000_000)
-    parser.add_argument("--servers", type=int, default=100)
+    parser.add_argument("--servers", type=int, nargs="+", default=[100, 10])
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs for each")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -98,41 +170,30 @@ def main() -> None:
     rows: dict[str, type[Placer] | None] = {"built-in first-fit": None, **user_placers()}
     start = time.perf_counter()
     for cls in rows.values():  # compile (numba caches each function on disk)
-        run_placer(cls() if cls else None, 2_000, args.servers)
+        for servers in args.servers:
+            run_placer(cls() if cls else None, 2_000, servers)
     first_call_s = time.perf_counter() - start
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in [*rows, "SimPy"]}
-    for _ in range(args.repeat):  # interleaved: a busy machine slows every row alike
-        for name, cls in rows.items():
-            times[name].append(run_placer(cls() if cls else None, args.jobs, args.servers))
-        times["SimPy"].append(run_simpy(args.jobs, servers=args.servers))
-    simpy_s = min(times["SimPy"])[0]
     out: dict[str, Any] = {
         "jobs": args.jobs,
-        "servers": args.servers,
         "repeat": args.repeat,
         "compile_or_load_s": first_call_s,
-        "erlang_c_mean_response_s": erlang_c(0.9 * args.servers, args.servers),
-        "rows": {},
+        "queues": [measure(rows, args.jobs, c, args.repeat) for c in args.servers],
     }
-    for name, runs in times.items():
-        seconds, mean = min(runs)
-        out["rows"][name] = {
-            "seconds": seconds,
-            "jobs_per_s": args.jobs / seconds,
-            "vs_simpy": simpy_s / seconds,
-            "mean_response_s": mean,
-        }
     if args.json:
         print(json.dumps(out, indent=2))
         return
-    print(f"M/M/{args.servers}, load 0.9, {args.jobs:,} jobs, best of {args.repeat}")
-    print(f"{'placer':<22} {'jobs/s':>12} {'x SimPy':>8} {'mean response s':>16}")
-    for name, row in out["rows"].items():
+    for queue in out["queues"]:
+        print(f"M/M/{queue['servers']}, load 0.9, {args.jobs:,} jobs, best of {args.repeat}")
+        print(f"{'placer':<22} {'jobs/s':>12} {'ns/job':>8} {'x SimPy':>8} {'mean response s':>16}")
+        for name, row in queue["rows"].items():
+            print(
+                f"{name:<22} {row['jobs_per_s']:>12,.0f} {row['ns_per_job']:>8.0f} "
+                f"{row['vs_simpy']:>8.1f} {row['mean_response_s']:>16.4f}"
+            )
         print(
-            f"{name:<22} {row['jobs_per_s']:>12,.0f} {row['vs_simpy']:>8.1f} "
-            f"{row['mean_response_s']:>16.4f}"
+            f"{'Erlang C':<22} {'':>12} {'':>8} {'':>8} {queue['erlang_c_mean_response_s']:>16.4f}"
         )
-    print(f"{'Erlang C':<22} {'':>12} {'':>8} {out['erlang_c_mean_response_s']:>16.4f}")
+        print()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ is one of `node_fits`' conditions made monotone, so a subtree whose maxima do no
 request holds no node that fits it; `first_fit` walks to the leftmost leaf whose maxima
 cover the request, confirms it with `node_fits` and goes on to the right when a leaf fails
 (the maxima of a subtree may come from different nodes). It returns exactly the node that a
-scan in node order returns.
+scan in node order returns; `search_from` does the same from a given node row on, so that a
+compiled placer visits every node that fits, in node order (`compiled_table.next_fit`).
 
 Only the engine's transitions write node rows; each one that changes a node's free cores,
 GB, slots, GPUs or status calls `index_update` for it (`clusteremu.cluster.kernel`; `Engine.rent`,
@@ -305,6 +306,49 @@ def search(
             if up and has_room(free_cpu[k], free_mem[k], free_slots[k], gpu_free, k, cpu, mem, gpu):
                 return k
         # Nothing here: the next subtree to the right (climb past right children).
+        while i & 1:
+            i >>= 1
+        if i == 0:
+            return -1
+        i += 1
+
+
+@internal_function
+def search_from(
+    fx: np.ndarray,
+    free_cpu: np.ndarray,
+    free_mem: np.ndarray,
+    free_slots: np.ndarray,
+    status: np.ndarray,
+    gpu_free: np.ndarray,
+    cpu: float,
+    mem: float,
+    gpu: float,
+    start: int,
+) -> int:
+    """`search` from node row `start` on: the first node row >= `start` (negative: 0) that
+    fits the request, or -1. The walk starts at the largest subtree whose leftmost leaf is
+    `start` and goes right as `search` does, so every subtree it enters holds only rows >=
+    `start`, and a subtree whose maxima do not cover the request is skipped whole: asked
+    again from each found row + 1, it lists the fitting rows in node order in O(log N)
+    steps each (a compiled placer's `compiled_table.next_fit`)."""
+    leaves = fx.shape[0] >> 1
+    if start < 0:
+        start = 0
+    if start >= leaves or start >= status.shape[0]:
+        return -1
+    i = leaves + start
+    while i > 1 and i & 1 == 0:  # up while `start` stays the leftmost leaf
+        i >>= 1
+    while True:
+        if covers(fx, i, cpu, mem, gpu):
+            if i < leaves:
+                i = 2 * i
+                continue
+            k = i - leaves
+            up = k < status.shape[0] and status[k] == NodeStatus.UP
+            if up and has_room(free_cpu[k], free_mem[k], free_slots[k], gpu_free, k, cpu, mem, gpu):
+                return k
         while i & 1:
             i >>= 1
         if i == 0:

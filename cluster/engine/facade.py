@@ -65,9 +65,9 @@ class Engine:
         scaler=p)`); `force_python_policies` takes the Python decision path even for
         compiled policies.
         `fit_index` keeps an index of free capacity (`clusteremu.cluster.fit_index`; the
-        same runs, faster first-fit placements on many nodes) or not; None: with a placer
-        that uses it (`uses_fit_index`, the compiled first-fit) on `fit_index.MIN_ROWS`
-        node rows or more.
+        same runs, faster first-fit placements on many nodes) or not; None: with a compiled
+        placer that uses it (`uses_fit_index`: the built-in first-fit, one of yours that
+        calls `compiled_table.next_fit`) on `fit_index.MIN_ROWS` node rows or more.
         """
         self.spec = spec
         self.replication = replication
