@@ -26,8 +26,13 @@ import math
 
 import numpy as np
 
-from clusteremu.cluster.jit import inline_function, internal_function, kernel_function
-from clusteremu.cluster.layout import FX, GPU_MILLI, NF, NI, NodeStatus
+from clusteremu.cluster.jit import (
+    inline_function,
+    internal_function,
+    kernel_function,
+    trailing_zeros,
+)
+from clusteremu.cluster.layout import FS, FX, GPU_MILLI, NF, NI, NodeStatus
 from clusteremu.cluster.state import EngineState
 
 #: Tolerance on capacity checks (cores, GB, GPUs).
@@ -251,8 +256,10 @@ def update(
 
 @inline_function
 def index_update(s, k: int) -> None:  # type: ignore[no-untyped-def]
-    """Node row k's free capacity or status changed: bring the index up to date (no-op
-    without an index)."""
+    """Node row k's free capacity or status changed: bring the index, or the free-node
+    bits, up to date (no-op without either)."""
+    if s.fit_bits.shape[0] > 0:
+        bits_update(s.fit_bits, s.nodes_f, s.nodes_i, k, s.fstate[FS.FIT_FLOOR])
     if s.fit_index.shape[0] > 0:
         update(s.fit_index, s.nodes_f, s.nodes_i, s.gpu_free, k)
 
@@ -377,3 +384,99 @@ def first_fit(s, cpu: float, mem: float, gpu: float) -> int:  # type: ignore[no-
 def first_fit_entry(t, cpu: float, mem: float, gpu: float) -> int:  # type: ignore[no-untyped-def]
     """`first_fit` from Python (the engine's state as a plain tuple; tests)."""
     return first_fit(EngineState(*t), cpu, mem, gpu)
+
+
+# --- free-node bits ------------------------------------------------------------------------
+#
+# Where the engine keeps no index (fewer than `MIN_ROWS` rows, or a placer that does not use
+# it), a bit per node row says whether the row may fit a request of at least `FS.FIT_FLOOR`
+# cores: up, a free worker slot and that many free cores. A row whose bit is clear fits no
+# such request, so a first-fit visits only the set bits, a word of 64 rows at a time
+# (`bits_search`: on M/M/c's one-core nodes the first set bit fits, where a scan passes every
+# busy row before it). The floor is the smallest request asked about so far: a request
+# below it lowers it and the bits are counted again (`lower_floor`; once per distinct
+# smaller request). `index_update` keeps each row's bit at every change of the row.
+
+
+def new_bits(rows: int) -> np.ndarray:
+    """Free-node bits for `rows` node rows, every bit clear (valid for a floor of +inf)."""
+    return np.zeros((rows + 63) >> 6, dtype=np.int64)
+
+
+@inline_function
+def _may_fit(nodes_f: np.ndarray, nodes_i: np.ndarray, k: int, floor: float) -> bool:
+    """Node row k is up, has a free worker slot and `floor` free cores."""
+    return (
+        nodes_i[NI.STATUS, k] == NodeStatus.UP
+        and nodes_f[NF.FREE_SLOTS, k] >= 1.0
+        and nodes_f[NF.FREE_CPU, k] >= floor - FIT_EPS
+    )
+
+
+@inline_function
+def bits_update(
+    bits: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, k: int, floor: float
+) -> None:
+    """Node row k's bit, from its row now."""
+    bit = np.int64(1) << np.int64(k & 63)
+    if _may_fit(nodes_f, nodes_i, k, floor):
+        bits[k >> 6] |= bit
+    else:
+        bits[k >> 6] &= ~bit
+
+
+@kernel_function
+def bits_build(bits: np.ndarray, nodes_f: np.ndarray, nodes_i: np.ndarray, floor: float) -> None:
+    """Every node row's bit for `floor` cores."""
+    bits[:] = 0
+    for k in range(min(nodes_f.shape[1], bits.shape[0] * 64)):
+        if _may_fit(nodes_f, nodes_i, k, floor):
+            bits[k >> 6] |= np.int64(1) << np.int64(k & 63)
+
+
+@inline_function
+def lower_floor(s, cpu: float) -> None:  # type: ignore[no-untyped-def]
+    """Make the free-node bits valid for a request of `cpu` cores (before asking where it
+    fits): a request below the floor lowers it and counts the bits again."""
+    if s.fit_bits.shape[0] > 0 and cpu < s.fstate[FS.FIT_FLOOR]:
+        s.fstate[FS.FIT_FLOOR] = cpu
+        bits_build(s.fit_bits, s.nodes_f, s.nodes_i, cpu)
+
+
+@internal_function
+def bits_search(
+    bits: np.ndarray,
+    free_cpu: np.ndarray,
+    free_mem: np.ndarray,
+    free_slots: np.ndarray,
+    status: np.ndarray,
+    gpu_free: np.ndarray,
+    cpu: float,
+    mem: float,
+    gpu: float,
+    start: int,
+) -> int:
+    """The first node row >= `start` (negative: 0) that fits the request, or -1, visiting
+    only rows whose bit is set (the caller makes sure that the request is at least the
+    floor: `lower_floor`). The same row as a scan in node order."""
+    n = free_cpu.shape[0]
+    if start < 0:
+        start = 0
+    w = start >> 6
+    if w >= bits.shape[0]:
+        return -1
+    word = bits[w] & (np.int64(-1) << np.int64(start & 63))
+    while True:
+        while word != 0:
+            k = (w << 6) + trailing_zeros(word)
+            if k >= n:
+                return -1
+            if status[k] == NodeStatus.UP and has_room(
+                free_cpu[k], free_mem[k], free_slots[k], gpu_free, k, cpu, mem, gpu
+            ):
+                return k
+            word &= word - np.int64(1)
+        w += 1
+        if w >= bits.shape[0]:
+            return -1
+        word = bits[w]

@@ -107,6 +107,17 @@ def prefetch(typingctx: Any, table: Any, row: Any, column: Any) -> Any:  # noqa:
     return types.none(table, row, column), codegen
 
 
+@intrinsic
+def trailing_zeros(typingctx: Any, word: Any) -> Any:  # noqa: ARG001 - numba's protocol
+    """The number of zero bits below the lowest set bit of a nonzero int64 (compiled code
+    only: LLVM's `llvm.cttz`, one instruction)."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.cttz(args[0], llvm_ir.Constant(llvm_ir.IntType(1), 1))
+
+    return types.int64(types.int64), codegen
+
+
 def argument_function(fn: F) -> F:
     """`kernel_function` (cached, no reference counting: it allocates no array) for a
     function that compiled code receives as an argument (a policy's score, say): the

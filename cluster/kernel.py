@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 
-from clusteremu.cluster.fit_index import index_update
+from clusteremu.cluster.fit_index import index_update, lower_floor
 from clusteremu.cluster.jit import call_c, kernel_function
 from clusteremu.cluster.kernel_faults import (
     fail_node,
@@ -233,6 +233,7 @@ def _make_loop(pools: bool, python_placer: bool, events: bool):  # type: ignore[
                         j = next_queued(s)
                         if j < 0:
                             break
+                        lower_floor(s, s.jobs_f[JF.REQ_CPU, j])  # the free-node bits hold for j
                         k = place(j, now, placer_view_)
                         if k < 0:
                             break

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from clusteremu.cluster.fit_index import bits_search, lower_floor
 from clusteremu.cluster.jit import inline_function, internal_function
 from clusteremu.cluster.kernel_jobs import (
     _live,
@@ -90,6 +91,21 @@ def may_place(s) -> bool:  # type: ignore[no-untyped-def]
         if j < 0:
             return False
         cpu, mem, gpu = s.jobs_f[JF.REQ_CPU, j], s.jobs_f[JF.REQ_MEM, j], s.jobs_f[JF.REQ_GPU, j]
+        if s.fit_bits.shape[0] > 0:  # only the rows whose free-node bit is set
+            lower_floor(s, cpu)
+            k = bits_search(
+                s.fit_bits,
+                nodes_f[NF.FREE_CPU],
+                nodes_f[NF.FREE_MEM],
+                nodes_f[NF.FREE_SLOTS],
+                nodes_i[NI.STATUS],
+                s.gpu_free,
+                cpu,
+                mem,
+                gpu,
+                0,
+            )
+            return 0 <= k < used
         fits = False
         for k in range(used):
             if node_fits(nodes_f, nodes_i, s.gpu_free, k, cpu, mem, gpu):

@@ -229,6 +229,9 @@ class FS(IntEnum):
     MEASURED_TIME = 6
     LIFT_MULT = 7  #: compiled lift rule: next request >= LIFT_MULT x the request it hit
     LIFT_ADD_GB = 8  #: ... and >= that request + LIFT_ADD_GB
+    #: cores: `fit_bits` marks the node rows that may fit a request of at least this many
+    #: cores (`clusteremu.cluster.fit_index`, "free-node bits"); +inf before the first
+    FIT_FLOOR = 9
 
 
 class Event(IntEnum):

@@ -92,6 +92,10 @@ class EngineState(NamedTuple):
     #: (2 L, len(FX)) the index of free capacity over node rows (`clusteremu.cluster.fit_index`) the
     #: compiled first-fit placer searches; (0, 0) without one (a scan of the rows instead).
     fit_index: FloatArray = np.zeros((0, 0))
+    #: (ceil(N / 64),) bit k % 64 of word k // 64 set where node row k may fit a request of
+    #: `FS.FIT_FLOOR` cores or more (`clusteremu.cluster.fit_index`, "free-node bits"); empty
+    #: without them (a scan of the rows instead).
+    fit_bits: IntArray = np.zeros(0, dtype=np.int64)
 
 
 #: Heap entries a job and a node row may need at once: a completion and a patience timer
@@ -171,6 +175,8 @@ ARRAYS: dict[str, ArraySpec] = {
     "timeline": ArraySpec(_F, (8, 0), "fixed"),
     # rebuilt, not grown, when node rows are added (`builder.new_fit_index`)
     "fit_index": ArraySpec(_F, (0, 0), "fixed"),
+    # rebuilt, not grown, when node rows are added (`builder.new_fit_bits`)
+    "fit_bits": ArraySpec(_I, (0,), "fixed"),
 }
 
 

@@ -171,6 +171,19 @@ def new_fit_index(
     return index
 
 
+def new_fit_bits(
+    nodes_f: FloatArray, nodes_i: IntArray, index: FloatArray, floor: float
+) -> IntArray:
+    """The free-node bits over these node rows for `floor` cores (`fit_index`, "free-node
+    bits"), or empty where the engine keeps an index (which answers instead)."""
+    if index.shape[0] > 0:
+        return np.zeros(0, dtype=np.int64)
+    bits = fit_index.new_bits(nodes_f.shape[1])
+    if floor < math.inf:
+        fit_index.bits_build(bits, nodes_f, nodes_i, floor)
+    return bits
+
+
 def build_state(
     spec: SimulationSpec,
     jobs: Jobs,
@@ -201,6 +214,7 @@ def build_state(
             cached[np.flatnonzero(types == t)] = initial_cache(spec, t, items)
     istate = np.zeros(len(IS), dtype=np.int64)
     fstate = np.zeros(len(FS))
+    fstate[FS.FIT_FLOOR] = math.inf  # the free-node bits: valid for no request yet
     istate[IS.NODES_USED] = m
     functions = compiled.functions
     istate[IS.PLACER_CODE] = compiled_table.code_of("placer", functions["placer"])
@@ -278,6 +292,7 @@ def build_state(
         cached=cached,
         lift_edges=lift_edges,
         fit_index=index,
+        fit_bits=new_fit_bits(nodes_f, nodes_i, index, math.inf),
         **faults.initial_arrays(nodes_f, nodes_i, istate),
     )
     return state, rule

@@ -13,11 +13,12 @@ import numpy as np
 from clusteremu.cluster import kernel
 from clusteremu.cluster.capacity import fits_a_node_type, node_types_of_run
 from clusteremu.cluster.decision_checks import check_placement
+from clusteremu.cluster.engine.builder import new_fit_bits
 from clusteremu.cluster.engine.fault_feed import FaultFeed
 from clusteremu.cluster.engine.feeding import JobFeed
 from clusteremu.cluster.engine.store import StateStore
 from clusteremu.cluster.jobs import Purpose, stream
-from clusteremu.cluster.layout import IS, JF, JI, NF, NI, TL, JobState, NodeStatus, Refusal
+from clusteremu.cluster.layout import FS, IS, JF, JI, NF, NI, TL, JobState, NodeStatus, Refusal
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import LiftRule, OomKill, Placement, PolicyError, Provisioner
 from clusteremu.cluster.state import (
@@ -241,14 +242,14 @@ class Operations:
                 for name in NODE_ARRAYS
                 if name not in ("nodes_f", "nodes_i", "gpu_free")
             }
+            index = self.new_fit_index(nodes_f, nodes_i, gpu_free, int(s.istate[IS.PLACER_CODE]))
             store.replace(
                 nodes_f=nodes_f,
                 nodes_i=nodes_i,
                 gpu_free=gpu_free,
                 **others,
-                fit_index=self.new_fit_index(
-                    nodes_f, nodes_i, gpu_free, int(s.istate[IS.PLACER_CODE])
-                ),
+                fit_index=index,
+                fit_bits=new_fit_bits(nodes_f, nodes_i, index, float(s.fstate[FS.FIT_FLOOR])),
                 **store.room(s.heap_t.size + HEAP_PER_NODE * (k + 1), s.queue.size),
             )
             s = store.s

@@ -42,9 +42,9 @@ from numba.core.registry import CPUDispatcher
 from numba.experimental.function_type import _get_jit_address, _get_wrapper_address
 from numba.extending import intrinsic
 
-from clusteremu.cluster.fit_index import search, search_from
+from clusteremu.cluster.fit_index import bits_search, search, search_from
 from clusteremu.cluster.jit import inline_function, signals_blocked
-from clusteremu.cluster.layout import CF, JF, JI, NF, NI, JobState, NodeStatus
+from clusteremu.cluster.layout import CF, FS, JF, JI, NF, NI, JobState, NodeStatus
 from clusteremu.cluster.policies.compiled import has_room, uniform_index
 
 FloatArray = npt.NDArray[np.float64]
@@ -93,6 +93,11 @@ class PlacerView(NamedTuple):
     #: none: kept for a placer class with `uses_fit_index = True` from `fit_index.MIN_ROWS`
     #: node rows): `first_fit(view, job)` and `next_fit(view, job, start)` search it
     fit_index: FloatArray
+    #: the engine's free-node bits where it keeps no index (`clusteremu.cluster.fit_index`:
+    #: a bit per node row that may fit a request of `fit_floor[0]` cores or more; empty
+    #: otherwise): `first_fit` and `next_fit` visit only those rows
+    fit_bits: IntArray
+    fit_floor: FloatArray  #: (1,) cores: the floor the bits are for
     params: FloatArray  #: writable: the policy's `kernel_params()`
     rng: npt.NDArray[np.uint64]  #: writable: the policy's SplitMix64 state (`uniform_index`)
 
@@ -183,6 +188,7 @@ PLACER_VIEW = _view_type(
         "node_type": _I1,
         "gpu_free": _F2,
         "fit_index": _F2,
+        "fit_bits": _I1,
         "rng": _U1,
     },
     {"params", "rng"},
@@ -512,6 +518,8 @@ def placer_view(s) -> PlacerView:  # type: ignore[no-untyped-def]
         read_only(s.nodes_i[NI.NODE_TYPE]),
         read_only(s.gpu_free),
         read_only(s.fit_index),
+        read_only(s.fit_bits),
+        read_only(s.fstate[FS.FIT_FLOOR : FS.FIT_FLOOR + 1]),
         s.placer_params,
         s.rng,
     )
@@ -573,16 +581,37 @@ def fits(view, job: int, node: int) -> bool:  # type: ignore[no-untyped-def]
 
 
 @inline_function
+def _bits_or_scan(view, job: int, start: int) -> int:  # type: ignore[no-untyped-def]
+    """The first node >= `start` that `fits` the job, or -1, without the index: through
+    the free-node bits when they hold for the job's request, else a scan."""
+    bits = view.fit_bits
+    if bits.shape[0] > 0 and view.request_cpu[job] >= view.fit_floor[0]:
+        return bits_search(
+            bits,
+            view.free_cpu,
+            view.free_mem,
+            view.free_slots,
+            view.node_status,
+            view.gpu_free,
+            view.request_cpu[job],
+            view.request_mem[job],
+            view.request_gpu[job],
+            start,
+        )
+    for k in range(max(start, 0), view.free_cpu.shape[0]):
+        if fits(view, job, k):
+            return k
+    return -1
+
+
+@inline_function
 def first_fit(view, job: int) -> int:  # type: ignore[no-untyped-def]
     """The first node in node order that `fits` the job, or -1: through the engine's index
     of free capacity when it keeps one (`view.fit_index`, logarithmic in the nodes), else a
     scan. Both give the same node."""
     fx = view.fit_index
     if fx.shape[0] == 0:
-        for k in range(view.free_cpu.shape[0]):
-            if fits(view, job, k):
-                return k
-        return -1
+        return _bits_or_scan(view, job, 0)
     return search(
         fx,
         view.free_cpu,
@@ -605,10 +634,7 @@ def next_fit(view, job: int, start: int) -> int:  # type: ignore[no-untyped-def]
     k + 1)` while `k >= 0`, visits exactly the fitting nodes in node order."""
     fx = view.fit_index
     if fx.shape[0] == 0:
-        for k in range(max(start, 0), view.free_cpu.shape[0]):
-            if fits(view, job, k):
-                return k
-        return -1
+        return _bits_or_scan(view, job, start)
     if start > 0:
         # The row itself first, then the tree from the next one: a run of fitting rows
         # costs what a scan of them costs (on a cluster where most rows fit, the walk
