@@ -116,8 +116,14 @@ def order_statistics(values: SpilledValues, ranks: Sequence[int]) -> FloatArray:
             for prefix, bits in groups:
                 take = min(BITS, 64 - bits)
                 sel = keys if bits == 0 else keys[(keys >> np.uint64(64 - bits)) == prefix]
-                sub = (sel << np.uint64(bits)) >> np.uint64(64 - take) if bits else sel >> np.uint64(64 - take)
-                counts[prefix, bits] += np.bincount(sub.astype(np.int64), minlength=counts[prefix, bits].size)
+                sub = (
+                    (sel << np.uint64(bits)) >> np.uint64(64 - take)
+                    if bits
+                    else sel >> np.uint64(64 - take)
+                )
+                counts[prefix, bits] += np.bincount(
+                    sub.astype(np.int64), minlength=counts[prefix, bits].size
+                )
         nxt: dict[int, tuple[int, int, int]] = {}
         for i, (prefix, bits, rank) in todo.items():
             cum = np.cumsum(counts[prefix, bits])
