@@ -53,8 +53,12 @@ class FinishedRows(NamedTuple):
 class JobSink(Protocol):
     """Where the rows of jobs that have left go (`clusteremu.cluster.engine.sinks`)."""
 
-    def take(self, rows: FinishedRows, now_s: float) -> None:
-        """Receive rows taken out at simulated time `now_s`."""
+    def refusal(self, run: RunState, policies: tuple[Policy, ...]) -> str | None:
+        """Why this sink cannot give the result of the run `run` starts (None: it can)."""
+        ...
+
+    def take(self, rows: FinishedRows, run: RunState) -> None:
+        """Receive rows taken out of the live state `run` (its nodes, window and clock)."""
         ...
 
     def result(

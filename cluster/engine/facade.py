@@ -141,7 +141,9 @@ class Engine:
         self.compact_every = compact_every
         self._left_at_compaction = 0
         if sink is not None:
-            why = compaction_refusal(self, jobs_given)
+            why = compaction_refusal(self, jobs_given) or sink.refusal(
+                self._live_run(), tuple(policy for _, policy in distinct(self.policies))
+            )
             if why:
                 raise ValueError(f"scenario {spec.name!r}: cannot compact job rows: {why}")
             self.feed.spare_rows()
@@ -288,8 +290,14 @@ class Engine:
         rows, held = compact(self.store, self.ids, feed.jobs_fed, self.operations.sizes_drawn)
         feed.set_fed(held)
         self._left_at_compaction = self.jobs_done
-        self.sink.take(rows, self.now)
+        self.sink.take(rows, self._live_run())
         return rows
+
+    def _live_run(self) -> RunState:
+        """The run now, as read-only views of the live state."""
+        return RunState(
+            self.spec, self.replication, self.state, self.now, self.operations.sizes_drawn
+        )
 
     def run(self, progress: Callable[[float], None] | None = None) -> RunResult:
         """Run to the end and return the per-job table and summary.
@@ -315,9 +323,7 @@ class Engine:
         if self.sink is not None:
             fed = self.feed.jobs_fed
             return self.sink.result(
-                RunState(
-                    self.spec, self.replication, self.state, self.now, self.operations.sizes_drawn
-                ),
+                self._live_run(),
                 self.ids.ids[:fed],
                 fed,
                 tuple(policy for _, policy in distinct(self.policies)),
