@@ -19,6 +19,7 @@ from clusteremu.cluster.engine.loop import Loop
 from clusteremu.cluster.engine.operations import Operations
 from clusteremu.cluster.engine.policy_bridge import PolicyBridge
 from clusteremu.cluster.engine.store import StateStore
+from clusteremu.cluster.job_chunks import drawn_chunks
 from clusteremu.cluster.jobs import Jobs, Purpose, generate_jobs, replication_seed, stream
 from clusteremu.cluster.layout import CF, FS, IS, JF, PI, Status
 from clusteremu.cluster.metrics import RunResult, build_result
@@ -94,6 +95,11 @@ class Engine:
         source, chunks, first, total = table_feed(spec) if jobs is None else (None, None, None, 0)
         if first is not None:
             jobs = first
+        # Compacting a scenario's own jobs: drawn a chunk at a time where they can be.
+        drawn = drawn_chunks(spec, seq) if sink is not None and jobs is None else None
+        if drawn is not None:
+            jobs = next(drawn)
+            chunks = drawn
         jobs = jobs if jobs is not None else generate_jobs(spec, seq)
         faults = FaultFeed(spec, seq)
         self._compiled = compiled_functions(
@@ -147,6 +153,16 @@ class Engine:
             if why:
                 raise ValueError(f"scenario {spec.name!r}: cannot compact job rows: {why}")
             self.feed.spare_rows()
+        self._drawn = drawn
+        if drawn is not None:
+            stop = spec.stop
+            self._total_jobs = int(stop.jobs or 0)
+            if stop.time_s is None:  # the window ends at the last job's arrival, drawn later
+                self.set_window(
+                    start_s=float(jobs.arrival_s[min(stop.warmup_jobs, jobs.arrival_s.size - 1)])
+                )
+                self.set_window(end_s=drawn.last_arrival if drawn.done else math.inf)
+            self.feed.next_chunk = self.feed.take_chunk()
         if source is not None:
             self._total_jobs = total
             stop = spec.stop
@@ -271,6 +287,9 @@ class Engine:
                 return status
             feed.append_jobs(chunk)
             feed.next_chunk = feed.take_chunk()
+            drawn = self._drawn
+            if drawn is not None and drawn.done and self.spec.stop.time_s is None:
+                self.set_window(end_s=drawn.last_arrival)
 
     def _run_loop(self, until_s: float, max_events: int) -> int:
         self.status = status = self.loop.run(until_s, max_events)
