@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from clusteremu.cluster.engine import Engine
+from clusteremu.cluster.engine.sinks import StreamSink
 from clusteremu.cluster.layout import Status
 from clusteremu.cluster.state import layout_bytes, max_gpus
 from clusteremu.scenarios.loader import load_scenario
@@ -64,7 +65,9 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run(jobs: int, nodes: int, load: float, scan: bool) -> dict[str, Any]:
+def run(
+    jobs: int, nodes: int, load: float, scan: bool, stream: bool = False, out: str | None = None
+) -> dict[str, Any]:
     spec = load_scenario(
         "mm-c",
         [
@@ -75,7 +78,8 @@ def run(jobs: int, nodes: int, load: float, scan: bool) -> dict[str, Any]:
     )
     before_mb = rss_mb()
     t0 = time.perf_counter()
-    engine = Engine(spec, fit_index=False if scan else None)
+    sink = StreamSink(out) if stream else None
+    engine = Engine(spec, fit_index=False if scan else None, sink=sink, compact_every=1 << 19)
     t1 = time.perf_counter()
     while engine.step() != Status.FINISHED:
         pass
@@ -106,6 +110,7 @@ def run(jobs: int, nodes: int, load: float, scan: bool) -> dict[str, Any]:
         "rss_before_mb": before_mb,
         "resident_bytes_per_job": (peak_mb - before_mb) * 2**20 / jobs,
         "table_bytes_per_job": result.jobs.nbytes / jobs,
+        "parquet_bytes_per_row": sink.table_bytes / jobs if sink is not None and out else None,
         "layout_bytes_per_job": layout["per_job"],
         "allocated_bytes_per_job": job_bytes / jobs,
         "layout_bytes_per_node": layout["per_node"],
@@ -121,10 +126,14 @@ def main() -> None:
     parser.add_argument("--load", type=float, default=0.8)
     parser.add_argument("--scan", action="store_true", help="no index: scan the node rows")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--stream", action="store_true", help="compact job rows, stream results (StreamSink)"
+    )
+    parser.add_argument("--out", help="with --stream: write the per-job Parquet table here")
     args = parser.parse_args()
 
     run(30_000, 1_000, args.load, args.scan)  # compile or load the loop
-    out = run(args.jobs, args.nodes, args.load, args.scan)
+    out = run(args.jobs, args.nodes, args.load, args.scan, args.stream, args.out)
     if args.json:
         print(json.dumps(out, indent=2))
         return
@@ -143,6 +152,8 @@ def main() -> None:
         f"run): {out['resident_bytes_per_job']:.0f} B per job resident, the per-job table "
         f"included ({out['table_bytes_per_job']:.0f} B)"
     )
+    if out["parquet_bytes_per_row"] is not None:
+        print(f"  Parquet table: {out['parquet_bytes_per_row']:.1f} B per row (zstd)")
     print(
         f"  per job: {out['layout_bytes_per_job']} B from the layout, "
         f"{out['allocated_bytes_per_job']:.0f} B allocated"

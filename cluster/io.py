@@ -111,13 +111,24 @@ def file_mode() -> int:
 
 
 def _atomic(path: Path, write: Callable[[str], None]) -> None:
+    with atomic_path(path) as tmp:
+        write(tmp)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[str]:
+    """A temporary file next to `path` (`.<name>.<pid>.<random>.tmp`) to write, renamed
+    over `path` when the block ends without an error (removed on an error): a reader never
+    sees a partial file, and one a killed process left is removed when its folder is
+    next written (`remove_stale`)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(
         prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
     )
     os.close(fd)
     try:
-        write(tmp)
+        yield tmp
         os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     except BaseException:

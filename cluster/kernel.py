@@ -118,6 +118,7 @@ __all__ = [
     "may_place",
     "node_changed_entry",
     "peek_entry",
+    "purge_entry",
     "pool_members_entry",
     "purge_heap",
     "push_entry",
@@ -467,3 +468,9 @@ def node_changed_entry(t, k: int) -> None:  # type: ignore[no-untyped-def]
 def schedule_fault_entry(t, k: int, now: float, kind: int) -> None:  # type: ignore[no-untyped-def]
     """`schedule_fault` from Python (after refilling node k's draws)."""
     schedule_fault(EngineState(*t), k, now, kind)
+
+
+@kernel_function
+def purge_entry(t) -> None:  # type: ignore[no-untyped-def]
+    """Drop every stale heap entry (before job rows are renumbered: `engine.compaction`)."""
+    purge_heap(EngineState(*t))

@@ -69,6 +69,7 @@ def _fill_job_columns(  # type: ignore[no-untyped-def]
     warm_by_time,
     warmup_s,
     warmup_jobs,
+    ids,
     start,
     end,
     node,
@@ -97,7 +98,7 @@ def _fill_job_columns(  # type: ignore[no-untyped-def]
             if warm_by_time:
                 measured[j] = jobs_f[JF.ARRIVAL, j] >= warmup_s
             else:
-                measured[j] = j >= warmup_jobs
+                measured[j] = ids[j] >= warmup_jobs
         p = class_pool[jobs_i[JI.CLS, j]]
         if p >= 0:
             pool[j] = p
@@ -126,10 +127,14 @@ def _job_columns(  # noqa: PLR0913 - the state's columns and the warm-up rule
     warm_by_time: bool,
     warmup_s: float,
     warmup_jobs: int,
+    ids: np.ndarray | None = None,
 ) -> tuple[np.ndarray, ...]:
     """The derived columns of the per-job table: start and end (s), node, pool,
-    core-seconds, cost ($), measured, failed (`_fill_job_columns`)."""
+    core-seconds, cost ($), measured, failed (`_fill_job_columns`); `ids`: each row's job
+    number (default: its row)."""
     n = jobs_f.shape[1]
+    if ids is None:
+        ids = np.arange(n, dtype=np.int64)
     columns = (
         np.full(n, np.nan),
         np.full(n, np.nan),
@@ -153,6 +158,7 @@ def _job_columns(  # noqa: PLR0913 - the state's columns and the warm-up rule
             warm_by_time,
             warmup_s,
             warmup_jobs,
+            ids,
             *columns,
         )
     return columns
@@ -214,18 +220,52 @@ def build_result(
         stop.warmup_s,
         stop.warmup_jobs,
     )
+    table = job_table(run, (start, end, node, pool, core_seconds, cost, measured, failed))
+    response = end - arrival
+    summary = summarize(run, measured, response, failed)
+    has_usage = bool(s.istate[IS.HAS_USAGE])
+    if spec.has_faults:
+        summary.update(fault_summary(run))
+    if spec.slo is not None:
+        table, summary = _with_slo(run, table, summary, node, start, end, measured)
+    if has_usage:
+        summary.update(usage_summary(run))
+    if runs is not None and np.asarray(runs).size == arrival.size:
+        spans = run_makespans(arrival, end, failed, runs)
+        summary["mean_run_makespan_s"] = float(spans.mean()) if spans.size else float("nan")
+    # The world model's metrics and those the scenario selects (`score`), for every policy.
+    from clusteremu.cluster.score_metric import scenario_metrics
+
+    summary.update(scenario_metrics(run, table))
+    for policy in policies:
+        summary.update(policy.extra_summary(table, summary))
+    return RunResult(table, summary)
+
+
+def job_table(
+    run: RunState, columns: tuple[np.ndarray, ...], ids: np.ndarray | None = None
+) -> pa.Table:
+    """The per-job table of the state's job rows, from their derived `columns`
+    (`_job_columns`); `ids`: each row's job number (default: its row; `sizes_drawn` is
+    keyed by row)."""
+    spec, s = run.spec, run.state
+    jf, ji = s.jobs_f, s.jobs_i
+    arrival = jf[JF.ARRIVAL]
+    start, end, node, pool, core_seconds, cost, measured, failed = columns
     n = arrival.size
+    if ids is None:
+        ids = np.arange(n)
     used = run.nodes_used
     names = node_names(spec.nodes, s.nodes_i[0, :used], [t.name for t in spec.node_types])
     table = pa.table(
         {
-            "job": pa.array(np.arange(n), pa.int64()),
+            "job": pa.array(ids, pa.int64()),
             "replication": pa.array(np.full(n, run.replication, dtype=np.int32)),
             "class": _dictionary(ji[JI.CLS], [c.name for c in spec.classes]),
             "arrival_s": _copied(arrival),
             "start_s": pa.array(start),
             "end_s": pa.array(end),
-            "response_time_s": pa.array(response := end - arrival),
+            "response_time_s": pa.array(end - arrival),
             "size": pa.array(_original_sizes(jf[JF.SIZE], run.sizes_drawn)),
             "node": _dictionary(node, names),
             "pool": _dictionary(pool, [p.name for p in spec.pools]),
@@ -250,23 +290,7 @@ def build_result(
         table = table.append_column("failure_kills", pa.array(ji[JI.FAIL_KILLS].astype(np.int32)))
         if spec.restart_work == "redraw":
             table = table.append_column("sizes_drawn", _redrawn_sizes(n, run.sizes_drawn))
-    summary = summarize(run, measured, response, failed)
-    if spec.has_faults:
-        summary.update(fault_summary(run))
-    if spec.slo is not None:
-        table, summary = _with_slo(run, table, summary, node, start, end, measured)
-    if has_usage:
-        summary.update(usage_summary(run))
-    if runs is not None and np.asarray(runs).size == arrival.size:
-        spans = run_makespans(arrival, end, failed, runs)
-        summary["mean_run_makespan_s"] = float(spans.mean()) if spans.size else float("nan")
-    # The world model's metrics and those the scenario selects (`score`), for every policy.
-    from clusteremu.cluster.score_metric import scenario_metrics
-
-    summary.update(scenario_metrics(run, table))
-    for policy in policies:
-        summary.update(policy.extra_summary(table, summary))
-    return RunResult(table, summary)
+    return table
 
 
 def _with_slo(

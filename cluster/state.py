@@ -124,6 +124,10 @@ class ArraySpec:
     axis: int = -1
     fill: float = 0.0
     per_unit: int = 0
+    #: Where it holds job numbers (rows of the job arrays), which compaction renumbers
+    #: (`clusteremu.cluster.engine.compaction`): "" none, "scratch" only during a call of
+    #: the loop (nothing to renumber between calls), else the entries that do.
+    job_ids: str = ""
 
 
 _F, _I = np.float64, np.int64
@@ -134,26 +138,26 @@ _F, _I = np.float64, np.int64
 #: Ray run (`clusteremu.actors.results`, through `state_from`) derive from it.
 ARRAYS: dict[str, ArraySpec] = {
     "jobs_f": ArraySpec(_F, (0, 0), "job", per_unit=len(JF)),
-    "jobs_i": ArraySpec(_I, (0, 0), "job", per_unit=len(JI)),
+    "jobs_i": ArraySpec(_I, (0, 0), "job", per_unit=len(JI), job_ids="rows NEXT, PREV"),
     "nodes_f": ArraySpec(_F, (0, 0), "node", per_unit=len(NF)),
-    "nodes_i": ArraySpec(_I, (0, 0), "node", per_unit=len(NI)),
+    "nodes_i": ArraySpec(_I, (0, 0), "node", per_unit=len(NI), job_ids="row JOB_HEAD"),
     "gpu_free": ArraySpec(_F, (0, 0), "node", axis=0, per_unit=GPUS),
     "pools_f": ArraySpec(_F, (0, 0), "pool", per_unit=len(PF)),
-    "pools_i": ArraySpec(_I, (0, 0), "pool", per_unit=len(PI)),
+    "pools_i": ArraySpec(_I, (0, 0), "pool", per_unit=len(PI), job_ids="rows HEAD, TAIL, NEXT_J"),
     "classes_f": ArraySpec(_F, (0, 0), "class", per_unit=len(CF)),
     "classes_i": ArraySpec(_I, (0, 0), "class", per_unit=len(CI)),
     "class_tx": ArraySpec(_F, (0, 0), "class", axis=0, per_unit=MAX_TABLE_POINTS),
     "class_ty": ArraySpec(_F, (0, 0), "class", axis=0, per_unit=MAX_TABLE_POINTS),
     "heap_t": ArraySpec(_F, (0,), "heap", per_unit=1),
-    "heap_j": ArraySpec(_I, (0,), "heap", per_unit=1),
+    "heap_j": ArraySpec(_I, (0,), "heap", per_unit=1, job_ids="ids of job kinds"),
     "heap_k": ArraySpec(_I, (0,), "heap", per_unit=1),
     # one row per node type, only with per-type run times
     "run_by_type": ArraySpec(_F, (0, 0), "job", fill=-1.0),
-    "queue": ArraySpec(_I, (0,), "queue", per_unit=1),
-    "members": ArraySpec(_I, (0,), "queue", per_unit=1),
+    "queue": ArraySpec(_I, (0,), "queue", per_unit=1, job_ids="live entries"),
+    "members": ArraySpec(_I, (0,), "queue", per_unit=1, job_ids="scratch"),
     "n_class": ArraySpec(_I, (0,), "class", per_unit=1),
     "area_class": ArraySpec(_F, (0,), "class", per_unit=1),
-    "istate": ArraySpec(_I, (0,), "fixed"),
+    "istate": ArraySpec(_I, (0,), "fixed", job_ids="NEXT_ARRIVAL, OOM_JOB"),
     "fstate": ArraySpec(_F, (0,), "fixed"),
     "rng": ArraySpec(np.uint64, (1,), "fixed"),
     "placer_params": ArraySpec(_F, (0,), "fixed"),
@@ -161,7 +165,7 @@ ARRAYS: dict[str, ArraySpec] = {
     "scaler_params": ArraySpec(_F, (0,), "fixed"),
     "alloc_out": ArraySpec(_F, (0,), "queue", per_unit=1),
     "scale_actions": ArraySpec(_I, (3, 0), "fixed"),
-    "decisions": ArraySpec(_I, (3, 0), "queue", per_unit=3),
+    "decisions": ArraySpec(_I, (3, 0), "queue", per_unit=3, job_ids="scratch"),
     "decision_setup_s": ArraySpec(_F, (0,), "queue", per_unit=1),
     "wait_i": ArraySpec(_I, (0,), "queue", per_unit=1),
     "wait_f": ArraySpec(_F, (3, 0), "queue", per_unit=3),

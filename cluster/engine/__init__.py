@@ -28,6 +28,10 @@ in its constructor (no part reaches into another's private state):
 - `policy_bridge`: `PolicyBridge`, Python policies' views, decisions and refusals;
 - `loop`: `Loop`, the compiled loop driven until it stops, a table from what it hands
   back to the part that answers;
+- `compaction`: the rows of jobs that have left taken out of the state, live rows
+  renumbered in order (`JobIds` keeps each row's job number in the run);
+- `sinks`: where those rows go (`KeepSink` keeps them; `StreamSink` aggregates and
+  streams them to a Parquet table);
 - `facade`: `Engine`, the public API over them.
 
 `clusteremu.cluster.live_view` is the placers' reusable view and

@@ -12,12 +12,14 @@ import numpy.typing as npt
 
 from clusteremu.cluster import kernel
 from clusteremu.cluster.engine.builder import build_state, compiled_functions, new_fit_index
+from clusteremu.cluster.engine.compaction import FinishedRows, JobIds, JobSink, compact
 from clusteremu.cluster.engine.fault_feed import FaultFeed
 from clusteremu.cluster.engine.feeding import JobFeed, table_feed
 from clusteremu.cluster.engine.loop import Loop
 from clusteremu.cluster.engine.operations import Operations
 from clusteremu.cluster.engine.policy_bridge import PolicyBridge
 from clusteremu.cluster.engine.store import StateStore
+from clusteremu.cluster.job_chunks import drawn_chunks
 from clusteremu.cluster.jobs import Jobs, Purpose, generate_jobs, replication_seed, stream
 from clusteremu.cluster.layout import CF, FS, IS, JF, PI, Status
 from clusteremu.cluster.metrics import RunResult, build_result
@@ -55,6 +57,8 @@ class Engine:
         jobs: Jobs | None = None,
         scaler: Scaler | None = None,
         fit_index: bool | None = None,
+        sink: JobSink | None = None,
+        compact_every: int = 1 << 20,
     ) -> None:
         """Build the state of one replication.
 
@@ -87,9 +91,15 @@ class Engine:
         for c in spec.classes:
             check_gpu_request(f"workload class {c.name!r}: request.gpu", c.request.gpu)
         # A trace table is read a chunk at a time and fed as the run reaches it.
+        jobs_given = jobs is not None
         source, chunks, first, total = table_feed(spec) if jobs is None else (None, None, None, 0)
         if first is not None:
             jobs = first
+        # Compacting a scenario's own jobs: drawn a chunk at a time where they can be.
+        drawn = drawn_chunks(spec, seq) if sink is not None and jobs is None else None
+        if drawn is not None:
+            jobs = next(drawn)
+            chunks = drawn
         jobs = jobs if jobs is not None else generate_jobs(spec, seq)
         faults = FaultFeed(spec, seq)
         self._compiled = compiled_functions(
@@ -101,9 +111,11 @@ class Engine:
         )
         self.store = store = StateStore(state)
         faults.first_failures(store)
-        self.feed = JobFeed(store, spec, self.provisioner, jobs, chunks)
+        #: Each job row's number in the whole run (compaction renumbers rows).
+        self.ids = JobIds(jobs.arrival_s.size)
+        self.feed = JobFeed(store, spec, self.provisioner, jobs, chunks, self.ids)
         self.operations = Operations(
-            store, spec, seq, self.provisioner, self.feed, faults, fit_index_of, lift_rule
+            store, spec, seq, self.provisioner, self.feed, faults, fit_index_of, lift_rule, self.ids
         )
         self.bridge = PolicyBridge(
             store, spec, self.placer, self.allocator, self.scaler, self.operations
@@ -129,6 +141,28 @@ class Engine:
         )
         self.status = -1
         self._total_jobs = jobs.arrival_s.size
+        self.sink = sink
+        if compact_every < 1:
+            raise ValueError(f"compact_every must be at least 1, got {compact_every}")
+        self.compact_every = compact_every
+        self._left_at_compaction = 0
+        if sink is not None:
+            why = compaction_refusal(self, jobs_given) or sink.refusal(
+                self._live_run(), tuple(policy for _, policy in distinct(self.policies))
+            )
+            if why:
+                raise ValueError(f"scenario {spec.name!r}: cannot compact job rows: {why}")
+            self.feed.spare_rows()
+        self._drawn = drawn
+        if drawn is not None:
+            stop = spec.stop
+            self._total_jobs = int(stop.jobs or 0)
+            if stop.time_s is None:  # the window ends at the last job's arrival, drawn later
+                self.set_window(
+                    start_s=float(jobs.arrival_s[min(stop.warmup_jobs, jobs.arrival_s.size - 1)])
+                )
+                self.set_window(end_s=drawn.last_arrival if drawn.done else math.inf)
+            self.feed.next_chunk = self.feed.take_chunk()
         if source is not None:
             self._total_jobs = total
             stop = spec.stop
@@ -141,7 +175,8 @@ class Engine:
                     start_s=held[warm] if warm < held.size else source.arrival_at(warm),
                     end_s=source.arrival_at(total - 1),
                 )
-            self.feed.reserve_jobs(total)
+            if sink is None:
+                self.feed.reserve_jobs(total)
             self.feed.next_chunk = self.feed.take_chunk()
 
     # -- state ------------------------------------------------------------------------
@@ -237,6 +272,8 @@ class Engine:
             chunk = feed.next_chunk
             if chunk is None:
                 return self._run_loop(until_s, max_events)
+            if feed.jobs_fed >= store.s.jobs_f.shape[1]:  # a spare row for its arrival
+                feed.spare_rows(feed.jobs_fed + chunk.arrival_s.size)
             first = float(chunk.arrival_s[0])
             limit = min(until_s, float(np.nextafter(first, -math.inf)))
             # The loop sees the chunk's first arrival as the next one (and pauses before
@@ -250,10 +287,36 @@ class Engine:
                 return status
             feed.append_jobs(chunk)
             feed.next_chunk = feed.take_chunk()
+            drawn = self._drawn
+            if drawn is not None and drawn.done and self.spec.stop.time_s is None:
+                self.set_window(end_s=drawn.last_arrival)
 
     def _run_loop(self, until_s: float, max_events: int) -> int:
         self.status = status = self.loop.run(until_s, max_events)
+        if self.sink is not None and status != Status.FINISHED:
+            left = self.jobs_done - self._left_at_compaction
+            if left >= self.compact_every:
+                self.compact()
         return status
+
+    def compact(self) -> FinishedRows:
+        """Take the rows of the jobs that have left out of the state now and hand them to
+        the sink (`clusteremu.cluster.engine.compaction`); the loop must be stopped (between
+        two calls of `step`). Returns the rows taken out."""
+        if self.sink is None:
+            raise ValueError("compact: the engine was built without a sink")
+        feed = self.feed
+        rows, held = compact(self.store, self.ids, feed.jobs_fed, self.operations.sizes_drawn)
+        feed.set_fed(held)
+        self._left_at_compaction = self.jobs_done
+        self.sink.take(rows, self._live_run())
+        return rows
+
+    def _live_run(self) -> RunState:
+        """The run now, as read-only views of the live state."""
+        return RunState(
+            self.spec, self.replication, self.state, self.now, self.operations.sizes_drawn
+        )
 
     def run(self, progress: Callable[[float], None] | None = None) -> RunResult:
         """Run to the end and return the per-job table and summary.
@@ -262,7 +325,9 @@ class Engine:
         """
         total = max(self._total_jobs, 1)
         horizon = self.spec.stop.time_s
-        while self.step() != Status.FINISHED:
+        # With compaction, the loop returns often enough to compact every so many jobs.
+        events = EVENTS_PER_CALL if self.sink is None else min(EVENTS_PER_CALL, self.compact_every)
+        while self.step(max_events=events) != Status.FINISHED:
             if progress is not None:
                 done = self.now / horizon if horizon else self.jobs_done / total
                 progress(min(float(done), 1.0))
@@ -272,7 +337,17 @@ class Engine:
 
     def result(self) -> RunResult:
         """The per-job table and summary of the run so far (read from the live state: the
-        table shares no memory with it, so the engine may go on)."""
+        table shares no memory with it, so the engine may go on). With a sink, the sink's
+        result from the rows it took and the live state (the engine may not go on)."""
+        if self.sink is not None:
+            fed = self.feed.jobs_fed
+            return self.sink.result(
+                self._live_run(),
+                self.ids.ids[:fed],
+                fed,
+                tuple(policy for _, policy in distinct(self.policies)),
+                self.jobs.features.get("run"),
+            )
         return build_result(
             RunState(
                 self.spec, self.replication, self.state, self.now, self.operations.sizes_drawn
@@ -407,4 +482,31 @@ class Engine:
         return self.bridge.pool_view(p)
 
 
-__all__ = ["EVENTS_PER_CALL", "Engine"]
+def compaction_refusal(engine: Engine, jobs_given: bool) -> str | None:
+    """Why `engine`'s job rows cannot be compacted (None: they can). Compaction renumbers
+    job rows; whatever sees job numbers between two calls of the loop would see them
+    change: Python policies (views, decisions, a provisioner's `lift`), jobs handed in."""
+    s = engine.store.s
+    python = [
+        point
+        for point, code in (
+            ("placer", IS.PLACER_CODE),
+            ("allocator", IS.ALLOC_CODE),
+            ("scaler", IS.SCALER_CODE),
+        )
+        if s.istate[code] == 0 and (point != "allocator" or s.pools_f.shape[1] > 0)
+    ]
+    if python:
+        return (
+            f"the {', '.join(python)} decide{'s' if len(python) == 1 else ''} in Python "
+            "(Python policies see job numbers, which compaction renumbers); use compiled "
+            "policies"
+        )
+    if s.istate[IS.HAS_USAGE] and not s.istate[IS.LIFT_CODE]:
+        return "the provisioner lifts out-of-memory requests in Python (it sees job numbers)"
+    if jobs_given:
+        return "jobs were handed in (`jobs=`): compaction runs a scenario's own jobs"
+    return None
+
+
+__all__ = ["EVENTS_PER_CALL", "Engine", "compaction_refusal"]

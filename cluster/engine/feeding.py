@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clusteremu.cluster.engine.builder import job_state
+from clusteremu.cluster.engine.compaction import JobIds
 from clusteremu.cluster.engine.store import StateStore
 from clusteremu.cluster.jobs import Jobs, concat_jobs, runtime_table
 from clusteremu.cluster.layout import JF
@@ -57,8 +58,11 @@ class JobFeed:
         provisioner: Provisioner,
         jobs: Jobs,
         chunks: Iterator[Jobs] | None = None,
+        ids: JobIds | None = None,
     ) -> None:
         self.store = store
+        #: Each job row's number in the whole run (rows are renumbered by compaction).
+        self.ids = ids if ids is not None else JobIds(jobs.arrival_s.size)
         self.spec = spec
         self.provisioner = provisioner
         #: Every job known (grows with `add_jobs`; `append_jobs` leaves it as built).
@@ -110,6 +114,7 @@ class JobFeed:
         arrays.update(store.room(2 * total + store.nodes_used + 1, total))
         store.replace(**arrays)
         store.queue_room(total)
+        self.ids.fed(n, total)
         return np.arange(n, total, dtype=np.int64)
 
     # -- a trace table streamed a chunk at a time -----------------------------------------
@@ -192,4 +197,23 @@ class JobFeed:
             s.run_by_type[:, lo:hi] = table
         self._fed = hi
         store.queue_room(hi)
+        self.ids.fed(lo, hi)
         return np.arange(lo, hi, dtype=np.int64)
+
+    # -- compaction (`clusteremu.cluster.engine.compaction`) -----------------------------------
+
+    def spare_rows(self, size: int = 0) -> None:
+        """Feed from here on into spare rows (`append_jobs`), with at least `size` rows and
+        one spare row: compaction leaves spare rows behind the live ones."""
+        store = self.store
+        fed = self.jobs_fed
+        have = store.s.jobs_f.shape[1]
+        want = max(size, fed + 1)
+        if want > have:
+            store.replace(**store.job_rows(max(want, 2 * have)))
+        self._fed = fed
+        store.queue_room(store.s.jobs_f.shape[1])
+
+    def set_fed(self, rows: int) -> None:
+        """Compaction left `rows` rows holding jobs (the rest are spare)."""
+        self._fed = rows

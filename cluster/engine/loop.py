@@ -17,6 +17,7 @@ from clusteremu.cluster.jit import direct_entry
 from clusteremu.cluster.layout import IS, Status
 
 _PYTHON_PLACER, _PLACER_CODE = kernel.FN_PYTHON_PLACER, int(IS.PLACER_CODE)
+_EVENTS = int(IS.EVENTS)
 
 #: What the loop can hand back before it has finished (each needs an answer).
 CALLS = (
@@ -91,8 +92,11 @@ class Loop:
     def _answer_calls(self, entry: Callable[..., int], until_s: float, max_events: int) -> int:
         """Run the loop (`entry`), answering what it hands back, until it stops."""
         store, fns, answers = self.store, self.fns, self._answers
+        # `max_events` counts over the whole call: answering a call re-enters the loop.
+        first = store.s.istate.item(_EVENTS)
         while True:
-            status = entry(store.t, fns, until_s, max_events)
+            done = store.s.istate.item(_EVENTS) - first
+            status = entry(store.t, fns, until_s, max(max_events - done, 0))
             answer = answers.get(status)
             if answer is None:
                 if store.s.istate[IS.HEAP_OVERFLOW]:

@@ -14,6 +14,7 @@ from clusteremu.cluster import kernel
 from clusteremu.cluster.capacity import fits_a_node_type, node_types_of_run
 from clusteremu.cluster.decision_checks import check_placement
 from clusteremu.cluster.engine.builder import new_fit_bits
+from clusteremu.cluster.engine.compaction import JobIds
 from clusteremu.cluster.engine.fault_feed import FaultFeed
 from clusteremu.cluster.engine.feeding import JobFeed
 from clusteremu.cluster.engine.store import StateStore
@@ -54,8 +55,11 @@ class Operations:
         faults: FaultFeed,
         new_fit_index: FitIndexFactory,
         lift_rule: LiftRule | None,
+        ids: JobIds | None = None,
     ) -> None:
         self.store = store
+        #: Each job row's number in the whole run (rows are renumbered by compaction).
+        self.ids = ids if ids is not None else JobIds(store.s.jobs_f.shape[1])
         self.spec = spec
         self.seq = seq
         self.provisioner = provisioner
@@ -185,7 +189,7 @@ class Operations:
             request_memory_gb=req_mem,
             used_memory_gb=req_mem,
             retries=int(s.jobs_i[JI.RETRIES, j]),
-            features={k: float(v[j]) for k, v in self.feed.jobs.features.items()},
+            features={k: float(v[self.ids.of(j)]) for k, v in self.feed.jobs.features.items()},
         )
         name = self.provisioner.name
         rule = self.lift_rule

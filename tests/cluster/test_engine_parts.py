@@ -23,12 +23,14 @@ def test_the_engine_is_the_parts_listed_in_its_docstring() -> None:
     names = {p.stem for p in PARTS}
     assert names == {
         "builder",
+        "compaction",
         "facade",
         "fault_feed",
         "feeding",
         "loop",
         "operations",
         "policy_bridge",
+        "sinks",
         "store",
     }
     for name in names:
