@@ -74,22 +74,23 @@ def heap_push(s, t: float, j: int, kind: int) -> None:  # type: ignore[no-untype
     ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
     i = s.istate[IS.HEAP_N]
     if i >= ht.size:
-        # Full: drop the stale entries (killed attempts' completions pile up under
-        # failures). Valid entries are at most one per job and two per node row.
         purge_heap(s)
         i = s.istate[IS.HEAP_N]
         if i >= ht.size:
             s.istate[IS.HEAP_OVERFLOW] = 1
             return
-    ht[i], hj[i], hk[i] = t, (tie_rank(kind & KIND_MASK) << RANK_SHIFT) | j, kind
+    key = (tie_rank(kind & KIND_MASK) << RANK_SHIFT) | j
     s.istate[IS.HEAP_N] = i + 1
+    # A hole from the new last slot up to where the entry belongs: each parent later than
+    # it moves down one level (one write per level instead of a swap of three arrays).
     while i > 0:
         parent = (i - 1) >> 1
-        if _heap_less(ht, hj, i, parent):
-            _heap_swap(ht, hj, hk, i, parent)
+        if t < ht[parent] or (t == ht[parent] and key < hj[parent]):
+            ht[i], hj[i], hk[i] = ht[parent], hj[parent], hk[parent]
             i = parent
         else:
             break
+    ht[i], hj[i], hk[i] = t, key, kind
 
 
 @inline_function
@@ -111,11 +112,32 @@ def _sift_down(ht: np.ndarray, hj: np.ndarray, hk: np.ndarray, i: int, n: int) -
 
 @inline_function
 def heap_pop(s) -> None:  # type: ignore[no-untyped-def]
+    """Remove the first entry (Floyd's method: the hole at the root goes down along the
+    earlier child to a leaf, one comparison a level, then the last entry rises from there;
+    the same entries in heap order as the classic sift-down, which compares twice a level)."""
     ht, hj, hk = s.heap_t, s.heap_j, s.heap_k
     n = s.istate[IS.HEAP_N] - 1
     s.istate[IS.HEAP_N] = n
-    ht[0], hj[0], hk[0] = ht[n], hj[n], hk[n]
-    _sift_down(ht, hj, hk, 0, n)
+    if n <= 0:
+        return
+    t, key, kind = ht[n], hj[n], hk[n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        if child + 1 < n and _heap_less(ht, hj, child + 1, child):
+            child += 1
+        ht[i], hj[i], hk[i] = ht[child], hj[child], hk[child]
+        i = child
+    while i > 0:
+        parent = (i - 1) >> 1
+        if t < ht[parent] or (t == ht[parent] and key < hj[parent]):
+            ht[i], hj[i], hk[i] = ht[parent], hj[parent], hk[parent]
+            i = parent
+        else:
+            break
+    ht[i], hj[i], hk[i] = t, key, kind
 
 
 @internal_function
