@@ -283,13 +283,14 @@ def test_a_snapshot_never_changes_as_the_engine_moves_on() -> None:
 STATE_WRITE = re.compile(
     r"\.(jobs_f|jobs_i|nodes_f|nodes_i|pools_f|pools_i|classes_f|classes_i|"
     r"istate|fstate|heap_t|heap_j|heap_k|n_class|area_class|run_by_type|fault_draws|timeline|"
-    r"fit_index)"
+    r"fit_index|fit_bits)"
     r"\[[^\]]*\]\s*(=|\+=|-=|\*=|/=)(?!=)"
 )
 #: The engine (the parts of `cluster/engine/`) and its compiled transitions (the kernel's
 #: modules): the only writers of state.
 OWNERS = {
     "cluster/engine/builder.py",
+    "cluster/engine/compaction.py",
     "cluster/engine/facade.py",
     "cluster/engine/fault_feed.py",
     "cluster/engine/feeding.py",
