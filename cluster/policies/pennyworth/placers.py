@@ -20,8 +20,9 @@ Planners, registered as placers (and listed as scalers):
 - `pennyworth`: a RAD-tree (`tree: FILE`, written by `clusteremu synthesize`), planning
   with the safety padding it was selected with (`safety_z` overrides it), or, without a
   tree, the A* optimum on the means (`time_limit_s`, then the best greedy plan);
-- `pennyworth-rules`: the tree's feasibility rules alone (`safety_z`, default 3), the
-  ablation a tree must beat;
+- `pennyworth-rules`: the tree's feasibility rules alone (`safety_z`, default 3, and
+  `slack`, default 0, or a tree's margins: `margins_from: FILE`), the ablation a tree must
+  beat;
 - `ffd-cheapest`: first-fit decreasing onto VMs of one type, a VM's capacity being what the
   SLO allows; the cheapest type whose plan meets the SLO, else the cheapest plan;
 - `vm-per-job`: every job on its own VM, of the type cheapest for it alone;
@@ -286,14 +287,31 @@ class PennyworthRulesPlacer(PlanPlacer):
     """The RAD-tree's feasibility rules without a tree (the ablation of the learned part):
     the cheapest feasible add, else the rent of least mean cost per job left, planning
     with `safety_z` standard deviations of padding and `slack` (the share of the SLO's
-    bound kept free), as a tree does."""
+    bound kept free), as a tree does.
+
+    `margins_from: FILE` (a tree from `clusteremu synthesize`) takes that tree's margins,
+    not its decisions: the ablation the benchmarks and `synthesize` score a tree against.
+    A `safety_z` or `slack` given as well overrides the tree's; without a tree the defaults
+    are 3 and 0."""
 
     name: ClassVar[str] = "pennyworth-rules"
 
-    def __init__(self, safety_z: float = 3.0, slack: float = 0.0) -> None:
+    def __init__(
+        self,
+        safety_z: float | None = None,
+        slack: float | None = None,
+        margins_from: str | None = None,
+    ) -> None:
         super().__init__()
-        self.safety_z = _checked_safety(safety_z)
-        self.slack = _checked_slack(slack)
+        self.margins_from = margins_from
+        if margins_from is not None:
+            from clusteremu.cluster.policies.pennyworth.tree import RadTree
+
+            tree = RadTree.load(Path(margins_from))
+            safety_z = tree.safety_z if safety_z is None else safety_z
+            slack = tree.slack if slack is None else slack
+        self.safety_z = _checked_safety(3.0 if safety_z is None else safety_z)
+        self.slack = _checked_slack(0.0 if slack is None else slack)
 
     def make_plan(self, problem: Problem) -> Plan:
         from clusteremu.cluster.policies.pennyworth.features import rules_plan
@@ -301,7 +319,12 @@ class PennyworthRulesPlacer(PlanPlacer):
         return rules_plan(problem.with_slack(self.slack).with_safety(self.safety_z))
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "safety_z": self.safety_z, "slack": self.slack}
+        return {
+            **super().describe(),
+            "margins_from": self.margins_from,
+            "safety_z": self.safety_z,
+            "slack": self.slack,
+        }
 
 
 def _alone_cost(problem: Problem, t: int, k: int) -> float:
