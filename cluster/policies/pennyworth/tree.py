@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clusteremu.cluster import readback
+from clusteremu.cluster.policies.pennyworth.chunks import CHUNK_JOBS, chunked_plan
 from clusteremu.cluster.policies.pennyworth.features import (
     SENTINEL,
     Features,
@@ -205,15 +206,17 @@ class RadTree:
             object.__setattr__(self, "_ranked_cache", cached)
         return cached
 
-    def plan(self, problem: Problem) -> Plan:
+    def plan(self, problem: Problem, chunk_jobs: int = CHUNK_JOBS) -> Plan:
         """The plan this tree builds for `problem` (tasks and types matched by name, an
-        unknown task mapped to its nearest known one)."""
+        unknown task mapped to its nearest known one); a batch of more than `chunk_jobs`
+        jobs (0: no limit) is planned in chunks of about that many (`chunks.chunked_plan`:
+        past the sizes it learned on, a tree's decisions no longer fit)."""
         # The walk allocates many small objects and frees them at once (no cycles): the
         # cyclic collector's passes over a large process would cost a quarter of the time.
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._plan(problem)
+            return chunked_plan(self._plan, problem, chunk_jobs)
         finally:
             if enabled:
                 gc.enable()
