@@ -6,9 +6,12 @@ leave that range (the shares of each task left, the budget of a batch-wide SLO),
 decisions it learned no longer fit: at 30,000 jobs a shipped tree rented one large VM and
 then only t2.small. So a batch of more than `size` jobs is cut into chunks of about `size`
 jobs, each planned alone (as a batch of its own), and the VMs of the chunks' plans
-together are the plan. Two cuttings are tried and the plan of least cost under the
-planner's own objective (`plan.plan_cost` on the means, with the planner's margins) is
-kept:
+together are the plan. Two cuttings are tried, and the plan of the whole batch at once
+and a fallback's (a RAD-tree's: its feasibility rules' plan of the whole batch, which
+shares VMs across the whole batch where chunks cannot) too, and the plan of least
+expected cost under the spread of the run times (`spread.expected_cost`, against the
+scenario's own SLO) is kept; the cost on the means would prefer a plan packed up to its
+tightened bound, which the spread makes late:
 
 - `stratified`: every chunk the batch's task mix (each task's jobs dealt round robin
   over the chunks), the kind of batch the margin was selected on;
@@ -31,8 +34,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
+from clusteremu.cluster.policies.pennyworth.plan import Plan
 from clusteremu.cluster.policies.pennyworth.problem import Problem
+from clusteremu.cluster.policies.pennyworth.spread import expected_cost
 
 #: Chunk size (jobs) of a RAD-tree's plans: the batch size its margin is selected on
 #: (`clusteremu synthesize` validates on batches of the scenario's 32 jobs).
@@ -95,16 +99,40 @@ def plan_in_chunks(
     return Plan(tuple(vms))
 
 
+def candidates(
+    planner: Callable[[Problem], Plan],
+    problem: Problem,
+    size: int = CHUNK_JOBS,
+    fallback: Callable[[Problem], Plan] | None = None,
+) -> dict[str, Plan]:
+    """The plans `chunked_plan` chooses from, by name: `planner`'s of the whole batch
+    (`whole`), of its `stratified` and `by_cheapest_type` chunks, and `fallback`'s of the
+    whole batch (`fallback`) when given."""
+    plans = {
+        "whole": planner(problem),
+        "stratified": plan_in_chunks(planner, problem, stratified(problem.counts, size)),
+        "by_cheapest_type": plan_in_chunks(planner, problem, by_cheapest_type(problem, size)),
+    }
+    if fallback is not None:
+        plans["fallback"] = fallback(problem)
+    return plans
+
+
+def choose(problem: Problem, plans: dict[str, Plan]) -> str:
+    """The name of the plan of least `expected_cost` (ties: the first)."""
+    costs = {name: expected_cost(problem, plan) for name, plan in plans.items()}
+    return min(costs, key=costs.__getitem__)
+
+
 def chunked_plan(
-    planner: Callable[[Problem], Plan], problem: Problem, size: int = CHUNK_JOBS
+    planner: Callable[[Problem], Plan],
+    problem: Problem,
+    size: int = CHUNK_JOBS,
+    fallback: Callable[[Problem], Plan] | None = None,
 ) -> Plan:
-    """`planner`'s plan of `problem`, in chunks of about `size` jobs when it has more
-    (the cheaper, by `plan_cost` on `problem`, of the `stratified` and `by_cheapest_type`
-    cuttings); `planner(problem)` itself otherwise."""
+    """`planner`'s plan of `problem`; with more than `size` jobs (`size` > 0), the plan
+    of least `expected_cost` among `candidates`."""
     if size <= 0 or problem.jobs <= size:
         return planner(problem)
-    plans = [
-        plan_in_chunks(planner, problem, stratified(problem.counts, size)),
-        plan_in_chunks(planner, problem, by_cheapest_type(problem, size)),
-    ]
-    return min(plans, key=lambda plan: plan_cost(problem, plan)[0])
+    plans = candidates(planner, problem, size, fallback)
+    return plans[choose(problem, plans)]

@@ -42,6 +42,7 @@ from clusteremu.cluster.policies.pennyworth.features import (
     fallback,
     feature_names,
     feature_width,
+    rules_plan,
 )
 from clusteremu.cluster.policies.pennyworth.plan import Plan
 from clusteremu.cluster.policies.pennyworth.problem import PROFILE_LEVELS, Problem
@@ -208,15 +209,17 @@ class RadTree:
 
     def plan(self, problem: Problem, chunk_jobs: int = CHUNK_JOBS) -> Plan:
         """The plan this tree builds for `problem` (tasks and types matched by name, an
-        unknown task mapped to its nearest known one); a batch of more than `chunk_jobs`
-        jobs (0: no limit) is planned in chunks of about that many (`chunks.chunked_plan`:
-        past the sizes it learned on, a tree's decisions no longer fit)."""
+        unknown task mapped to its nearest known one). A batch of more than `chunk_jobs`
+        jobs (0: no limit) gets the plan of least expected cost of the tree's of the whole
+        batch, of its chunks of about that many jobs (two cuttings) and its rules' of the
+        whole batch (`chunks.chunked_plan`: past the sizes it learned on, a tree's
+        decisions no longer fit)."""
         # The walk allocates many small objects and frees them at once (no cycles): the
         # cyclic collector's passes over a large process would cost a quarter of the time.
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return chunked_plan(self._plan, problem, chunk_jobs)
+            return chunked_plan(self._plan, problem, chunk_jobs, rules_plan)
         finally:
             if enabled:
                 gc.enable()
