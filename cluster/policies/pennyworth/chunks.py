@@ -129,10 +129,17 @@ def chunked_plan(
     problem: Problem,
     size: int = CHUNK_JOBS,
     fallback: Callable[[Problem], Plan] | None = None,
+    chosen: list[str] | None = None,
 ) -> Plan:
     """`planner`'s plan of `problem`; with more than `size` jobs (`size` > 0), the plan
-    of least `expected_cost` among `candidates`."""
+    of least `expected_cost` among `candidates`. `chosen`: a list the name of the plan
+    taken is appended to ('planner' for a batch of at most `size` jobs)."""
     if size <= 0 or problem.jobs <= size:
-        return planner(problem)
-    plans = candidates(planner, problem, size, fallback)
-    return plans[choose(problem, plans)]
+        name, plan = "planner", planner(problem)
+    else:
+        plans = candidates(planner, problem, size, fallback)
+        name = choose(problem, plans)
+        plan = plans[name]
+    if chosen is not None:
+        chosen.append(name)
+    return plan
