@@ -51,6 +51,7 @@ from clusteremu.cluster.policies.base import (
     ScaleView,
 )
 from clusteremu.cluster.policies.pennyworth.astar import SearchLimit, greedy_plans, solve
+from clusteremu.cluster.policies.pennyworth.chunks import CHUNK_JOBS
 from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
 from clusteremu.cluster.policies.pennyworth.problem import Problem, problem_from_spec
 from clusteremu.cluster.policies.registry import register
@@ -189,8 +190,10 @@ _log = logging.getLogger(__name__)
 
 @register("placer", "pennyworth")
 class PennyworthPlacer(PlanPlacer):
-    """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`); without a
-    tree, the A* optimum within `time_limit_s` seconds (then the best greedy plan)."""
+    """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`; a batch of
+    more than `chunk_jobs` jobs planned in chunks, `chunks.chunked_plan`, 0: never);
+    without a tree, the A* optimum within `time_limit_s` seconds (then the best greedy
+    plan)."""
 
     name: ClassVar[str] = "pennyworth"
 
@@ -200,9 +203,14 @@ class PennyworthPlacer(PlanPlacer):
         time_limit_s: float = 60.0,
         safety_z: float | None = None,
         slack: float | None = None,
+        chunk_jobs: int = CHUNK_JOBS,
     ) -> None:
         super().__init__()
         from clusteremu.cluster.policies.pennyworth.tree import RadTree
+
+        if isinstance(chunk_jobs, bool) or not isinstance(chunk_jobs, int) or chunk_jobs < 0:
+            raise ValueError(f"chunk_jobs must be an integer >= 0, got {chunk_jobs!r}")
+        self.chunk_jobs = chunk_jobs
 
         if not (isinstance(time_limit_s, int | float) and time_limit_s > 0):
             raise ValueError(f"time_limit_s must be a number > 0, got {time_limit_s!r}")
@@ -251,7 +259,7 @@ class PennyworthPlacer(PlanPlacer):
     def make_plan(self, problem: Problem) -> Plan:
         problem = problem.with_slack(self.slack)
         if self.tree is not None:
-            return self.tree.plan(problem.with_safety(self.safety_z))
+            return self.tree.plan(problem.with_safety(self.safety_z), self.chunk_jobs)
         try:
             return solve(problem, time_limit_s=self.time_limit_s).plan
         except SearchLimit:
@@ -263,6 +271,7 @@ class PennyworthPlacer(PlanPlacer):
             "tree": self.tree_path,
             "safety_z": self.safety_z,
             "slack": self.slack,
+            "chunk_jobs": self.chunk_jobs,
         }
 
 
