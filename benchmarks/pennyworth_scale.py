@@ -15,7 +15,10 @@ of lateness and is left out.
         [--sizes 1000,30000] [--repeats 3] [--seed 0] [--json]
 
 Prints one row per SLO and size: mean dollars per job with its 95% interval over the
-batches, and the tree's planning seconds (the slowest batch).
+batches, the tree's planning seconds (the slowest batch) and which plan the tree took
+for each batch (past 32 jobs a tree plans in chunks, `chunks.chunked_plan`: its plan of
+the whole batch, of stratified chunks, of chunks by cheapest type, or its rules' plan of
+the whole batch, whichever has the least expected cost).
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from clusteremu.tuners.pennyworth_eval import (
     baseline_policies,
     draw_batch,
     rules_policy,
-    tree_policy,
 )
 from clusteremu.tuners.protocol import mean_interval
 
@@ -59,8 +61,10 @@ def measure(slo: str, jobs: int, repeats: int, seed: int) -> dict[str, Any]:
     scenario = f"pennyworth-{slo}"
     spec, base = load_scenario(scenario), scenario_problem(scenario)
     tree = shipped_tree(slo)
+    chosen: list[str] = []
+    z, slack = tree.safety_z, tree.slack
     policies = {
-        TREE: tree_policy(tree),
+        TREE: lambda problem: tree.plan(problem.with_slack(slack).with_safety(z), chosen=chosen),
         RULES: rules_policy(tree.safety_z, tree.slack),
         **{name: baseline_policies()[name] for name in BASELINES},
     }
@@ -86,6 +90,9 @@ def measure(slo: str, jobs: int, repeats: int, seed: int) -> dict[str, Any]:
         "batches": repeats,
         "floor_usd_per_job": float(np.mean(floor)),
         "tree_plan_s_max": round(max(plan_s), 3),
+        # which plan the tree took (chunks.chunked_plan): whole, stratified,
+        # by_cheapest_type, or fallback (its rules' plan of the whole batch)
+        "tree_chose": {name: chosen.count(name) for name in sorted(set(chosen))},
     }
     for name, values in per_job.items():
         ci = mean_interval(values) if len(values) > 1 else None
@@ -101,8 +108,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     names = [TREE, RULES, *BASELINES]
     lines = [
         "| SLO | jobs | " + " | ".join(f"{n} $/job" for n in names) + " | floor $/job | "
-        "tree plans in (s) |",
-        "|" + "---|" * (len(names) + 4),
+        "tree plans in (s) | tree's plan |",
+        "|" + "---|" * (len(names) + 5),
     ]
     for r in rows:
         cells = []
@@ -113,7 +120,9 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['slo']} | {r['jobs']:,} | "
             + " | ".join(cells)
-            + f" | {r['floor_usd_per_job']:.6f} | {r['tree_plan_s_max']:.2f} |"
+            + f" | {r['floor_usd_per_job']:.6f} | {r['tree_plan_s_max']:.2f} | "
+            + ", ".join(f"{k} {v}" for k, v in r["tree_chose"].items())
+            + " |"
         )
     return "\n".join(lines)
 

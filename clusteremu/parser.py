@@ -100,7 +100,8 @@ def command_parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
         metavar="KIND=NAME[,KIND=NAME]",
         help="run with this policy instead of the scenario's, as in compare: sets "
         "scheduler.KIND.name, e.g. placer=random-fit or placer=first-fit:key=value "
-        "(repeatable, each kind once)",
+        "(repeatable, each kind once); another policy than the scenario's gets only the "
+        "parameters given, the scenario's own keeps its parameters (given keys override)",
     )
     run.add_argument(
         "--out", metavar="DIR", help="write DIR/jobs.parquet and DIR/summary.json together"
@@ -139,7 +140,8 @@ def command_parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
         default=[],
         metavar="KIND=NAME[,KIND=NAME]",
         help="a policy variant, e.g. placer=random-fit or placer=first-fit:key=value "
-        "(repeat for each)",
+        "(repeat for each); another policy than the scenario's gets only the parameters "
+        "given, the scenario's own keeps its parameters (given keys override)",
     )
     cmp_.add_argument(
         "--metric",

@@ -323,7 +323,7 @@ def _paired(sched: SchedulerSpec, source: str) -> SchedulerSpec:
 
 #: Policy parameters that name a file: a relative path is relative to the scenario's folder
 #: (as trace paths are).
-FILE_PARAMS = ("tree",)
+FILE_PARAMS = ("tree", "margins_from")
 
 
 def _resolve_files(params: dict[str, Any], base_dir: Path) -> dict[str, Any]:

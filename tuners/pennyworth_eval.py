@@ -18,7 +18,9 @@ This module draws such batches and prices plans on them:
   with the actual run times, as the emulator runs it (each VM its list in order:
   `tests/tuners/test_pennyworth_eval.py` checks it against `clusteremu run`'s
   `total_usd`); `optimum` is the exact plan with perfect knowledge
-  (`exact.solve_jobs`), or its proven lower bound when the time limit stops it.
+  (`exact.solve_jobs`), or its proven lower bound when the time limit stops it. The
+  search starts from the plans of the policies it judges (`start`: the tree's and the
+  rules'), so the best plan it returns is never dearer than theirs, whatever its limit.
 """
 
 from __future__ import annotations
@@ -176,10 +178,21 @@ def actual_cost(batch: ActualBatch, plan: Plan) -> float:
     return job_plan_cost(jp, job_plan(batch.problem, plan))[0]
 
 
-def optimum(batch: ActualBatch, time_limit_s: float = 120.0) -> ExactSolution:
+def optimum(
+    batch: ActualBatch,
+    time_limit_s: float = 120.0,
+    start: Mapping[str, PlanFn] | None = None,
+) -> ExactSolution:
     """The optimum with perfect knowledge of the batch's run times (or, when the time limit
-    stops the search, the best plan found and a proven lower bound)."""
-    return solve_jobs(job_problem(batch.problem.with_safety(0.0), batch.runtime_s), time_limit_s)
+    stops the search, the best plan found and a proven lower bound), the search started
+    from each `start` policy's plan of the batch (priced with the actual run times, as
+    `actual_cost` prices it): the plan returned costs no more than any of them."""
+    jp = job_problem(batch.problem.with_safety(0.0), batch.runtime_s)
+    plans = {
+        name: job_plan(batch.problem, policy(batch.problem))
+        for name, policy in (start or {}).items()
+    }
+    return solve_jobs(jp, time_limit_s, plans)
 
 
 # --- the policies ---------------------------------------------------------------------------
@@ -251,30 +264,44 @@ class Optima:
     lower_bound: FloatArray
     optimal: npt.NDArray[np.bool_]
     seconds: FloatArray
+    #: where each batch's best plan came from: 'search', 'incumbent' or a start policy
+    source: tuple[str, ...] = ()
 
     @property
     def reference(self) -> FloatArray:
         """What a policy is divided by: the optimum, or its lower bound where unproven."""
         return np.where(self.optimal, self.cost, self.lower_bound)
 
+    @property
+    def gap(self) -> FloatArray:
+        """Per batch, (best plan - proven bound) / best plan: 0 where proven."""
+        return (self.cost - self.lower_bound) / self.cost
+
 
 def optima_of(
     batches: Sequence[ActualBatch],
     time_limit_s: float = 120.0,
     progress: Callable[[int, int], None] | None = None,
+    start: Mapping[str, PlanFn] | None = None,
 ) -> Optima:
-    """The perfect-knowledge optimum of every batch (one core, in order)."""
-    cost, bound, proven, secs = [], [], [], []
+    """The perfect-knowledge optimum of every batch (one core, in order), each search
+    started from the `start` policies' plans (`optimum`)."""
+    cost, bound, proven, secs, source = [], [], [], [], []
     for i, batch in enumerate(batches):
-        found = optimum(batch, time_limit_s)
+        found = optimum(batch, time_limit_s, start)
         cost.append(found.cost)
         bound.append(found.lower_bound_usd)
         proven.append(found.optimal)
         secs.append(found.seconds)
+        source.append(found.source)
         if progress is not None:
             progress(i + 1, len(batches))
     return Optima(
-        np.asarray(cost), np.asarray(bound), np.asarray(proven, dtype=bool), np.asarray(secs)
+        np.asarray(cost),
+        np.asarray(bound),
+        np.asarray(proven, dtype=bool),
+        np.asarray(secs),
+        tuple(source),
     )
 
 

@@ -13,10 +13,16 @@ the run times of its jobs, plus the SLO loss.
 run time each job actually has in `clusteremu run SCENARIO --seed S` (the same draws:
 common random numbers), the Pennyworth paper's perfect-knowledge optimum. Both are exact
 (`cluster/policies/pennyworth/exact.py`); when `--time-limit` stops the search first, the
-best plan found is printed with `"optimal": false` and a proven lower bound.
+best plan found is printed with `"optimal": false` and a proven lower bound. The search
+starts from the plan of the scenario's Pennyworth planner (a RAD-tree's, and its rules'
+with the same margins; not the tree-less `pennyworth`, which is itself a search), so the
+plan printed never costs more than that policy's; `plan_from` says where the plan came
+from (`search`, `incumbent`: one of the solver's simple plans, or the planner's name) and
+`gap` the share of its cost that may lie above the optimum (0 when proven).
 
 `--json` prints `{"cost": <dollars incl. SLO loss>, "slo_loss_usd": x, "optimal": bool,
-"lower_bound_usd": y, "knowledge": "mean"|"actual", "seed": S, "vms": [{"type": "<name>",
+"lower_bound_usd": y, "gap": g, "plan_from": "<source>", "knowledge": "mean"|"actual",
+"seed": S, "vms": [{"type": "<name>",
 "jobs": [{"id": <job index>, "class": "<task>", "run_s": <s>}, ...]}, ...]}`; job indices
 number the batch as the engine does (class by class, in class order).
 """
@@ -117,7 +123,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"{args.time_limit:g} s with the best plan found and a proven bound",
         file=sys.stderr,
     )
-    found = solve_jobs(jp, args.time_limit)
+    found = solve_jobs(jp, args.time_limit, _planner_plans(spec, problem))
     vms: list[dict[str, Any]] = [
         {
             "type": jp.type_names[k],
@@ -137,6 +143,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "slo_loss_usd": found.slo_loss,
         "optimal": bool(found.optimal),
         "lower_bound_usd": found.lower_bound_usd,
+        "gap": found.gap,
+        "plan_from": found.source,
         "knowledge": args.knowledge,
         "seed": spec.seed,
         "vms": vms,
@@ -147,14 +155,46 @@ def cmd_solve(args: argparse.Namespace) -> int:
     proof = (
         "proven optimal"
         if found.optimal
-        else f"NOT proven optimal: the optimum is at least ${found.lower_bound_usd:.6f}"
+        else f"NOT proven optimal: the optimum is at least ${found.lower_bound_usd:.6f} "
+        f"(gap {found.gap:.2%})"
     )
     print(
         f"{spec.name} (seed {spec.seed}, {args.knowledge} run times): {problem.jobs} jobs, "
         f"{len(vms)} VMs, cost ${found.cost:.6f} (SLO loss ${found.slo_loss:.6f}), {proof}; "
-        f"{found.seconds:.2f} s"
+        f"the plan of {found.source}; {found.seconds:.2f} s"
     )
     for i, vm in enumerate(vms):
         jobs = ", ".join(f"{j['class']}#{j['id']}" for j in vm["jobs"])
         print(f"  VM {i} {vm['type']}: {jobs}")
     return 0
+
+
+def _planner_plans(spec: Any, problem: Any) -> dict[str, Any]:
+    """The plans the search starts from (`JobPlan`s by name): the scenario's Pennyworth
+    planner's plan of the batch on the means and, for a RAD-tree, its rules' with the
+    tree's margins. None for another placer or the tree-less `pennyworth` (a search)."""
+    import numpy as np
+
+    from clusteremu.cluster.policies import registry
+    from clusteremu.cluster.policies.pennyworth.exact import JobPlan
+    from clusteremu.cluster.policies.pennyworth.placers import (
+        PennyworthPlacer,
+        PennyworthRulesPlacer,
+        PlanPlacer,
+    )
+
+    ref = spec.scheduler.placer
+    planner = registry.create("placer", ref.name, **ref.params)
+    if not isinstance(planner, PlanPlacer):
+        return {}
+    planners: dict[str, PlanPlacer] = {ref.name: planner}
+    if isinstance(planner, PennyworthPlacer):
+        if planner.tree is None:
+            return {}
+        rules = PennyworthRulesPlacer(safety_z=planner.safety_z, slack=planner.slack)
+        planners["pennyworth-rules"] = rules
+    out = {}
+    for name, p in planners.items():
+        p.setup(spec, np.random.default_rng(0))
+        out[name] = JobPlan.of_tasks(problem.counts, p.make_plan(problem).vms)
+    return out

@@ -182,3 +182,25 @@ def test_no_policy_beats_the_proven_optimum_on_small_batches(shipped: Scenario) 
     assert optima.optimal.all() and np.allclose(optima.reference, optima.cost, rtol=1e-12)
     ratios = ratio_to(optima.reference, costs)
     assert all((r >= 1.0 - 1e-9).all() for r in ratios.values())
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_optimum_is_never_dearer_than_the_policies_it_judges(name: str) -> None:
+    """A time limit too short to prove anything on batches of 32 jobs: the search, started
+    from the tree's and the rules' plans, returns a plan no dearer than either (priced with
+    the actual run times), names the plan it returned, and its gap bounds the optimum."""
+    shipped = scenario(name)
+    tree = RadTree.load(shipped.path.parent / "policies" / f"{name}.json")
+    start: dict[str, PlanFn] = {
+        "tree": tree_policy(tree),
+        "rules": rules_policy(tree.safety_z, tree.slack),
+    }
+    batches, _ = draw_batches(shipped.spec, shipped.base, SEED, "warm-start", 4, JOBS)
+    optima = optima_of(batches, time_limit_s=1e-3, start=start)
+    for i, b in enumerate(batches):
+        cheapest = min(actual_cost(b, policy(b.problem)) for policy in start.values())
+        assert optima.cost[i] <= cheapest * (1 + 1e-12), (i, optima.source[i])
+        assert optima.source[i] in {"search", "incumbent", *start}
+        assert 0.0 <= optima.gap[i] < 1.0
+        assert optima.lower_bound[i] <= optima.cost[i]
+    assert not optima.optimal.all()  # nothing proven in 1 ms: the start decided

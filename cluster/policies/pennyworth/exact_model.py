@@ -202,6 +202,22 @@ class JobPlan:
 
     vms: tuple[tuple[int, tuple[int, ...]], ...]
 
+    @classmethod
+    def of_tasks(cls, counts: Sequence[int], vms: Sequence[tuple[int, Sequence[int]]]) -> JobPlan:
+        """A plan over tasks (each VM's task indices in run order, as `plan.Plan` holds
+        them) as a plan over the jobs of a `JobProblem` built from the same `Problem`
+        (task by task, `counts[t]` jobs of task t): each task's jobs taken in order."""
+        first = np.concatenate([[0], np.cumsum(counts)]).astype(int).tolist()
+        taken = [0] * len(counts)
+        out = []
+        for k, tasks in vms:
+            jobs = []
+            for t in tasks:
+                jobs.append(first[t] + taken[t])
+                taken[t] += 1
+            out.append((int(k), tuple(jobs)))
+        return cls(tuple(out))
+
 
 def response_times(problem: JobProblem, plan: JobPlan) -> tuple[FloatArray, FloatArray]:
     """Every job's response time (s: the run times before it on its VM and its own, plus

@@ -20,8 +20,9 @@ Planners, registered as placers (and listed as scalers):
 - `pennyworth`: a RAD-tree (`tree: FILE`, written by `clusteremu synthesize`), planning
   with the safety padding it was selected with (`safety_z` overrides it), or, without a
   tree, the A* optimum on the means (`time_limit_s`, then the best greedy plan);
-- `pennyworth-rules`: the tree's feasibility rules alone (`safety_z`, default 3), the
-  ablation a tree must beat;
+- `pennyworth-rules`: the tree's feasibility rules alone (`safety_z`, default 3, and
+  `slack`, default 0, or a tree's margins: `margins_from: FILE`), the ablation a tree must
+  beat;
 - `ffd-cheapest`: first-fit decreasing onto VMs of one type, a VM's capacity being what the
   SLO allows; the cheapest type whose plan meets the SLO, else the cheapest plan;
 - `vm-per-job`: every job on its own VM, of the type cheapest for it alone;
@@ -50,6 +51,7 @@ from clusteremu.cluster.policies.base import (
     ScaleView,
 )
 from clusteremu.cluster.policies.pennyworth.astar import SearchLimit, greedy_plans, solve
+from clusteremu.cluster.policies.pennyworth.chunks import CHUNK_JOBS
 from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
 from clusteremu.cluster.policies.pennyworth.problem import Problem, problem_from_spec
 from clusteremu.cluster.policies.registry import register
@@ -188,8 +190,10 @@ _log = logging.getLogger(__name__)
 
 @register("placer", "pennyworth")
 class PennyworthPlacer(PlanPlacer):
-    """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`); without a
-    tree, the A* optimum within `time_limit_s` seconds (then the best greedy plan)."""
+    """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`; a batch of
+    more than `chunk_jobs` jobs planned in chunks, `chunks.chunked_plan`, 0: never);
+    without a tree, the A* optimum within `time_limit_s` seconds (then the best greedy
+    plan)."""
 
     name: ClassVar[str] = "pennyworth"
 
@@ -199,9 +203,14 @@ class PennyworthPlacer(PlanPlacer):
         time_limit_s: float = 60.0,
         safety_z: float | None = None,
         slack: float | None = None,
+        chunk_jobs: int = CHUNK_JOBS,
     ) -> None:
         super().__init__()
         from clusteremu.cluster.policies.pennyworth.tree import RadTree
+
+        if isinstance(chunk_jobs, bool) or not isinstance(chunk_jobs, int) or chunk_jobs < 0:
+            raise ValueError(f"chunk_jobs must be an integer >= 0, got {chunk_jobs!r}")
+        self.chunk_jobs = chunk_jobs
 
         if not (isinstance(time_limit_s, int | float) and time_limit_s > 0):
             raise ValueError(f"time_limit_s must be a number > 0, got {time_limit_s!r}")
@@ -250,7 +259,7 @@ class PennyworthPlacer(PlanPlacer):
     def make_plan(self, problem: Problem) -> Plan:
         problem = problem.with_slack(self.slack)
         if self.tree is not None:
-            return self.tree.plan(problem.with_safety(self.safety_z))
+            return self.tree.plan(problem.with_safety(self.safety_z), self.chunk_jobs)
         try:
             return solve(problem, time_limit_s=self.time_limit_s).plan
         except SearchLimit:
@@ -262,6 +271,7 @@ class PennyworthPlacer(PlanPlacer):
             "tree": self.tree_path,
             "safety_z": self.safety_z,
             "slack": self.slack,
+            "chunk_jobs": self.chunk_jobs,
         }
 
 
@@ -286,14 +296,31 @@ class PennyworthRulesPlacer(PlanPlacer):
     """The RAD-tree's feasibility rules without a tree (the ablation of the learned part):
     the cheapest feasible add, else the rent of least mean cost per job left, planning
     with `safety_z` standard deviations of padding and `slack` (the share of the SLO's
-    bound kept free), as a tree does."""
+    bound kept free), as a tree does.
+
+    `margins_from: FILE` (a tree from `clusteremu synthesize`) takes that tree's margins,
+    not its decisions: the ablation the benchmarks and `synthesize` score a tree against.
+    A `safety_z` or `slack` given as well overrides the tree's; without a tree the defaults
+    are 3 and 0."""
 
     name: ClassVar[str] = "pennyworth-rules"
 
-    def __init__(self, safety_z: float = 3.0, slack: float = 0.0) -> None:
+    def __init__(
+        self,
+        safety_z: float | None = None,
+        slack: float | None = None,
+        margins_from: str | None = None,
+    ) -> None:
         super().__init__()
-        self.safety_z = _checked_safety(safety_z)
-        self.slack = _checked_slack(slack)
+        self.margins_from = margins_from
+        if margins_from is not None:
+            from clusteremu.cluster.policies.pennyworth.tree import RadTree
+
+            tree = RadTree.load(Path(margins_from))
+            safety_z = tree.safety_z if safety_z is None else safety_z
+            slack = tree.slack if slack is None else slack
+        self.safety_z = _checked_safety(3.0 if safety_z is None else safety_z)
+        self.slack = _checked_slack(0.0 if slack is None else slack)
 
     def make_plan(self, problem: Problem) -> Plan:
         from clusteremu.cluster.policies.pennyworth.features import rules_plan
@@ -301,7 +328,12 @@ class PennyworthRulesPlacer(PlanPlacer):
         return rules_plan(problem.with_slack(self.slack).with_safety(self.safety_z))
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "safety_z": self.safety_z, "slack": self.slack}
+        return {
+            **super().describe(),
+            "margins_from": self.margins_from,
+            "safety_z": self.safety_z,
+            "slack": self.slack,
+        }
 
 
 def _alone_cost(problem: Problem, t: int, k: int) -> float:

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from clusteremu.cluster import readback
+from clusteremu.cluster.policies.pennyworth.chunks import CHUNK_JOBS, chunked_plan
 from clusteremu.cluster.policies.pennyworth.features import (
     SENTINEL,
     Features,
@@ -41,6 +42,7 @@ from clusteremu.cluster.policies.pennyworth.features import (
     fallback,
     feature_names,
     feature_width,
+    rules_plan,
 )
 from clusteremu.cluster.policies.pennyworth.plan import Plan
 from clusteremu.cluster.policies.pennyworth.problem import PROFILE_LEVELS, Problem
@@ -205,15 +207,22 @@ class RadTree:
             object.__setattr__(self, "_ranked_cache", cached)
         return cached
 
-    def plan(self, problem: Problem) -> Plan:
+    def plan(
+        self, problem: Problem, chunk_jobs: int = CHUNK_JOBS, chosen: list[str] | None = None
+    ) -> Plan:
         """The plan this tree builds for `problem` (tasks and types matched by name, an
-        unknown task mapped to its nearest known one)."""
+        unknown task mapped to its nearest known one). A batch of more than `chunk_jobs`
+        jobs (0: no limit) gets the plan of least expected cost of the tree's of the whole
+        batch, of its chunks of about that many jobs (two cuttings) and its rules' of the
+        whole batch (`chunks.chunked_plan`: past the sizes it learned on, a tree's
+        decisions no longer fit). `chosen`: a list the name of the plan taken is appended
+        to (`chunks.chunked_plan`)."""
         # The walk allocates many small objects and frees them at once (no cycles): the
         # cyclic collector's passes over a large process would cost a quarter of the time.
         enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._plan(problem)
+            return chunked_plan(self._plan, problem, chunk_jobs, rules_plan, chosen)
         finally:
             if enabled:
                 gc.enable()

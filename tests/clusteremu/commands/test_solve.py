@@ -77,6 +77,8 @@ def test_solve_json_contract_and_cost(tmp_path: Path, capsys: pytest.CaptureFixt
         "slo_loss_usd",
         "optimal",
         "lower_bound_usd",
+        "gap",
+        "plan_from",
         "knowledge",
         "seed",
         "vms",
@@ -229,3 +231,16 @@ def test_bad_input_with_actual_knowledge_exits_2(
     captured = capsys.readouterr()
     assert message in captured.err
     assert captured.out == ""
+
+
+def test_solve_starts_from_the_scenarios_planner(capsys: pytest.CaptureFixture[str]) -> None:
+    """Stopped at once, solve --knowledge actual returns a plan no dearer than the shipped
+    tree's plan run by the emulator on the same draws (`total_usd` of the run)."""
+    assert main(["run", "pennyworth-max", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    args = ["solve", "pennyworth-max", "--knowledge", "actual", "--time-limit", "0.001"]
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["optimal"] is False and 0 < out["gap"] < 1
+    assert out["plan_from"] in {"search", "incumbent", "pennyworth", "pennyworth-rules"}
+    assert out["cost"] <= run["total_usd"] * (1 + 1e-9)

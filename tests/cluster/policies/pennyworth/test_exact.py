@@ -166,6 +166,40 @@ def test_exact_equals_brute_force(kind: str) -> None:
     assert late >= 3  # some optima pay a loss
 
 
+@pytest.mark.parametrize("kind", ["max", "rtpt", "avg", "percentile"])
+def test_a_warm_start_leaves_the_proven_optimum_unchanged(kind: str) -> None:
+    """Start plans (a random plan, every job alone in reverse order) are incumbents only:
+    the proven optimum is still the brute-force one, never dearer than a start plan, and
+    `source` names where the returned plan came from."""
+    rng = np.random.default_rng({"max": 31, "rtpt": 32, "avg": 33, "percentile": 34}[kind])
+    for i in range(12):
+        types = 1 + i % 3
+        p = random_job_problem(rng, kind, types=types, jobs=1 + i % (5 if types < 3 else 4))
+        jobs = [int(j) for j in rng.permutation(p.jobs)]
+        cut = int(rng.integers(1, p.jobs + 1))
+        start = {
+            "random": JobPlan(
+                ((int(rng.integers(types)), tuple(jobs[:cut])),)
+                + (((int(rng.integers(types)), tuple(jobs[cut:])),) if cut < p.jobs else ())
+            ),
+            "alone": JobPlan(tuple((0, (j,)) for j in reversed(range(p.jobs)))),
+        }
+        start = {
+            name: plan
+            for name, plan in start.items()
+            if all(math.isfinite(p.runtime_s[j, k]) for k, js in plan.vms for j in js)
+        }
+        found = solve_jobs(p, time_limit_s=TIME_LIMIT_S, start=start)
+        assert found.optimal and found.gap == 0.0
+        assert found.cost == pytest.approx(brute_force(p), rel=1e-9, abs=1e-12), (i, p)
+        assert found.cost == pytest.approx(solve_jobs(p, TIME_LIMIT_S).cost, rel=1e-9, abs=1e-12)
+        for plan in start.values():
+            assert found.cost <= job_plan_cost(p, plan)[0] * (1 + 1e-12)
+        assert found.source in {"search", "incumbent", *start}
+    with pytest.raises(ValueError, match="start plan 'short'"):
+        solve_jobs(p, TIME_LIMIT_S, {"short": JobPlan(((0, (0,)),) * 2)})
+
+
 def test_best_order_is_the_least_loss_order() -> None:
     rng = np.random.default_rng(5)
     for kind in ("max", "rtpt", "avg", "percentile"):

@@ -284,3 +284,22 @@ def test_a_sweep_refuses_a_scaler_that_is_not_the_planners() -> None:
     plan = plan_sweep("pennyworth-max", [], policies=["placer=vm-per-job"])
     spec = plan.spec(plan.cells[0])
     assert spec.scheduler.placer == spec.scheduler.scaler == PolicyRef("vm-per-job")
+
+
+@pytest.mark.parametrize("slo", ["max", "rtpt", "avg", "percentile"])
+def test_policy_placer_replaces_the_shipped_planners_params(
+    slo: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--policy placer=X` with X not the scenario's planner starts from X's own defaults
+    (the shipped scenarios' `tree:` is not X's parameter); the scenario's own planner keeps
+    its tree and takes the given keys."""
+    from clusteremu.cli import main
+
+    spec = load_scenario(f"pennyworth-{slo}")
+    for other in ("pennyworth-rules", "ffd-cheapest", "vm-per-job", "fixed-pool"):
+        varied = with_policies(spec, placer=other)
+        assert varied.scheduler.placer == varied.scheduler.scaler == PolicyRef(other, {})
+    same = with_policies(spec, placer="pennyworth:slack=0.1").scheduler.placer
+    assert same.params == {**spec.scheduler.placer.params, "slack": 0.1}
+    assert main(["run", f"pennyworth-{slo}", "--policy", "placer=pennyworth-rules"]) == 0
+    assert "pennyworth-rules" in capsys.readouterr().out

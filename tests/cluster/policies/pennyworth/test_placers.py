@@ -161,3 +161,21 @@ def test_a_tree_file_is_read_relative_to_the_scenario(tmp_path: Path) -> None:
     data["scheduler"]["placer"]["params"] = {"tree": "other.json"}
     with pytest.raises(ScenarioError, match="both beside the name and in params"):
         spec_from_dict(data, "test", base_dir=tmp_path)
+
+
+def test_the_rules_take_a_trees_margins_not_its_decisions(tmp_path: Path) -> None:
+    """`margins_from`: the tree's safety_z and slack (the benchmarks' ablation), a given
+    margin overriding the tree's; the path is relative to the scenario's folder."""
+    from clusteremu.cluster.policies.pennyworth.tree import RadTree
+
+    tree_file = SHIPPED / "policies" / "pennyworth-max.json"
+    tree = RadTree.load(tree_file)
+    rules = registry.create("placer", "pennyworth-rules", margins_from=str(tree_file))
+    assert (rules.safety_z, rules.slack) == (tree.safety_z, tree.slack)
+    assert registry.create("placer", "pennyworth-rules").describe()["slack"] == 0.0
+    given = registry.create("placer", "pennyworth-rules", margins_from=str(tree_file), slack=0.05)
+    assert (given.safety_z, given.slack) == (tree.safety_z, 0.05)
+    data = deterministic_batch(SLOS["max"], [1, 1], "pennyworth-rules")
+    data["scheduler"]["placer"]["params"] = {"margins_from": "trees/missing.json"}
+    with pytest.raises(ScenarioError, match=r"trees/missing\.json"):
+        spec_from_dict(data, "test", base_dir=tmp_path)
