@@ -67,6 +67,20 @@ def search_seed(experiment: Experiment) -> int:
     return int(experiment.data.get("seed", 0))
 
 
+def _generator(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The scenario's ``cluster.generator`` block, None when its nodes are listed."""
+    cluster = data.get("cluster")
+    generator = cluster.get("generator") if isinstance(cluster, dict) else None
+    return generator if isinstance(generator, dict) else None
+
+
+def cluster_seed(experiment: Experiment) -> int | None:
+    """The seed the search's cluster was generated from (``cluster.generator.seed``), None
+    for a scenario whose nodes are listed (there is no cluster to redraw)."""
+    generator = _generator(experiment.data)
+    return None if generator is None else int(generator.get("seed", 0))
+
+
 def fresh_seeds(seed: int, count: int, used: set[int]) -> tuple[list[int], int]:
     """`count` seeds of the test split under `seed`, skipping any seed in `used` (the
     search's own); returns them and how many were skipped."""
@@ -84,8 +98,14 @@ def fresh_seeds(seed: int, count: int, used: set[int]) -> tuple[list[int], int]:
 
 
 def on_seed(experiment: Experiment, seed: int) -> Experiment:
-    """The experiment with its scenario run on `seed` instead of its own."""
-    return dataclasses.replace(experiment, data={**experiment.data, "seed": int(seed)})
+    """The experiment with its scenario run on `seed` instead of its own: new arrivals and
+    execution times and, when the scenario generates its cluster, a new cluster drawn from
+    `seed` (``cluster.generator.seed``; the same configuration, other nodes)."""
+    data = {**experiment.data, "seed": int(seed)}
+    generator = _generator(data)
+    if generator is not None:
+        data["cluster"] = {**data["cluster"], "generator": {**generator, "seed": int(seed)}}
+    return dataclasses.replace(experiment, data=data)
 
 
 def _score(experiment: Experiment, weights: Sequence[float], repeats: int) -> float:
