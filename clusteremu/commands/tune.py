@@ -1,27 +1,31 @@
 """`clusteremu tune` and `clusteremu train-rl`: tune the scoring placer's weights (the
 Learning to Score paper; see docs/tuning.md).
 
-    clusteremu tune --tuner fixed|random|tpe|bo|rl[,...] (--domain train|test|tiny
-                    [--experiments N] | --scenario FILE [--set PATH=VALUE ...])
+    clusteremu tune --tuner fixed|random|tpe|bo|rl[,...]
+                    (--domain train|validation|test|paper-test|tiny [--experiments N]
+                     | --scenario FILE [--set PATH=VALUE ...])
                     [--budget 5] [--seed S] [--workers W] [--repeats R] [--model MODEL]
                     [--test-seeds 5] [--address ADDR] [--out DIR] [--json]
     clusteremu train-rl --out MODEL [--steps 12000] [--algorithm recurrent-ppo|sac]
                         [--envs 2] [--domain train] [--budget 5] [--seed S]
                         [--net-arch 256,256] [--json]
 
-`tune` draws N experiments from a domain of the paper's Table II (`clusteremu.tuners.domains`) -- or
-takes one scenario file -- and tunes each with every listed tuner on Ray Tune, one trial per
-evaluation (`clusteremu.tuners.tuning`). The first evaluation is always the Fixed weights; the
-budget
-counts it. It prints one line per experiment and tuner (Fixed score, best score,
-improvement) and the mean improvement over Fixed with its 95% interval, in sample (on the
-seed the search ran on, which selected the weights) and out of sample (the best weights
-against Fixed on `--test-seeds` fresh seeds per experiment from the protocol's "test"
-split, scored once, with Fixed and random search at the same budget as ablation rows:
-`clusteremu.tuners.out_of_sample`; random search is run for that when it is not among the tuners);
-`--json` prints ``{"mean_best_score", "mean_improvement_over_fixed", "ci95",
-"experiments", "out_of_sample": {...}, ...}`` (one tuner) or ``{"tuners": {name: that
-object}}``. `--out DIR` writes ``experiments.parquet``
+`tune` draws N experiments from a domain (`clusteremu.tuners.domains`: the training domain
+of the paper's Table II, the validation domain that selects algorithms, the test domain
+whose setups and workloads training never saw, the paper's own test domain, or a tiny one)
+-- or takes one scenario file -- and tunes each with every listed tuner on Ray Tune, one
+trial per evaluation (`clusteremu.tuners.tuning`). The first evaluation is always the Fixed
+weights; the budget counts it. It prints one line per experiment and tuner (Fixed score,
+best score, improvement) and the mean improvement over Fixed with its 95% interval, in
+sample (on the seed the search ran on, which selected the weights) and out of sample (the
+best weights against Fixed on `--test-seeds` fresh seeds per experiment from the protocol's
+"test" split -- new arrivals and a new cluster -- scored once, with Fixed and random search
+at the same budget as ablation rows, and for ``rl`` its untrained agent, its constant and
+its first proposal alone, `clusteremu.tuners.out_of_sample`, `clusteremu.tuners.ablations`;
+random search is run for that when it is not among the tuners, the untrained agent and the
+constant whenever ``rl`` is); `--json` prints ``{"mean_best_score",
+"mean_improvement_over_fixed", "ci95", "experiments", "out_of_sample": {...}, ...}`` (one
+tuner) or ``{"tuners": {name: that object}}``. `--out DIR` writes ``experiments.parquet``
 (one row per experiment and tuner: configuration, weights tried, scores), ``tune.json``,
 ``tune.png`` (best against Fixed per experiment; in sample and out of sample side by
 side), ``out-of-sample.md`` (the protocol's report of each tuner), ``trials/`` (Ray Tune's
