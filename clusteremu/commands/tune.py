@@ -702,6 +702,14 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
         )
     net_arch = option_checks.layer_sizes(args.net_arch)
     _check_training_memory(args, net_arch)
+    from clusteremu.tuners.domains import REPORTED_DOMAIN, SELECTION_DOMAIN
+
+    if args.domain in (SELECTION_DOMAIN, REPORTED_DOMAIN):
+        print(
+            f"warning: --domain {args.domain}: training on a held-out domain; an agent "
+            f"trained there cannot be judged on it as novel (docs/tuning.md, the domains)",
+            file=sys.stderr,
+        )
     out = Path(args.out)
     if out.suffix != ".zip":
         raise UsageError(f"--out {out}: the model is an SB3 zip; name it MODEL.zip")

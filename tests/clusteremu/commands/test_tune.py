@@ -172,3 +172,15 @@ def test_an_untrained_agent_is_reported_learned_nothing(
         assert (out / "trials" / folder / "trials").is_dir(), folder
     report = (out / "out-of-sample.md").read_text()
     assert "| rl: untrained agent | ablation |" in report and "against rl: constant" in report
+
+
+def test_train_rl_warns_when_it_trains_on_a_held_out_domain(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "m.zip"
+    folder.mkdir()  # refused after the warning, before any training
+    assert main(["train-rl", "--domain", "test", "--out", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "warning: --domain test: training on a held-out domain" in err
+    assert main(["train-rl", "--domain", "train", "--out", str(folder)]) == 2
+    assert "held-out" not in capsys.readouterr().err
