@@ -179,10 +179,23 @@ class Report:
     learned: Verdict
     validation: Comparison | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: Further learned-something verdicts the method must also pass (other ablations).
+    learned_also: tuple[Verdict, ...] = field(default_factory=tuple)
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """Every learned-something verdict: `learned`, then `learned_also`."""
+        return (self.learned, *self.learned_also)
+
+    @property
+    def learned_all(self) -> bool:
+        """True only when the method beats every ablation it is checked against."""
+        return all(v.holds for v in self.verdicts)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "overlaps", tuple(self.overlaps))
         object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "learned_also", tuple(self.learned_also))
         if self.test.split != REPORTED_SPLIT or not self.test.scored_once:
             raise ValueError(
                 f"the reported comparison must be of the {REPORTED_SPLIT!r} split, scored once "
@@ -194,14 +207,15 @@ class Report:
                 f"the selection comparison must be of the {SELECTION_SPLIT!r} split, got "
                 f"{self.validation.split!r}"
             )
-        if self.learned.split != self.test.split or self.learned.method != self.test.method.policy:
-            raise ValueError(
-                f"the learned-something verdict ({self.learned.method} on "
-                f"{self.learned.split!r}) is not about the test comparison's method "
-                f"({self.test.method.policy} on {self.test.split!r})"
-            )
-        if self.test.row(self.learned.ablation).role != "ablation":
-            raise ValueError(f"{self.learned.ablation!r} is not an ablation of the test comparison")
+        for verdict in self.verdicts:
+            if verdict.split != self.test.split or verdict.method != self.test.method.policy:
+                raise ValueError(
+                    f"the learned-something verdict ({verdict.method} on "
+                    f"{verdict.split!r}) is not about the test comparison's method "
+                    f"({self.test.method.policy} on {self.test.split!r})"
+                )
+            if self.test.row(verdict.ablation).role != "ablation":
+                raise ValueError(f"{verdict.ablation!r} is not an ablation of the test comparison")
         sizes = self.splits.sizes
         if REPORTED_SPLIT in sizes and sizes[REPORTED_SPLIT] != self.test.n:
             raise ValueError(
@@ -228,6 +242,8 @@ class Report:
             "learned_something": self.learned.to_dict(),
             "validation": None if self.validation is None else self.validation.to_dict(),
             "notes": list(self.notes),
+            "learned_something_also": [v.to_dict() for v in self.learned_also],
+            "learned_something_against_every_ablation": self.learned_all,
         }
 
     def to_json(self) -> str:
@@ -250,6 +266,7 @@ class Report:
             Verdict.from_dict(data["learned_something"]),
             None if data["validation"] is None else Comparison.from_dict(data["validation"]),
             tuple(str(n) for n in data["notes"]),
+            tuple(Verdict.from_dict(v) for v in data.get("learned_something_also", ())),
         )
 
     @classmethod
@@ -269,9 +286,21 @@ class Report:
         lines += [
             f"- selection on: {_label(SELECTION_SPLIT, False)}; reported: "
             f"{_label(REPORTED_SPLIT, True)}",
-            f"- learned something: {'yes' if self.learned.holds else 'NO'} — "
-            f"{self.learned.explain()}",
         ]
+        if self.learned_also:
+            lines.append(
+                f"- learned something: {'yes' if self.learned_all else 'NO'} (only when it "
+                f"beats every ablation below)"
+            )
+            lines += [
+                f"  - against {v.ablation}: {'yes' if v.holds else 'NO'} — {v.explain()}"
+                for v in self.verdicts
+            ]
+        else:
+            lines.append(
+                f"- learned something: {'yes' if self.learned.holds else 'NO'} — "
+                f"{self.learned.explain()}"
+            )
         lines += [f"- note: {n}" for n in self.notes]
         lines += ["", self.test.to_table()]
         if self.validation is not None:

@@ -1,7 +1,9 @@
 """The evaluation protocol's statistics (steps 4 and 5 of `clusteremu.tuners.protocol`,
 which re-exports every name): the mean of per-instance values with its 95% interval
 (`mean_interval`: Student-t over instances, or a percentile bootstrap with a fixed seed),
-the paired interval of per-instance differences or ratios (`paired_interval`), the method's
+the paired interval of per-instance differences or ratios (`paired_interval`), beside the
+means the medians and a paired rank test (`paired_rank_test`, Wilcoxon's signed-rank test,
+for long tails), the method's
 verdict against another policy (`verdict_of`), the learned-something check against an
 ablation (`learned_something`, a `Verdict`), and the `Comparison` of a method with its
 baselines and ablations on the same instances (`compare`; its markdown table)."""
@@ -9,6 +11,7 @@ baselines and ablations on the same instances (`compare`; its markdown table).""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -187,6 +190,35 @@ def paired_interval(
     return _interval(d, level, method, resamples, seed)
 
 
+def paired_rank_test(a: npt.ArrayLike, b: npt.ArrayLike, *, kind: Kind = "difference") -> float:
+    """Two-sided p-value of Wilcoxon's signed-rank test (`scipy.stats.wilcoxon`, zero
+    differences dropped) that the per-instance a_i - b_i (``kind="difference"``) or
+    log(a_i / b_i) (``kind="ratio"``) are symmetric about 0: a median-like check that one
+    long tail cannot drive, beside the mean's interval. 1.0 when every difference is 0;
+    NaN for fewer than two instances (no test)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
+    x, y = _values(a, "a"), _values(b, "b")
+    if x.shape != y.shape:
+        raise ValueError(
+            f"paired values: a has {x.size} instances, b has {y.size}; pair the same instances"
+        )
+    if x.size < 2:
+        return math.nan
+    d = x - y if kind == "difference" else np.log(np.maximum(x, 1e-300) / y)
+    if not np.any(d != 0.0):
+        return 1.0
+    with warnings.catch_warnings():  # ties and zeros switch scipy to the normal approximation
+        warnings.simplefilter("ignore")
+        return float(stats.wilcoxon(d, zero_method="wilcox").pvalue)
+
+
+def paired_median(a: npt.ArrayLike, b: npt.ArrayLike, *, kind: Kind = "difference") -> float:
+    """The median over instances of a_i - b_i (or a_i / b_i), in the unit of `paired_interval`."""
+    x, y = _values(a, "a"), _values(b, "b")
+    return float(np.median(x - y if kind == "difference" else x / y))
+
+
 def verdict_of(paired: Interval, *, better: Better, kind: Kind = "difference") -> str:
     """The method's verdict from the paired interval of method - other (or method / other):
     "better" or "worse" when the interval excludes 0 (1 for ratios) on that side, else "tie"."""
@@ -220,14 +252,26 @@ class Row:
     mean: Interval
     paired: Interval | None = None
     verdict: str | None = None
+    #: Median of method - policy (or method / policy) over instances, and the two-sided
+    #: p-value of Wilcoxon's signed-rank test on those (None: fewer than two instances).
+    paired_median: float | None = None
+    rank_p: float | None = None
+
+    @property
+    def median(self) -> float:
+        """The median of the policy's per-instance values."""
+        return float(np.median(self.values))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
             "role": self.role,
             "mean": self.mean.to_dict(),
+            "median": self.median,
             "paired": None if self.paired is None else self.paired.to_dict(),
             "verdict": self.verdict,
+            "paired_median": self.paired_median,
+            "wilcoxon_p": self.rank_p,
             "values": [float(v) for v in self.values],
         }
 
@@ -240,6 +284,8 @@ class Row:
             Interval.from_dict(data["mean"]),
             None if data["paired"] is None else Interval.from_dict(data["paired"]),
             data["verdict"],
+            None if data.get("paired_median") is None else float(data["paired_median"]),
+            None if data.get("wilcoxon_p") is None else float(data["wilcoxon_p"]),
         )
 
 
@@ -427,20 +473,28 @@ class Comparison:
             f"{pct} {_method_words(self.interval)} intervals",
             "",
             f"| policy | role | mean | {pct} CI | vs method (paired: method {op} policy) "
-            f"| verdict (method) |",
-            "|---|---|---|---|---|---|",
+            f"| verdict (method) | median | paired median (Wilcoxon p) |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in self.rows:
             if r.paired is None:
-                vs, verdict = "—", "—"
+                vs, verdict, rank = "—", "—", "—"
             else:
                 vs = f"{r.paired.estimate:.4g} {r.paired.describe()}"
                 verdict = str(r.verdict)
+                rank = _rank_words(r.paired_median, r.rank_p)
             lines.append(
                 f"| {r.policy} | {r.role} | {r.mean.estimate:.4g} | {r.mean.describe()} "
-                f"| {vs} | {verdict} |"
+                f"| {vs} | {verdict} | {r.median:.4g} | {rank} |"
             )
         return "\n".join(lines)
+
+
+def _rank_words(median: float | None, p: float | None) -> str:
+    """`median (p = ...)` of a paired row; `n/a` where there is no test (n < 2)."""
+    m = "n/a" if median is None else f"{median:.4g}"
+    test = "n/a" if p is None else f"{p:.3g}"
+    return f"{m} (p = {test})"
 
 
 def _method_words(method: str) -> str:
@@ -503,5 +557,7 @@ def compare(
             base, x, kind=kind, level=level, method=interval, resamples=resamples, seed=seed
         )
         verdict = verdict_of(paired, better=better, kind=kind) if paired.n >= 2 else "tie"
-        rows.append(Row(name, role, tuple(float(v) for v in x), mean, paired, verdict))
+        p = paired_rank_test(base, x, kind=kind)
+        rank = (paired_median(base, x, kind=kind), p if math.isfinite(p) else None)
+        rows.append(Row(name, role, tuple(float(v) for v in x), mean, paired, verdict, *rank))
     return Comparison(metric, better, kind, split, interval, level, tuple(rows))

@@ -1,33 +1,46 @@
-"""The train and test domains of the Learning to Score paper (Asenov et al., "Learning to
-Score", Table II; docs/tuning.md) and the tuning experiments drawn from them.
+"""The tuning domains of the Learning to Score paper (Asenov et al., "Learning to Score",
+Table II; docs/tuning.md) made disjoint, and the tuning experiments drawn from them.
 
 One experiment is one (cluster setup, workload, scheduling options) configuration of the
-cloud/edge family (`clusteremu.scenarios.faas`), seeded: every evaluation of the experiment runs the
-same
-arrivals and execution-time quantiles (common random numbers), only the weights change.
+cloud/edge family (`clusteremu.scenarios.faas`), seeded: every evaluation of the experiment
+runs the same cluster, arrivals and execution-time quantiles (common random numbers), only
+the weights change.
 
-=====================  ======================  =================================
-Table II               train                   test
-=====================  ======================  =================================
-cluster setups         3 (cloud_cpu,           all 8
-                       cloud_gpu,
-                       edge_cloudlet)
-workload functions     the paper's 5           3 to 8 of 8 (+ python-pi, fio,
-                                               tf-gpu of faas-sim's raith21)
-requests per second    10                      5-30
-% of nodes to score    100                     10-100
-min nodes per function 1                       1-10
-max nodes per function 100                     50-100
-scale factor           1                       1-5
-number of nodes        30-180                  200-400
-=====================  ======================  =================================
+The paper's test domain draws from all 8 cluster setups, so it shares the 3 training setups
+(at seed 0, 9 of 20 test experiments used one). Here the setups are split three ways,
+disjoint by construction (`check_disjoint`, run at import):
 
-Both domains draw the network topology (``urban`` or ``internet``) independently of the
-setup, as the paper does. Requests per second is the rate of each inference and service
-function; training runs at 0.1/s and preprocessing at 1/s (faas-sim's profile). A run lasts
-100 simulated seconds (the paper's benchmark window); a request that finds no node within
-30 s fails. The "min / max nodes per function" and "scale factor" are faas-sim's scaling
-options, the scoring placer's ``replicas`` (`clusteremu.cluster.policies.scoring.placer`).
+==========================  ===============  ===========================  ===============
+                            train            validation (selection)       test (reported)
+==========================  ===============  ===========================  ===============
+cluster setups              cloud_cpu,       edge_gpu, hybrid_balanced    edge_sbc,
+                            cloud_gpu,                                    edge_tpu,
+                            edge_cloudlet                                 hybrid_balanced_jetson
+workload functions          the paper's 5    3 to 8 of 8, at least one of python-pi, fio,
+                                             tf-gpu (faas-sim raith21's), which training never
+                                             runs: no workload is a training workload
+requests per second         10               5-30
+% of nodes to score         100              10-100
+min nodes per function      1                1-10
+max nodes per function      100              50-100
+scale factor                1                1-5
+number of nodes             30-180           200-400
+==========================  ===============  ===========================================
+
+``paper-test`` is the paper's Table II test domain as published (all 8 setups, any 3 to 8
+functions), named so because it overlaps training: it reproduces the paper's setting and
+is never the novel-configuration figure. ``tiny`` is ours, for smoke tests.
+
+Every domain draws the network topology (``urban`` or ``internet``) independently of the
+setup, as the paper does. The cluster is drawn from the setup's device proportions by a
+seeded multinomial, one device per node, as faas-sim's generators sample each node
+(``method: sample``; ``tiny`` keeps the exact apportionment), so a new cluster seed is a
+new cluster (`clusteremu.tuners.out_of_sample` redraws it). Requests per second is the rate
+of each inference and service function; training runs at 0.1/s and preprocessing at 1/s
+(faas-sim's profile). A run lasts 100 simulated seconds (the paper's benchmark window); a
+request that finds no node within 30 s fails. The "min / max nodes per function" and "scale
+factor" are faas-sim's scaling options, the scoring placer's ``replicas``
+(`clusteremu.cluster.policies.scoring.placer`).
 """
 
 from __future__ import annotations
@@ -55,11 +68,27 @@ TIMEOUT_S = 30.0
 DEFAULT_TEST_SEEDS = 5
 
 
+#: The cluster setups of each split: disjoint (`check_disjoint`); together the 8 of faas-sim.
+TRAIN_SETUPS: tuple[str, ...] = ("cloud_cpu", "cloud_gpu", "edge_cloudlet")
+VALIDATION_SETUPS: tuple[str, ...] = ("edge_gpu", "hybrid_balanced")
+TEST_SETUPS: tuple[str, ...] = ("edge_sbc", "edge_tpu", "hybrid_balanced_jetson")
+#: The functions training never runs (faas-sim raith21's service functions): every
+#: validation and test workload has at least one of them.
+NEW_FUNCTIONS: tuple[str, ...] = tuple(faas.SERVICE_FUNCTIONS)
+
+
 @dataclass(frozen=True)
 class Domain:
-    """Ranges of one domain (inclusive integer ranges unless said otherwise)."""
+    """Ranges of one domain (inclusive integer ranges unless said otherwise).
+
+    `code` keys the domain's random stream (stable: adding a domain changes no other
+    domain's experiments); `new_functions`: every workload holds at least one of these
+    (none: any subset of `functions`); `cluster_method`: how the cluster generator draws the
+    nodes (``sample``: a seeded multinomial over the setup's proportions, ``exact``: the
+    largest-remainder apportionment, only the node order seeded)."""
 
     name: str
+    code: int
     setups: tuple[str, ...]
     functions: tuple[str, ...]
     function_count: tuple[int, int]
@@ -71,12 +100,34 @@ class Domain:
     nodes: tuple[int, int]
     topologies: tuple[str, ...] = ("urban", "internet")
     run_time_s: float = RUN_TIME_S
+    new_functions: tuple[str, ...] = ()
+    cluster_method: str = "sample"
+
+
+def _held_out(name: str, code: int, setups: tuple[str, ...]) -> Domain:
+    """A validation or test domain: Table II's test ranges on the given setups, every
+    workload with at least one function training never runs."""
+    return Domain(
+        name,
+        code,
+        setups=setups,
+        functions=tuple(faas.ALL_FUNCTIONS),
+        function_count=(3, 8),
+        rate_per_s=(5, 30),
+        percentage=(10, 100),
+        min_nodes=(1, 10),
+        max_nodes=(50, 100),
+        scale_factor=(1, 5),
+        nodes=(200, 400),
+        new_functions=NEW_FUNCTIONS,
+    )
 
 
 DOMAINS: dict[str, Domain] = {
     "train": Domain(
         "train",
-        setups=("cloud_cpu", "cloud_gpu", "edge_cloudlet"),
+        0,
+        setups=TRAIN_SETUPS,
         functions=tuple(faas.FUNCTIONS),
         function_count=(5, 5),
         rate_per_s=(10, 10),
@@ -86,8 +137,13 @@ DOMAINS: dict[str, Domain] = {
         scale_factor=(1, 1),
         nodes=(30, 180),
     ),
-    "test": Domain(
-        "test",
+    "validation": _held_out("validation", 3, VALIDATION_SETUPS),
+    "test": _held_out("test", 4, TEST_SETUPS),
+    # The paper's Table II test domain as published: all 8 setups (the 3 training ones
+    # included) and any 3 to 8 functions. Not novel; named so.
+    "paper-test": Domain(
+        "paper-test",
+        1,
         setups=tuple(faas.SETUPS),
         functions=tuple(faas.ALL_FUNCTIONS),
         function_count=(3, 8),
@@ -101,6 +157,7 @@ DOMAINS: dict[str, Domain] = {
     # Not the paper's: small, short configurations for smoke tests and quick trials.
     "tiny": Domain(
         "tiny",
+        2,
         setups=("cloud_cpu", "edge_cloudlet"),
         functions=("resnet50-inference", "speech-inference", "mobilenet-inference"),
         function_count=(3, 3),
@@ -111,8 +168,42 @@ DOMAINS: dict[str, Domain] = {
         scale_factor=(1, 1),
         nodes=(12, 24),
         run_time_s=20.0,
+        cluster_method="exact",
     ),
 }
+#: The training domain, the one that selects algorithms and hyper-parameters, and the
+#: reported one (novel setups); every other held-out domain is disjoint from training too.
+TRAIN_DOMAIN = "train"
+SELECTION_DOMAIN = "validation"
+REPORTED_DOMAIN = "test"
+#: What each domain is for (the out-of-sample report says it).
+ROLES: dict[str, str] = {
+    "train": "the training domain (in distribution for the RL agents)",
+    "validation": "the validation domain: selects algorithms and hyper-parameters; not reported",
+    "test": "the test domain: setups and workloads disjoint from training and validation",
+    "paper-test": "the paper's test domain: all 8 setups, the 3 training setups included",
+    "tiny": "a smoke-test domain",
+}
+
+
+def check_disjoint(
+    train: str = TRAIN_DOMAIN, held_out: tuple[str, ...] = (SELECTION_DOMAIN, REPORTED_DOMAIN)
+) -> None:
+    """Raise ValueError unless the held-out domains share no setup with `train` or with each
+    other, and each requires a function `train` never runs."""
+    t = DOMAINS[train]
+    seen: dict[str, str] = {s: train for s in t.setups}
+    for name in held_out:
+        d = DOMAINS[name]
+        for setup in d.setups:
+            if setup in seen:
+                raise ValueError(f"setup {setup!r} is in both {seen[setup]!r} and {name!r}")
+            seen[setup] = name
+        if not d.new_functions or set(d.new_functions) & set(t.functions):
+            raise ValueError(f"domain {name!r}: its workloads may be {train!r} workloads")
+
+
+check_disjoint()
 
 
 def domain(name: str) -> Domain:
@@ -139,6 +230,7 @@ class ExperimentConfig:
     scale_factor: int
     seed: int
     run_time_s: float = RUN_TIME_S
+    cluster_method: str = "exact"
 
     def scenario(self, weights: Sequence[float] | None = None) -> dict[str, Any]:
         """The experiment's scenario (a YAML-shaped dict) under `weights` (default Fixed)."""
@@ -152,6 +244,7 @@ class ExperimentConfig:
             functions=list(self.functions),
             timeout_s=TIMEOUT_S,
             weights=weight_mapping(FIXED if weights is None else weights),
+            method=self.cluster_method,
             percentage_of_nodes_to_score=self.percentage,
             replicas={
                 "min": self.min_nodes,
@@ -185,11 +278,9 @@ def sample_config(domain_name: str, seed: int, index: int) -> ExperimentConfig:
     """Experiment `index` of `domain_name` under `seed`: a pure function of the three (each
     experiment has its own stream, so experiment i is the same whatever N is)."""
     d = domain(domain_name)
-    code = list(DOMAINS).index(domain_name)
-    rng = np.random.default_rng([int(seed), code, int(index)])
+    rng = np.random.default_rng([int(seed), d.code, int(index)])
     count = _uniform_int(rng, d.function_count)
-    chosen = rng.choice(len(d.functions), size=count, replace=False)
-    functions = tuple(d.functions[i] for i in sorted(chosen))
+    functions = _workload(rng, d, count)
     min_nodes = _uniform_int(rng, d.min_nodes)
     return ExperimentConfig(
         domain=domain_name,
@@ -205,7 +296,18 @@ def sample_config(domain_name: str, seed: int, index: int) -> ExperimentConfig:
         scale_factor=_uniform_int(rng, d.scale_factor),
         seed=int(rng.integers(2**31 - 1)),
         run_time_s=d.run_time_s,
+        cluster_method=d.cluster_method,
     )
+
+
+def _workload(rng: np.random.Generator, d: Domain, count: int) -> tuple[str, ...]:
+    """`count` distinct functions of the domain, in the domain's order; redrawn (same
+    count) until one is of `d.new_functions` when the domain has some."""
+    while True:
+        chosen = rng.choice(len(d.functions), size=count, replace=False)
+        functions = tuple(d.functions[i] for i in sorted(chosen))
+        if not d.new_functions or set(functions) & set(d.new_functions):
+            return functions
 
 
 def sample_configs(domain_name: str, count: int, seed: int) -> list[ExperimentConfig]:

@@ -38,6 +38,9 @@ The protocol, in the order it is used:
    with the same policy without its learned part (an empty or shuffled-label model) on the
    same held-out instances: ``.holds`` is True only when the paired interval shows the
    method strictly better; a tie, a worse method or fewer than two instances never hold.
+   A policy may need several ablations (an RL tuner: its untrained network and the constant
+   of its average decision): the report's `learned` verdict is the first, `learned_also`
+   the others, and `learned_all` holds only when every one does.
 
 6. **Report.** `Report` bundles the protocol metadata (seed, split sizes, how the splits
    were drawn, overlap counts, selection split, reported split), the test comparison, the
@@ -107,6 +110,8 @@ from clusteremu.cluster.protocol_stats import (  # noqa: F401  (re-exported)
     learned_something,
     mean_interval,
     paired_interval,
+    paired_median,
+    paired_rank_test,
     verdict_of,
 )
 from clusteremu.cluster.splits import (  # noqa: F401  (the protocol's streams, re-exported)
@@ -144,6 +149,8 @@ __all__ = [
     "learned_something",
     "mean_interval",
     "paired_interval",
+    "paired_median",
+    "paired_rank_test",
     "split_key",
     "split_rng",
     "split_sequence",

@@ -12,8 +12,9 @@ scores it was told, so a tuning is reproducible whatever the number of Ray worke
 ``bo``     Optuna's GPSampler: Bayesian optimisation with a Gaussian process (Matern 5/2 kernel,
            log expected improvement; the paper used a squared-exponential kernel with UCB 0.5;
            scikit-optimize is archived and Ray Tune dropped it). Needs torch (extra ``rl``).
-``rl``     a Stable-Baselines3 SAC policy trained by `clusteremu train-rl` (`clusteremu.tuners.rl`),
-           deterministic: the policy's mean action for the experiment's observation
+``rl``     an agent trained by `clusteremu train-rl` (`clusteremu.tuners.rl`; RecurrentPPO or SAC),
+           deterministic: the policy's mean action for the experiment's history; with
+           ``untrained=True`` the same network before training (an ablation)
 =========  ======================================================================================
 
 Registering another: `register_strategy(name)` on a class with the `Strategy` interface.
@@ -187,7 +188,8 @@ class BayesStrategy(OptunaStrategy):
 
 @register_strategy("rl")
 class RlStrategy(Strategy):
-    """The trained SAC agent's deterministic proposals (`clusteremu.tuners.rl`)."""
+    """The trained agent's deterministic proposals (`clusteremu.tuners.rl`); `untrained`: the
+    same network with 0 training steps (`clusteremu.tuners.rl.untrained_agent`)."""
 
     def __init__(
         self,
@@ -195,6 +197,7 @@ class RlStrategy(Strategy):
         seed: int,
         static: npt.NDArray[np.float32],
         model: str | Path | None = None,
+        untrained: bool = False,
         **options: Any,
     ) -> None:
         from clusteremu.tuners import rl
@@ -203,6 +206,8 @@ class RlStrategy(Strategy):
         if model is None:
             raise ValueError("--tuner rl needs --model MODEL (a zip from `clusteremu train-rl`)")
         self.agent = rl.load_agent(model)
+        if untrained:
+            self.agent = rl.untrained_agent(self.agent)
         if self.agent.budget != budget:
             raise ValueError(
                 f"--budget {budget}: the agent in {model} was trained for a budget of "

@@ -1,27 +1,31 @@
 """`clusteremu tune` and `clusteremu train-rl`: tune the scoring placer's weights (the
 Learning to Score paper; see docs/tuning.md).
 
-    clusteremu tune --tuner fixed|random|tpe|bo|rl[,...] (--domain train|test|tiny
-                    [--experiments N] | --scenario FILE [--set PATH=VALUE ...])
+    clusteremu tune --tuner fixed|random|tpe|bo|rl[,...]
+                    (--domain train|validation|test|paper-test|tiny [--experiments N]
+                     | --scenario FILE [--set PATH=VALUE ...])
                     [--budget 5] [--seed S] [--workers W] [--repeats R] [--model MODEL]
                     [--test-seeds 5] [--address ADDR] [--out DIR] [--json]
     clusteremu train-rl --out MODEL [--steps 12000] [--algorithm recurrent-ppo|sac]
                         [--envs 2] [--domain train] [--budget 5] [--seed S]
                         [--net-arch 256,256] [--json]
 
-`tune` draws N experiments from a domain of the paper's Table II (`clusteremu.tuners.domains`) -- or
-takes one scenario file -- and tunes each with every listed tuner on Ray Tune, one trial per
-evaluation (`clusteremu.tuners.tuning`). The first evaluation is always the Fixed weights; the
-budget
-counts it. It prints one line per experiment and tuner (Fixed score, best score,
-improvement) and the mean improvement over Fixed with its 95% interval, in sample (on the
-seed the search ran on, which selected the weights) and out of sample (the best weights
-against Fixed on `--test-seeds` fresh seeds per experiment from the protocol's "test"
-split, scored once, with Fixed and random search at the same budget as ablation rows:
-`clusteremu.tuners.out_of_sample`; random search is run for that when it is not among the tuners);
-`--json` prints ``{"mean_best_score", "mean_improvement_over_fixed", "ci95",
-"experiments", "out_of_sample": {...}, ...}`` (one tuner) or ``{"tuners": {name: that
-object}}``. `--out DIR` writes ``experiments.parquet``
+`tune` draws N experiments from a domain (`clusteremu.tuners.domains`: the training domain
+of the paper's Table II, the validation domain that selects algorithms, the test domain
+whose setups and workloads training never saw, the paper's own test domain, or a tiny one)
+-- or takes one scenario file -- and tunes each with every listed tuner on Ray Tune, one
+trial per evaluation (`clusteremu.tuners.tuning`). The first evaluation is always the Fixed
+weights; the budget counts it. It prints one line per experiment and tuner (Fixed score,
+best score, improvement) and the mean improvement over Fixed with its 95% interval, in
+sample (on the seed the search ran on, which selected the weights) and out of sample (the
+best weights against Fixed on `--test-seeds` fresh seeds per experiment from the protocol's
+"test" split -- new arrivals and a new cluster -- scored once, with Fixed and random search
+at the same budget as ablation rows, and for ``rl`` its untrained agent, its constant and
+its first proposal alone, `clusteremu.tuners.out_of_sample`, `clusteremu.tuners.ablations`;
+random search is run for that when it is not among the tuners, the untrained agent and the
+constant whenever ``rl`` is); `--json` prints ``{"mean_best_score",
+"mean_improvement_over_fixed", "ci95", "experiments", "out_of_sample": {...}, ...}`` (one
+tuner) or ``{"tuners": {name: that object}}``. `--out DIR` writes ``experiments.parquet``
 (one row per experiment and tuner: configuration, weights tried, scores), ``tune.json``,
 ``tune.png`` (best against Fixed per experiment; in sample and out of sample side by
 side), ``out-of-sample.md`` (the protocol's report of each tuner), ``trials/`` (Ray Tune's
@@ -140,7 +144,10 @@ def _check_tune_args(args: argparse.Namespace) -> list[str]:
     option_checks.count(args.repeats, "--repeats")
     option_checks.count(args.test_seeds, "--test-seeds", minimum=0, maximum=1000)
     option_checks.seed(args.seed)
-    _check_trials(args, len(tuners) + int(_needs_random_ablation(args, tuners)))
+    ablation_searches = int(_needs_random_ablation(args, tuners)) + 2 * int(
+        _needs_rl_ablations(args, tuners)
+    )
+    _check_trials(args, len(tuners) + ablation_searches)
     option_checks.workers(args.workers, local=not args.address)
     if args.domain is not None and args.domain not in DOMAINS:
         raise UsageError(
@@ -180,6 +187,12 @@ def _needs_random_ablation(args: argparse.Namespace, tuners: list[str]) -> bool:
     return args.test_seeds > 0 and "random" not in tuners
 
 
+def _needs_rl_ablations(args: argparse.Namespace, tuners: list[str]) -> bool:
+    """True when the RL tuner's untrained agent and constant must be searched (judged out
+    of sample, `clusteremu.tuners.ablations`)."""
+    return args.test_seeds > 0 and "rl" in tuners
+
+
 def _check_trials(args: argparse.Namespace, tuners: int) -> None:
     """Refuse, before Ray starts, more trials (experiments x budget per tuner) than the
     driver can hold; the message names the larger of --experiments and --budget."""
@@ -217,6 +230,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 f"of {agent.budget}"
             )
         agent_options["model"] = args.model
+        agent_options["agent"] = agent
     if args.scenario:
         experiments = [experiment_from_file(args.scenario, args.set)]
     else:
@@ -255,6 +269,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 #: The trials folder of random search run only as the out-of-sample ablation.
 RANDOM_ABLATION = "random-ablation"
+#: The trials folders of the RL tuner's untrained agent and constant (the ablations).
+UNTRAINED_ABLATION = "rl-untrained"
+CONSTANT_ABLATION = "rl-constant"
 
 
 def _run_all(
@@ -268,9 +285,12 @@ def _run_all(
 
     judged: list[Any] = []
     ablations: list[Any] = []
+    rl_ablations: dict[str, Any] = {}
 
-    def search(tuner: str, storage: Path | None, folder: str) -> Any:
-        label = f"tune {tuner}" if folder == tuner else f"tune {tuner} (ablation)"
+    def search(
+        tuner: str, storage: Path | None, folder: str, options: dict[str, Any] | None = None
+    ) -> Any:
+        label = f"tune {tuner}" if folder == tuner else f"tune {folder} (ablation)"
         with Progress(label, unit="evaluations") as shown:
             result = run_tuning(
                 experiments,
@@ -280,7 +300,9 @@ def _run_all(
                 workers=args.workers,
                 repeats=args.repeats,
                 storage=None if storage is None else storage / folder,
-                strategy_options=_options(tuner, args, agent_options),
+                strategy_options=_options(tuner, args, agent_options)
+                if options is None
+                else options,
                 progress=_counts(shown),
             )
         if result.failures:
@@ -296,7 +318,11 @@ def _run_all(
             if _needs_random_ablation(args, tuners):
                 ablations.append(search("random", storage, RANDOM_ABLATION))
             ablation = ablations[0] if ablations else out["random"]
-            judged.append(_judge_out_of_sample(out, ablation, experiments, args))
+            own: dict[str, Any] = {}
+            if _needs_rl_ablations(args, tuners):
+                own["rl"], info = _rl_ablations(out["rl"], search, storage, agent_options, args)
+                rl_ablations.update(info)
+            judged.append(_judge_out_of_sample(out, ablation, experiments, args, own))
         return out
 
     if not args.out:
@@ -322,6 +348,8 @@ def _run_all(
                 "test_seeds": args.test_seeds,
                 # random search run only as the out-of-sample ablation: its in-sample summary
                 "random_search_ablation": ablations[0].summary() if ablations else None,
+                # the RL tuner's untrained agent and constant (their in-sample summaries)
+                "rl_ablations": rl_ablations or None,
             },
             stage / "tune.json",
         )
@@ -341,13 +369,65 @@ def _run_all(
     return results
 
 
+def _rl_ablations(
+    result: Any,
+    search: Any,
+    storage: Path | None,
+    agent_options: dict[str, Any],
+    args: argparse.Namespace,
+) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The RL tuner's own ablations (`clusteremu.tuners.ablations`): the untrained agent's
+    search at the same budget, the constant (the agent's mean first proposal over its
+    training domain's configurations) run on each experiment's search seed, and the search
+    cut to its first proposal. Returns each one's best weights per experiment and what
+    ``tune.json`` records about them."""
+    from clusteremu.tuners import ablations as ab
+
+    agent = agent_options["agent"]
+    untrained = search(
+        "rl",
+        storage,
+        UNTRAINED_ABLATION,
+        {"model": agent_options["model"], "untrained": True},
+    )
+    domain = str(agent.meta.get("domain", "train"))
+    configs = ab.constant_configs(domain, ab.CONSTANT_CONFIGS, args.seed)
+    constant = ab.constant_weights(agent, configs)
+    runs = search("fixed", storage, CONSTANT_ABLATION, {"weights": constant})
+    weights = {
+        ab.UNTRAINED: [o.best_weights for o in untrained.outcomes],
+        ab.CONSTANT: [
+            ab.better_of(o.fixed_score, constant, c.scores[0])
+            for o, c in zip(result.outcomes, runs.outcomes, strict=True)
+        ],
+        ab.FIRST_PROPOSAL: [ab.first_proposal_best(o.tried, o.scores) for o in result.outcomes],
+    }
+    info = {
+        "untrained_search": untrained.summary(),
+        "untrained_seed": int(agent.meta.get("seed", 0)),
+        "constant_weights": list(constant),
+        "constant_from": {
+            "domain": domain,
+            "configurations": len(configs),
+            "configuration_seed": configs[0].seed if configs else None,
+            "split": ab.CONSTANT_SPLIT,
+        },
+        "constant_search_seed_scores": [c.scores[0] for c in runs.outcomes],
+    }
+    return weights, info
+
+
 def _judge_out_of_sample(
-    results: dict[str, Any], ablation: Any, experiments: list[Any], args: argparse.Namespace
+    results: dict[str, Any],
+    ablation: Any,
+    experiments: list[Any],
+    args: argparse.Namespace,
+    own: dict[str, dict[str, list[Any]]] | None = None,
 ) -> Any:
-    """Each tuner's best weights against Fixed and random search (`ablation`, the same
-    budget) on --test-seeds fresh seeds per experiment, scored once
-    (`clusteremu.tuners.out_of_sample`); each summary stored on its result, the verdicts
-    returned."""
+    """Each tuner's best weights against Fixed, random search (`ablation`, the same
+    budget) and its own ablations (`own`: the RL tuner's) on --test-seeds fresh seeds and
+    clusters per experiment, scored once (`clusteremu.tuners.out_of_sample`); each summary
+    stored on its result, the verdicts returned."""
     from clusteremu.tuners.out_of_sample import judge
 
     best = {t: [o.best_weights for o in r.outcomes] for t, r in results.items()}
@@ -361,6 +441,8 @@ def _judge_out_of_sample(
             args.test_seeds,
             args.repeats,
             _counts(shown),
+            ablations=own,
+            domain=None if args.scenario else (args.domain or "train"),
         )
     for tuner in results:
         results[tuner].out_of_sample = judged.summary(tuner)
@@ -375,7 +457,7 @@ def _other_params(experiment: Any) -> dict[str, Any]:
 
 def _options(tuner: str, args: argparse.Namespace, agent: dict[str, Any]) -> dict[str, Any]:
     if tuner == "rl":
-        return agent
+        return {"model": agent["model"]}
     if tuner == "fixed" and args.weights is not None:
         return {"weights": args.weights}
     return {}
@@ -422,10 +504,53 @@ def _print_table(results: dict[str, Any], experiments: list[Any]) -> None:
         print(
             "in sample (used for selection): improvement over Fixed on the seed the search ran "
             f"on; out of sample: the same weights on {judged[0]['seeds']} fresh seed(s) per "
-            "experiment from the protocol's test split, scored once; vs random: out of sample "
-            "minus random search at the same budget (paired over experiments; * when its 95% "
-            "interval excludes 0); learned: the out-of-sample interval lies above 0"
+            "experiment from the protocol's test split (new arrivals and, where the scenario "
+            "generates it, a new cluster), scored once; vs random: out of sample minus random "
+            "search at the same budget (paired over experiments; * when its 95% interval "
+            "excludes 0); learned: paired intervals above 0 against Fixed and random search "
+            "(rl: against its untrained agent and its constant)"
         )
+    for t, r in results.items():
+        if r.out_of_sample and "first_proposal" in r.out_of_sample:
+            _print_ablations(t, r.out_of_sample)
+
+
+def _print_ablations(tuner: str, oos: dict[str, Any]) -> None:
+    """A learned tuner's ablations out of sample: mean difference with its interval, median
+    difference and Wilcoxon p against each, and the first proposal's share of the gain."""
+    print()
+    print(
+        f"{tuner} out of sample against its ablations (paired over experiments, {tuner} minus "
+        "ablation; mean [95% CI], median, Wilcoxon signed-rank p):"
+    )
+    for name, a in oos["ablations"].items():
+        low, high = a["interval"]
+        interval = "n/a" if low is None or high is None else f"[{_pp(low)}, {_pp(high)}]"
+        median = "n/a" if a["median_difference"] is None else _pp(a["median_difference"])
+        p = "n/a" if a["wilcoxon_p"] is None else f"{a['wilcoxon_p']:.3g}"
+        print(
+            f"  {name:<28}{_pp(a['mean_difference']):>9} {interval:<22} median {median:>8}"
+            f"  p {p:<7} {a['verdict']}"
+        )
+    first = oos["first_proposal"]
+    share = first["share_of_gain"]
+    share_words = "n/a" if share is None else f"{100 * share:.0f}%"
+    later = first["later_proposals_add"]
+    print(
+        f"  the first proposal alone: {_pp(first['mean_improvement_over_fixed'])} of "
+        f"{_pp(oos['mean_improvement_over_fixed'])} (share {share_words}); the later "
+        f"proposals add {_pp(later['mean_difference'])}"
+    )
+    against = " and ".join(oos["learned_against"])
+    print(
+        f"  learned something: {'yes' if oos['learned_something'] else 'no'} (needs paired "
+        f"intervals above 0 against {against})"
+    )
+
+
+def _pp(fraction: float) -> str:
+    """A fraction as signed percentage points."""
+    return f"{100 * fraction:+.2f}%"
 
 
 def _fresh_cells(oos: dict[str, Any] | None) -> str:
@@ -577,6 +702,14 @@ def cmd_train_rl(args: argparse.Namespace) -> int:
         )
     net_arch = option_checks.layer_sizes(args.net_arch)
     _check_training_memory(args, net_arch)
+    from clusteremu.tuners.domains import REPORTED_DOMAIN, SELECTION_DOMAIN
+
+    if args.domain in (SELECTION_DOMAIN, REPORTED_DOMAIN):
+        print(
+            f"warning: --domain {args.domain}: training on a held-out domain; an agent "
+            f"trained there cannot be judged on it as novel (docs/tuning.md, the domains)",
+            file=sys.stderr,
+        )
     out = Path(args.out)
     if out.suffix != ".zip":
         raise UsageError(f"--out {out}: the model is an SB3 zip; name it MODEL.zip")

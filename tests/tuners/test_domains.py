@@ -1,6 +1,11 @@
-"""Table II's domains: seeded experiments within their ranges, weights, the placer block."""
+"""Table II's domains: seeded experiments within their ranges, the held-out domains
+disjoint from training by construction (setups and workloads, for many seeds), weights,
+the placer block."""
 
 from __future__ import annotations
+
+import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -11,7 +16,9 @@ from clusteremu.tuners import domains
 from clusteremu.tuners.domains import (
     DOMAINS,
     FIXED,
+    NEW_FUNCTIONS,
     WEIGHT_NAMES,
+    check_disjoint,
     check_weights,
     parse_weights,
     placer_block,
@@ -27,7 +34,7 @@ def test_fixed_weights_are_the_seeds() -> None:
     assert sum(FIXED) == len(WEIGHT_NAMES) - 2
 
 
-@pytest.mark.parametrize("name", ["train", "test"])
+@pytest.mark.parametrize("name", ["train", "validation", "test", "paper-test"])
 def test_experiments_stay_within_table_ii(name: str) -> None:
     d = DOMAINS[name]
     configs = sample_configs(name, 60, seed=3)
@@ -38,12 +45,65 @@ def test_experiments_stay_within_table_ii(name: str) -> None:
         assert d.percentage[0] <= c.percentage <= d.percentage[1]
         assert d.scale_factor[0] <= c.scale_factor <= d.scale_factor[1]
         assert c.min_nodes <= c.max_nodes <= d.max_nodes[1]
+    assert {c.setup for c in configs} == set(d.setups)
     if name == "train":
-        assert {c.setup for c in configs} == {"cloud_cpu", "cloud_gpu", "edge_cloudlet"}
         assert all(len(c.functions) == 5 and c.rate_per_s == 10 for c in configs)
     else:
-        assert len({c.setup for c in configs}) >= 6
         assert any(len(c.functions) == 8 for c in configs)
+        assert any(len(c.functions) == 3 for c in configs)
+
+
+def test_paper_test_overlaps_training_as_published_and_test_never_does() -> None:
+    """The paper's test domain keeps its stream (9 of its 20 experiments at seed 0 are on a
+    training setup, the issue's count); the test domain has none, by construction."""
+    train = set(DOMAINS["train"].setups)
+    paper = sample_configs("paper-test", 20, seed=0)
+    assert sum(c.setup in train for c in paper) == 9
+    assert not any(c.setup in train for c in sample_configs("test", 200, seed=0))
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_held_out_domains_share_no_setup_and_no_workload_with_training(seed: int) -> None:
+    """For many seeds: no validation or test experiment runs a training setup or a training
+    workload (each has a function training never runs), and validation and test share no
+    setup. Training draws its workloads from the paper's five functions only."""
+    train = sample_configs("train", 40, seed)
+    validation = sample_configs("validation", 40, seed)
+    test = sample_configs("test", 40, seed)
+    train_setups = {c.setup for c in train}
+    train_functions = {f for c in train for f in c.functions}
+    assert train_functions.isdisjoint(NEW_FUNCTIONS)
+    for held in (validation, test):
+        assert train_setups.isdisjoint({c.setup for c in held})
+        assert all(set(c.functions) & set(NEW_FUNCTIONS) for c in held)
+        assert not {c.functions for c in train} & {c.functions for c in held}
+    assert {c.setup for c in validation}.isdisjoint({c.setup for c in test})
+
+
+def test_the_disjointness_check_refuses_a_shared_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    check_disjoint()
+    shared = dataclasses.replace(DOMAINS["test"], setups=("edge_sbc", "cloud_cpu"))
+    monkeypatch.setitem(DOMAINS, "test", shared)
+    with pytest.raises(ValueError, match="setup 'cloud_cpu' is in both 'train' and 'test'"):
+        check_disjoint()
+    anything = dataclasses.replace(DOMAINS["test"], setups=("edge_sbc",), new_functions=())
+    monkeypatch.setitem(DOMAINS, "test", anything)
+    with pytest.raises(ValueError, match="workloads may be 'train' workloads"):
+        check_disjoint()
+
+
+def test_domain_clusters_are_sampled_so_a_new_seed_is_a_new_cluster() -> None:
+    """A domain's cluster is a seeded multinomial over its setup's device proportions: the
+    same configuration on another seed has other device counts (``tiny`` keeps the exact
+    apportionment, only the node order seeded)."""
+    c = sample_config("test", 0, 0)
+    assert c.cluster_method == "sample"
+    counts = []
+    for seed in (c.seed, c.seed + 1):
+        spec = spec_from_dict(dataclasses.replace(c, seed=seed).scenario())
+        counts.append(sorted(collections.Counter(spec.nodes).items()))
+    assert counts[0] != counts[1]
+    assert sample_config("tiny", 0, 0).cluster_method == "exact"
 
 
 def test_experiment_i_does_not_depend_on_how_many_are_drawn() -> None:

@@ -18,6 +18,7 @@ from clusteremu.tuners.protocol import (
     Interval,
     Overlap,
     Report,
+    Row,
     Splits,
     TestSet,
     TestSetReused,
@@ -31,6 +32,7 @@ from clusteremu.tuners.protocol import (
     learned_something,
     mean_interval,
     paired_interval,
+    paired_rank_test,
     split_key,
     split_rng,
     split_sequence,
@@ -352,6 +354,8 @@ def test_report_json_round_trip_with_stable_keys_and_plain_floats() -> None:
         "learned_something",
         "validation",
         "notes",
+        "learned_something_also",
+        "learned_something_against_every_ablation",
     ]
     proto = data["protocol"]
     assert (proto["selection_split"], proto["reported_split"], proto["test_scored"]) == (
@@ -369,6 +373,7 @@ def test_report_json_round_trip_with_stable_keys_and_plain_floats() -> None:
 def test_report_table_labels_only_the_test_split_held_out() -> None:
     table = _report().to_table()
     assert "| policy | role | mean | 95% CI | vs method (paired: method − policy)" in table
+    assert "| verdict (method) | median | paired median (Wilcoxon p) |" in table
     assert "**test (held out, scored once)**" in table
     assert "**validation (used for selection)**" in table
     validation_part = table.split("**validation (used for selection)**")[1]
@@ -404,3 +409,64 @@ def test_plot_writes_a_png_and_names_an_unwritable_path(tmp_path: Path) -> None:
     bad = blocker / "protocol.png"
     with pytest.raises(OSError, match=f"cannot write the plot to {bad}"):
         _report().plot(bad)
+
+
+def test_rows_carry_medians_and_a_paired_rank_test_beside_the_means() -> None:
+    """One long tail moves the mean and its t interval; the median and Wilcoxon's signed-rank
+    test say that most instances did not move."""
+    method = np.array([0.0] * 15 + [10.0])
+    other = np.zeros(16)
+    other[:15] = 0.01  # the method is slightly worse on 15 of 16 instances
+    c = compare(
+        "m", {"m": method, "o": other}, better="higher", metric="x", split="test", baselines=["o"]
+    )
+    row = c.row("o")
+    assert row.paired is not None and row.paired.estimate > 0.6  # the tail's mean
+    assert row.paired_median == pytest.approx(-0.01) and row.median == pytest.approx(0.01)
+    assert row.rank_p is not None and row.rank_p < 0.05
+    assert paired_rank_test(method, other) == row.rank_p
+    assert paired_rank_test([1.0, 2.0], [1.0, 2.0]) == 1.0  # no difference at all
+    assert math.isnan(paired_rank_test([1.0], [0.0]))  # one instance: no test
+    one = compare(
+        "m", {"m": [1.0], "o": [0.0]}, better="higher", metric="x", split="test", baselines=["o"]
+    )
+    assert one.row("o").rank_p is None and "0 (p = n/a)" not in one.to_table()
+    assert "| 1 (p = n/a) |" in one.to_table()
+    data = row.to_dict()
+    assert data["median"] == row.median and data["wilcoxon_p"] == row.rank_p
+    assert Row.from_dict(data) == row
+
+
+def test_a_report_may_need_several_ablations_and_learns_only_past_all() -> None:
+    """The report's verdict against each ablation; `learned_all` needs every one (a learned
+    policy that beats its empty model but not the constant learned nothing worth the name)."""
+    n = 12
+    rng = np.random.default_rng(0)
+    base = rng.normal(0.0, 0.1, n)
+    values = {"rl": base + 1.0, "untrained": base, "constant": base + 1.0}
+    scores = TestSet(range(n)).score(lambda _: values)
+    table = scores.compare(
+        "rl", better="higher", metric="gain", ablations=["untrained", "constant"]
+    )
+    first, second = table.learned_something("untrained"), table.learned_something("constant")
+    splits = Splits(seed=0, sizes={"test": n})
+    report = Report("rl", splits, (), table, first, learned_also=(second,))
+    assert first.holds and not second.holds and not report.learned_all
+    assert [v.ablation for v in report.verdicts] == ["untrained", "constant"]
+    text = report.to_table()
+    assert "- learned something: NO (only when it beats every ablation below)" in text
+    assert "  - against untrained: yes" in text and "  - against constant: NO" in text
+    again = Report.from_json(report.to_json())
+    assert again == report and not again.learned_all
+    assert json.loads(report.to_json())["learned_something_against_every_ablation"] is False
+    alone = Report("rl", splits, (), table, first)
+    assert alone.learned_all and Report.from_json(alone.to_json()).learned_also == ()
+    with pytest.raises(ValueError, match="not about the test comparison"):
+        Report(
+            "rl",
+            splits,
+            (),
+            table,
+            first,
+            learned_also=(learned_something([1.0, 2.0], [0.0, 0.0]),),
+        )

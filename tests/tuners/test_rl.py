@@ -1,7 +1,8 @@
 """The RL tuner: the environment passes Gymnasium's checker, rewards follow eq. 1, a short
 SAC or RecurrentPPO training on tiny configurations gives an agent with valid proposals, an
 agent learns to propose different weights for configurations that need different ones, and
-model files load safely (no unpickling) or fail with a clear error."""
+model files load safely (no unpickling) or fail with a clear error; the untrained agent is
+the trained one's starting network (same seed, 0 steps)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from clusteremu.tuners.rl import (  # noqa: E402
     observation,
     observation_size,
     train_agent,
+    untrained_agent,
 )
 
 
@@ -218,3 +220,46 @@ def test_an_unknown_algorithm_is_refused(agent_file: Path, tmp_path: Path) -> No
         load_agent(other)
     with pytest.raises(ValueError, match="algorithm: expected one of sac, recurrent-ppo"):
         train_agent(10, tmp_path / "x.zip", envs=1, domain_name="tiny", algorithm="a3c")
+
+
+def _proposals(agent: Agent, seed: int = 5) -> list[tuple[float, ...]]:
+    rng = np.random.default_rng(seed)
+    statics = rng.uniform(0.0, 1.0, (4, len(STATIC_SPACE))).astype(np.float32)
+    return [agent.propose(s, [FIXED], [0.8]) for s in statics]
+
+
+def test_the_untrained_agent_is_the_trained_ones_starting_network(tmp_path: Path) -> None:
+    """SAC takes no gradient step before `learning_starts`: a model trained for fewer steps
+    is its starting network, and `untrained_agent` rebuilds exactly that from the model's
+    recorded seed and architecture (another seed gives another network)."""
+    out = tmp_path / "start.zip"
+    train_agent(
+        20,
+        out,
+        envs=1,
+        seed=3,
+        domain_name="tiny",
+        net_arch=(16,),
+        learning_starts=40,
+        algorithm="sac",
+    )
+    agent = load_agent(out)
+    assert agent.meta["seed"] == 3
+    untrained = untrained_agent(agent)
+    assert untrained.meta["steps"] == 0 and untrained.meta["untrained"]
+    assert untrained.algorithm == "sac" and untrained.budget == agent.budget
+    assert _proposals(untrained) == _proposals(agent)
+    other = dict(agent.meta, seed=4)
+    assert _proposals(untrained_agent(Agent(agent.policy, agent.budget, other))) != _proposals(
+        agent
+    )
+
+
+def test_training_moves_the_network_away_from_the_untrained_one(recurrent_file: Path) -> None:
+    agent = load_agent(recurrent_file)
+    untrained = untrained_agent(agent)
+    assert untrained.algorithm == "recurrent-ppo" and agent.meta["seed"] == 0
+    assert _proposals(untrained) != _proposals(agent)
+    # the first proposal depends on the configuration only, not on the Fixed score
+    static = np.full(len(STATIC_SPACE), 0.4, dtype=np.float32)
+    assert agent.propose(static, [FIXED], [0.3]) == agent.propose(static, [FIXED], [0.9])

@@ -118,3 +118,69 @@ def test_one_experiment_has_no_interval_n_a_printed_null_in_json(
     assert last[:4] == ["tpe", "0.9000", "0.8000", "12.50%"] and last[4] == "n/a"
     _print_table({"tpe": two}, [exp, exp])
     assert capsys.readouterr().out.splitlines()[-1].split()[4].endswith("%")
+
+
+def test_an_untrained_agent_is_reported_learned_nothing(
+    ray_local: None,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """End to end: an agent saved before its first gradient step (SAC waits for
+    `learning_starts`) is its own untrained ablation; `tune --tuner rl` runs that ablation
+    and the constant beside it and reports "learned nothing", whatever it does against
+    Fixed. The ablation searches' trials, the constant and the first proposal's share are
+    written out."""
+    from clusteremu.tuners.rl import train_agent
+
+    model = tmp_path / "untrained.zip"
+    train_agent(
+        10,
+        model,
+        envs=1,
+        seed=0,
+        domain_name="tiny",
+        budget=3,
+        net_arch=(8,),
+        learning_starts=40,
+        algorithm="sac",
+    )
+    out = tmp_path / "out"
+    argv = ["tune", "--tuner", "rl", "--model", str(model), "--domain", "tiny"]
+    argv += ["--experiments", "3", "--budget", "3", "--test-seeds", "2", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "rl out of sample against its ablations" in printed
+    assert "learned something: no (needs paired intervals above 0 against rl: untrained" in printed
+    saved = json.loads((out / "tune.json").read_text())
+    fresh = saved["tuners"]["rl"]["out_of_sample"]
+    assert not fresh["learned_something"] and fresh["clusters_redrawn"] == 3
+    assert fresh["learned_against"] == ["rl: untrained agent", "rl: constant"]
+    untrained = fresh["ablations"]["rl: untrained agent"]
+    assert untrained["mean_difference"] == 0.0 and untrained["verdict"] == "tie"
+    assert set(fresh["ablations"]) == {
+        "Fixed",
+        "random search",
+        "rl: untrained agent",
+        "rl: constant",
+        "rl: first proposal only",
+    }
+    assert "later_proposals_add" in fresh["first_proposal"]
+    extra = saved["rl_ablations"]
+    assert len(extra["constant_weights"]) == 8 and extra["constant_from"]["domain"] == "tiny"
+    assert extra["untrained_search"]["experiments"] == 3
+    for folder in ("rl", "rl-untrained", "rl-constant", "random-ablation"):
+        assert (out / "trials" / folder / "trials").is_dir(), folder
+    report = (out / "out-of-sample.md").read_text()
+    assert "| rl: untrained agent | ablation |" in report and "against rl: constant" in report
+
+
+def test_train_rl_warns_when_it_trains_on_a_held_out_domain(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "m.zip"
+    folder.mkdir()  # refused after the warning, before any training
+    assert main(["train-rl", "--domain", "test", "--out", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "warning: --domain test: training on a held-out domain" in err
+    assert main(["train-rl", "--domain", "train", "--out", str(folder)]) == 2
+    assert "held-out" not in capsys.readouterr().err
