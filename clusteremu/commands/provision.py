@@ -36,9 +36,17 @@ from clusteremu.progress import Progress, progress
 from clusteremu.scenarios import option_checks
 from clusteremu.scenarios.loader import load_scenario
 
-PROVISIONERS = ("static", "grouped", "vpa", "predictive", "smallest-bin", "oracle")
+PROVISIONERS = (
+    "static",
+    "grouped",
+    "vpa",
+    "predictive",
+    "most-likely-bin",
+    "smallest-bin",
+    "oracle",
+)
 #: The provisioners that size by a sizing model's bins (`--model`, or trained the same way).
-BINNED = ("predictive", "smallest-bin", "oracle")
+BINNED = ("predictive", "most-likely-bin", "smallest-bin", "oracle")
 
 
 def add_parser(sub: Any) -> None:
@@ -61,7 +69,9 @@ def add_parser(sub: Any) -> None:
     c = verbs.add_parser("compare", help="run the scenario under several provisioners")
     _common(c)
     c.add_argument(
-        "--model", help="sizing.json from `provision train` (predictive, smallest-bin, oracle)"
+        "--model",
+        help="sizing.json from `provision train` (the provisioners "
+        "predictive, most-likely-bin, smallest-bin, oracle)",
     )
     c.add_argument(
         "--provisioners",
@@ -235,12 +245,35 @@ def cmd_train(args: argparse.Namespace) -> int:
             f"{100 * r['smallest_bin_u_rate']:.1f}%); learned something: "
             f"{'yes' if r['learned_something'] else 'no'}"
         )
+    _print_cost_rules(heavy)
     _print_models(heavy)
     print(
         f"wrote {Path(args.out) / 'sizing.json'}, {Path(args.out) / 'profile.parquet'} and "
         "held-out-<task>.{json,md} (the protocol report per heavy task)"
     )
     return 0
+
+
+def _print_cost_rules(heavy: dict[str, Any]) -> None:
+    """Per heavy task: the expected-cost rule `predictive` starts instances with (chosen on
+    validation) and, on the held-out rows, the GB-h and kills of its bins beside the
+    classifier's most likely bin, the smallest bin and the oracle (the cost model)."""
+    print(
+        "first bin by expected cost (predictive; GB-h and kills on the held-out rows by the "
+        "cost model, with the classifier's most likely bin, the smallest bin and the oracle)"
+    )
+    for n, h in heavy.items():
+        rule = h.cost_rule
+        if rule is None:
+            continue
+        test = rule.report.get("test", {})
+        figures = ", ".join(
+            f"{name} {f['gb_h']:.0f} GB-h / {f['kills']} kills" for name, f in test.items()
+        )
+        print(
+            f"  {n}: logistic C {rule.report['chosen']['C']:g}, kill penalty "
+            f"{rule.penalty_gb:g} GB, kill fraction {rule.kill_fraction:.2f}; {figures}"
+        )
 
 
 def _print_models(heavy: dict[str, Any]) -> None:
@@ -398,13 +431,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "(savings against static)"
     )
     print(
-        f"{'provisioner':<12} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
+        f"{'provisioner':<15} {'mem GB-h':>10} {'used':>9} {'saving':>7} {'CPU core-h':>10} "
         f"{'used':>8} {'saving':>7} {'GB/run':>7} {'u-rate':>7} {'acc.':>6} {'OOM':>5} "
         f"{'retries':>7} {'wasted core-s':>13} {'run span s':>10} {'failed':>6}"
     )
     for r in rows:
         print(
-            f"{r['provisioner']:<12} {r['reserved_memory_gb_h']:10.0f} "
+            f"{r['provisioner']:<15} {r['reserved_memory_gb_h']:10.0f} "
             f"{r['used_memory_gb_h']:9.0f} "
             f"{100 * r['memory_saving']:6.1f}% {r['reserved_cpu_core_h']:10.0f} "
             f"{r['used_cpu_core_h']:8.0f} {100 * r['cpu_saving']:6.1f}% "

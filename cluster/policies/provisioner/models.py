@@ -24,6 +24,7 @@ predicts with numpy alone; it round-trips through JSON. No pickle.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,12 @@ from clusteremu.cluster.policies.provisioner.binning import (
     search_binning,
     u_rate,
     u_score,
+)
+from clusteremu.cluster.policies.provisioner.cost import (
+    DEFAULT_KILL_FRACTION,
+    CostRule,
+    held_out_figures,
+    train_cost_rule,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -240,6 +247,9 @@ class TrainedTask:
     #: The held-out report: runs per split, test rows, accuracy's 95% interval, and the
     #: ablations' figures on the same test rows (`held_out_report`).
     held_out: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: The expected-cost choice of the first bin (`cost.CostRule`); None in models trained
+    #: before it existed (the provisioner then starts at the classifier's bin).
+    cost_rule: CostRule | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -253,6 +263,7 @@ class TrainedTask:
             "estimated_improvement": self.estimated_improvement,
             "description": self.description,
             "held_out": dict(self.held_out),
+            "cost_rule": None if self.cost_rule is None else self.cost_rule.to_json(),
         }
 
     @classmethod
@@ -268,6 +279,7 @@ class TrainedTask:
             float(data["estimated_improvement"]),
             str(data["description"]),
             dict(data.get("held_out") or {}),
+            None if data.get("cost_rule") is None else CostRule.from_json(data["cost_rule"]),
         )
 
 
@@ -459,10 +471,13 @@ def train_bin_classifier(
     sampler: str = "tpe",
     bin_counts: tuple[int, ...] = (2, 3),
     stride_gb: float | None = None,
+    kill_fraction: float = DEFAULT_KILL_FRACTION,
 ) -> TrainedTask:
     """Train a heavy task's bin classifier (see the module doc); `trials` Optuna trials
     per binning. Only the train and validation rows choose the binning, the classifier
-    and its parameters; the test rows are scored once, at the end."""
+    and its parameters, and the expected-cost rule on the chosen bins (`cost`;
+    `kill_fraction`: the share of its run a killed attempt holds its request); the test
+    rows are scored once, at the end."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -502,7 +517,8 @@ def train_bin_classifier(
         raise ValueError("training: the usages fill only one bin; nothing to predict")
     # The binning with the best validation estimate (the first on a tie); only it is tested.
     chosen = max(candidates, key=lambda c: c.val_estimate)
-    return _test_once(chosen, x_all, features, runs, split, seed)
+    rule = train_cost_rule(x_all, chosen.y, d, chosen.binning.edges, train, val, kill_fraction)
+    return _test_once(chosen, x_all, features, runs, split, seed, rule, d)
 
 
 def _test_once(
@@ -512,9 +528,13 @@ def _test_once(
     runs: FloatArray,
     split: IntArray,
     seed: int,
+    rule: CostRule,
+    durations: FloatArray,
 ) -> TrainedTask:
     """Refit the chosen classifier and every classifier x treatment on train + validation,
-    score them all with the ablations on the test rows in one `TestSet.score`, and build
+    score them all with the ablations on the test rows in one `TestSet.score` (the
+    expected-cost `rule`'s bins too: its GB-h and kills under the cost model beside the
+    classifier's, the smallest bin's and the oracle's, `cost.held_out_figures`), and build
     the protocol report and the per-model table."""
     from clusteremu.cluster.protocol_report import Report, TestSet
     from clusteremu.cluster.protocol_splits import Splits, equivalence_report
@@ -530,10 +550,14 @@ def _test_once(
     majority = int(np.bincount(y[train]).argmax())
     winner = _combo_name(params)
     preds: dict[str, IntArray] = {}
+    cost_figures: dict[str, Any] = {}
 
     def scorer(rows: tuple[int, ...]) -> dict[str, FloatArray]:
         idx = np.asarray(rows, dtype=np.int64)
         preds["classifier"] = exported.predict(x_all[idx])
+        cost_figures.update(
+            held_out_figures(rule, x_all[idx], y[idx], durations[idx], preds["classifier"])
+        )
         for name, model in models.items():
             preds[name] = np.asarray(model.predict(z[idx]), dtype=np.int64)
         preds["majority-bin"] = np.full(idx.size, majority, dtype=np.int64)
@@ -587,8 +611,10 @@ def _test_once(
             "protocol": report.to_dict(),
             "protocol_table": report.to_table(),
             "models": table,
+            "expected_cost": {**rule.report, "test": cost_figures},
         }
     )
+    rule = dataclasses.replace(rule, report=held_out["expected_cost"])
     return TrainedTask(
         binning.edges,
         exported,
@@ -600,6 +626,7 @@ def _test_once(
         estimated_improvement(binning.time_improvement, accuracy, under),
         _describe(params),
         held_out,
+        rule,
     )
 
 

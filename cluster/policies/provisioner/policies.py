@@ -10,15 +10,20 @@ trained before (`model: PATH`, `clusteremu provision train`). Requests are (core
   never keep more than one busy.
 - `vpa`: Kubernetes' Vertical Pod Autoscaler recommender per task: p90 of a decaying
   histogram (half-life 24 h, buckets growing 5%) x 1.15, at least 250 MiB / 25 mCPU.
-- `predictive`: `grouped`, and for heavy tasks a classifier (gradient boosting or SVM,
-  Optuna-tuned on the u-score) that picks a memory bin from the run's inputs.
+- `predictive`: `grouped`, and for heavy tasks a memory bin picked from the run's inputs
+  by expected cost: a probability model of the bins (logistic regression) and the GB-h a
+  bin costs with lift-and-retry (`cost`; models trained before the rule existed fall
+  back to the classifier's bin).
+- `most-likely-bin`: `predictive` with the thesis's rule: the bin its classifier
+  (gradient boosting or SVM, Optuna-tuned on the u-score) finds most likely.
 - `smallest-bin`: `predictive` without its classifier (its ablation): the same learnt
   bins, every heavy instance starts at the smallest and is lifted on out-of-memory.
 - `oracle`: `predictive` with a perfect classifier: every heavy instance gets the smallest
   of the same bins covering its true peak (an upper bound no provisioner can reach).
 
-`predictive`, `smallest-bin` and `oracle` learn the same sizing (profiling and training
-are shared within a process), so they differ only in the heavy tasks' first request.
+`predictive`, `most-likely-bin`, `smallest-bin` and `oracle` learn the same sizing
+(profiling and training are shared within a process), so they differ only in the heavy
+tasks' first request.
 
 Out-of-memory: `lift` = `next-bin` (the next edge of the task's bins, capped at static; the
 default of grouped and predictive), `double` (x `lift_factor`, default 2), or `vpa`
@@ -209,7 +214,21 @@ class Predictive(LearntProvisioner):
 
     def heavy_bins(self, task: TaskSizing, jobs: Any, mine: IntArray) -> IntArray:
         """The bin (index into `task.heavy.edges`) of each of the heavy task's jobs `mine`:
-        the classifier's prediction from the jobs' features."""
+        the expected-cost rule's choice from the jobs' features (the classifier's
+        prediction for a model without the rule)."""
+        assert task.heavy is not None
+        x = design_matrix({k: v[mine] for k, v in jobs.features.items()})
+        if task.heavy.cost_rule is not None:
+            return task.heavy.cost_rule.bins(x)
+        return task.heavy.model.predict(x)
+
+
+@register("provisioner", "most-likely-bin")
+class MostLikelyBin(Predictive):
+    """`predictive`'s bins started at its classifier's most likely bin (the thesis's rule:
+    the classifier tuned on the u-score, which charges an under-estimation 10x)."""
+
+    def heavy_bins(self, task: TaskSizing, jobs: Any, mine: IntArray) -> IntArray:
         assert task.heavy is not None
         x = design_matrix({k: v[mine] for k, v in jobs.features.items()})
         return task.heavy.model.predict(x)

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from clusteremu.cluster import readback
 from clusteremu.cluster.model import SimulationSpec, StopRule
+from clusteremu.cluster.policies.provisioner.cost import DEFAULT_KILL_FRACTION
 from clusteremu.cluster.policies.provisioner.models import TrainedTask, train_bin_classifier
 
 FloatArray = npt.NDArray[np.float64]
@@ -45,11 +46,13 @@ MAX_REQUEST = 1e6
 
 @dataclass(frozen=True)
 class Profile:
-    """Profiling data: the Table 3 rows and the per-row features (same order)."""
+    """Profiling data: the Table 3 rows and the per-row features (same order); `peak_at`:
+    when each instance's memory peak came, as a fraction of its run (None: not recorded)."""
 
     table: pa.Table
     features: dict[str, FloatArray]
     arrival_s: FloatArray
+    peak_at: FloatArray | None = None
 
     def task_rows(self, task: str) -> npt.NDArray[np.bool_]:
         return np.asarray(self.table.column("task").to_pylist(), dtype=object) == task
@@ -80,10 +83,12 @@ def profile(
     table = profiling_table(result.jobs, features)
     done = ~np.asarray(result.jobs.column("failed").to_numpy(zero_copy_only=False))
     done &= ~np.isnan(result.jobs.column("end_s").to_numpy(zero_copy_only=False))
+    usage = engine.jobs.usage
     return Profile(
         table,
         {k: v[done] for k, v in features.items()},
         result.jobs.column("arrival_s").to_numpy()[done],
+        None if usage is None else np.asarray(usage.peak_at, dtype=np.float64)[done],
     )
 
 
@@ -272,6 +277,10 @@ def train_sizing(
         if t.cluster != "heavy":
             continue
         rows = prof.task_rows(name)
+        # A killed attempt holds its request until the peak: the profiled mean share of the run.
+        kill_fraction = (
+            DEFAULT_KILL_FRACTION if prof.peak_at is None else float(prof.peak_at[rows].mean())
+        )
         heavy = train_bin_classifier(
             {k: v[rows] for k, v in prof.features.items()},
             mem[rows],
@@ -281,6 +290,7 @@ def train_sizing(
             seed=seed,
             sampler=sampler,
             bin_counts=bin_counts,
+            kill_fraction=kill_fraction,
         )
         tasks[name] = dataclasses.replace(t, heavy=heavy, memory_gb=heavy.edges[-1])
         if progress is not None:

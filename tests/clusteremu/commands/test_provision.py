@@ -87,7 +87,7 @@ def test_train_then_compare_with_the_model(
         (["provision", "train", "ml-workflow", "--bins", "3,3", "--out", "{tmp}/x"], "--bins"),
         (
             ["provision", "compare", "ml-workflow", "--provisioners", "grouped", "--model", "m"],
-            "--model: only the predictive, smallest-bin, oracle",
+            "--model: only the predictive, most-likely-bin, smallest-bin, oracle",
         ),
         (
             ["run", "ml-workflow", "--set", "scheduler.provisioner.params.retry_limit=-1"],

@@ -108,3 +108,25 @@ def test_bad_provisioner_params_are_scenario_errors(params: dict[str, object], m
     data = workflow_scenario(runs=5, provisioner="predictive", provisioner_params=params)
     with pytest.raises(ScenarioError, match=match):
         spec_from_dict(data)
+
+
+def test_predictive_starts_at_the_expected_cost_bin_most_likely_bin_at_the_classifiers() -> None:
+    """Both share the learnt sizing; predictive's heavy requests are the expected-cost
+    rule's bins, most-likely-bin's the classifier's prediction (the thesis's rule)."""
+    from clusteremu.cluster.policies.provisioner.models import design_matrix
+
+    out = {n: run(n, profiling_runs=400, trials=4) for n in ("predictive", "most-likely-bin")}
+    sizing = out["predictive"]["engine"].provisioner.sizing
+    assert out["most-likely-bin"]["engine"].provisioner.sizing is sizing
+    for name, out_n in out.items():
+        engine = out_n["engine"]
+        mem = engine.provisioner.requests_for(engine.spec, engine.jobs)[1]
+        for c, cls in enumerate(engine.spec.classes):
+            heavy = sizing.tasks[cls.name].heavy
+            if heavy is None:
+                continue
+            mine = np.flatnonzero(engine.jobs.class_index == c)
+            x = design_matrix({k: v[mine] for k, v in engine.jobs.features.items()})
+            assert heavy.cost_rule is not None
+            rule = heavy.cost_rule.bins(x) if name == "predictive" else heavy.model.predict(x)
+            assert np.array_equal(mem[mine], np.asarray(heavy.edges)[rule])
