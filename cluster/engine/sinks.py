@@ -19,7 +19,13 @@ import pyarrow as pa
 
 from clusteremu.cluster.engine.compaction import FinishedRows
 from clusteremu.cluster.layout import CI, IS, NF
-from clusteremu.cluster.metrics import RunResult, _job_columns, build_result, job_table
+from clusteremu.cluster.metrics import (
+    RunResult,
+    _job_columns,
+    build_result,
+    job_table,
+    node_names,
+)
 from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import Policy as _PolicyBase
 from clusteremu.cluster.row_groups import RowGroups
@@ -185,6 +191,8 @@ class StreamSink:
         #: Rows streamed so far, and bytes of the table written (when done).
         self.rows_streamed = 0
         self.table_bytes = 0
+        self._names: pa.Array | None = None
+        self._names_for = -1
 
     @property
     def streaming(self) -> bool:
@@ -223,7 +231,17 @@ class StreamSink:
         self.summary.add(part, rows.ids, start, end, measured, failed)
         self.rows_streamed += rows.ids.size
         if self.table is not None:
-            self.table.write(job_table(part, columns, rows.ids))
+            self.table.write(job_table(part, columns, rows.ids, self._node_names(run)))
+
+    def _node_names(self, run: RunState) -> pa.Array:
+        """The node rows' names, made again only when nodes were added (rented)."""
+        used = run.nodes_used
+        if self._names is None or self._names_for != used:
+            spec = run.spec
+            types = [t.name for t in spec.node_types]
+            names = node_names(spec.nodes, run.state.nodes_i[0, :used], types) or [""]
+            self._names, self._names_for = pa.array(names, pa.string()), used
+        return self._names
 
     # -- the result ------------------------------------------------------------------------
 
