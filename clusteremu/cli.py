@@ -124,7 +124,7 @@ def _load_run(args: argparse.Namespace) -> tuple[SimulationSpec, MemoryNeedError
     try:
         return _load(args), None
     except MemoryNeedError as exc:
-        if args.ray:
+        if getattr(args, "ray", False):
             raise
         return _load(args, streamed=True), exc
 
@@ -493,7 +493,8 @@ def _compare_grid(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    spec = _load(args)
+    spec, plain = _load_run(args)  # what `run` accepts (streamed where it must be)
+    _check_streaming(spec, False, plain)
     check_policies(spec, str(resolve_path(args.scenario)))  # what validate accepts, run does
     n_nodes, n_pools = len(spec.nodes), len(spec.pools)
     # the allocator shares a pool's cores: without pools it has nothing to do, so no word

@@ -56,11 +56,17 @@ def test_stream_refused(argv: list[str], message: str, capsys: pytest.CaptureFix
     assert message in capsys.readouterr().err
 
 
-def test_a_run_only_streaming_can_hold_is_accepted_before_it_runs(small_machine: None) -> None:
+def test_a_run_only_streaming_can_hold_is_accepted_before_it_runs(
+    small_machine: None, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = build_parser().parse_args(["run", "mm-c", *BIG])
     spec, plain = _load_run(args)
     assert spec.stop.jobs == 10**8
     assert plain is not None and plain.problems[0][0] == "stop.jobs"
+    assert main(["validate", "mm-c", *BIG]) == 0  # what `run` accepts, `validate` does
+    assert "valid" in capsys.readouterr().out
+    assert main(["validate", "mm-c", *BIG, "--set", "scheduler.placer.name=scoring"]) == 2
+    assert "this one cannot: the placer decides in Python" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
