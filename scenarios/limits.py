@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,11 @@ STREAM_CHUNK_JOBS = 1 << 18
 #: Response times a streamed run holds per class before they go to a temporary file
 #: (`engine.sinks.MEMORY_VALUES`; twice: every job's, and its class's), 8 bytes each.
 STREAM_MEMORY_VALUES = 1 << 22
+#: Bytes of temporary disk a streamed run's job costs: its response time, kept for the
+#: percentiles (`clusteremu.cluster.order_stats`; twice with several classes).
+STREAM_DISK_PER_JOB = 8
+#: The share of the temporary folder's free space a streamed run may plan for.
+DISK_FRACTION = 0.8
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,14 @@ def machine_memory_bytes() -> int:
         if text.isdigit() and 0 < int(text) < total:
             total = int(text)
     return int(total)
+
+
+def temp_disk_bytes() -> int:
+    """Free space of the folder temporary files go to (`tempfile.gettempdir()`)."""
+    try:
+        return int(shutil.disk_usage(tempfile.gettempdir()).free)
+    except OSError:
+        return 0
 
 
 def memory_budget_bytes() -> int:
@@ -576,11 +591,41 @@ def check_scenario(
         if why is None:
             worst = _worst(model, budget, streamed=True)
             if worst is None:
+                check_temp_disk(model, source)
                 return
             text = describe(worst, budget, streamed=True)
             raise MemoryNeedError(source, [(worst.field, text)])
         note = f"a run that streams its results would hold only the live jobs, but {why}"
     raise MemoryNeedError(source, [(worst.field, describe(worst, budget, note))])
+
+
+def check_temp_disk(
+    model: schema.ScenarioModel, source: str, free_bytes: float | None = None
+) -> None:
+    """Raise ScenarioError when a streamed run's response times (`STREAM_DISK_PER_JOB`
+    bytes a job, one replication at a time) exceed `DISK_FRACTION` of the temporary
+    folder's free space (`free_bytes`, default `temp_disk_bytes()`): with memory no
+    longer the bound, the disk is, and it refuses a run of unboundedly many jobs."""
+    jobs, field, detail = _jobs_per_replication(model)
+    copies = 2 if len(model.workload.classes) > 1 else 1
+    need = jobs * STREAM_DISK_PER_JOB * copies
+    free = temp_disk_bytes() if free_bytes is None else free_bytes
+    if need <= DISK_FRACTION * free:
+        return
+    amount = format_bytes(need)
+    amount = amount if amount.startswith("more") else f"about {amount}"
+    raise ScenarioError(
+        source,
+        [
+            (
+                field,
+                f"needs {amount} of temporary disk space ({detail}, each one's response "
+                f"time kept for the percentiles in {tempfile.gettempdir()}), more than the "
+                f"{format_bytes(DISK_FRACTION * free)} free there ({DISK_FRACTION:.0%}); "
+                "expected a smaller value (or TMPDIR on a larger disk)",
+            )
+        ],
+    )
 
 
 def _worst(model: schema.ScenarioModel, budget: float | None, streamed: bool) -> Need | None:

@@ -28,8 +28,10 @@ BIG += ["--set", "workload.classes.0.arrival.rate_per_s=800000"]
 
 @pytest.fixture
 def small_machine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A machine whose memory budget is 16 GB (10^8 jobs held whole need about 42 GB)."""
+    """A machine whose memory budget is 16 GB (10^8 jobs held whole need about 42 GB),
+    with a large temporary disk."""
     monkeypatch.setattr(limits, "memory_budget_bytes", lambda: int(16e9))
+    monkeypatch.setattr(limits, "temp_disk_bytes", lambda: 10**15)
 
 
 def test_stream_writes_the_table_of_a_plain_run(

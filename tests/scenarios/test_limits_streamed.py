@@ -30,6 +30,12 @@ MM_C: dict[str, Any] = yaml.safe_load((SHIPPED_DIR / "mm-c.yaml").read_text())
 BUDGET = 16e9
 
 
+@pytest.fixture(autouse=True)
+def large_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A temporary folder with 1 PB free (the response times of 10^9 jobs take 8 GB)."""
+    monkeypatch.setattr(limits, "temp_disk_bytes", lambda: 10**15)
+
+
 def mm_c(jobs: int = 10**8, nodes: int = 10**6, **extra: Any) -> schema.ScenarioModel:
     """mm-c with `jobs` jobs on `nodes` nodes (default: about 42 GB held whole, under 2 GB
     streamed), `job_class` fields of its class and other top-level fields changed."""
@@ -157,3 +163,15 @@ def test_a_memory_refusal_is_a_scenario_error() -> None:
     with pytest.raises(ScenarioError):
         limits.check_scenario(mm_c(), "s.yaml", budget=BUDGET)
     assert np.isfinite(limits.total_bytes(limits.scenario_needs(mm_c(), streamed=True)))
+
+
+def test_the_temporary_disk_bounds_a_streamed_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory no longer bounds the jobs of a streamed run; the response times kept for
+    the percentiles (8 bytes a job) on the temporary disk do."""
+    monkeypatch.setattr(limits, "temp_disk_bytes", lambda: 10**10)  # 10 GB free
+    assert refusal(mm_c(jobs=10**9), streamed=True) is None  # 8 GB, within 80%
+    with pytest.raises(ScenarioError, match=r"stop\.jobs: needs about 16 GB of temporary disk"):
+        limits.check_scenario(mm_c(jobs=2 * 10**9), "s.yaml", budget=BUDGET, streamed=True)
+    endless = mm_c(stop={"time_s": 1e300})
+    with pytest.raises(ScenarioError, match=r"stop\.time_s: needs more than 1e30 bytes"):
+        limits.check_scenario(endless, "s.yaml", budget=BUDGET, streamed=True)
