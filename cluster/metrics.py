@@ -174,6 +174,19 @@ def node_names(
     ]
 
 
+def _named_nodes(indices: np.ndarray, names: pa.Array) -> pa.DictionaryArray:
+    """`_dictionary(indices, names)` with a dictionary of only the nodes `indices` name
+    (in node order): a batch's table names a few of many nodes."""
+    mask = indices < 0
+    used, inverse = np.unique(np.where(mask, 0, indices), return_inverse=True)
+    if not used.size:
+        used = np.zeros(1, dtype=np.int64)
+    return pa.DictionaryArray.from_arrays(
+        pa.array(inverse.astype(np.int32), mask=mask if mask.any() else None),
+        names.take(pa.array(used)),
+    )
+
+
 def _copied(values: np.ndarray) -> pa.Array:
     """A column holding a copy of `values` (`pa.array` would share a numpy row's memory)."""
     return pa.array(np.array(values, copy=True))
@@ -243,11 +256,15 @@ def build_result(
 
 
 def job_table(
-    run: RunState, columns: tuple[np.ndarray, ...], ids: np.ndarray | None = None
+    run: RunState,
+    columns: tuple[np.ndarray, ...],
+    ids: np.ndarray | None = None,
+    names: pa.Array | None = None,
 ) -> pa.Table:
     """The per-job table of the state's job rows, from their derived `columns`
     (`_job_columns`); `ids`: each row's job number (default: its row; `sizes_drawn` is
-    keyed by row)."""
+    keyed by row). `names`: the node rows' names (`node_names`) made once for many
+    tables; the `node` column's dictionary then holds only the nodes its rows name."""
     spec, s = run.spec, run.state
     jf, ji = s.jobs_f, s.jobs_i
     arrival = jf[JF.ARRIVAL]
@@ -255,8 +272,12 @@ def job_table(
     n = arrival.size
     if ids is None:
         ids = np.arange(n)
-    used = run.nodes_used
-    names = node_names(spec.nodes, s.nodes_i[0, :used], [t.name for t in spec.node_types])
+    if names is None:
+        used = run.nodes_used
+        types = [t.name for t in spec.node_types]
+        node_column = _dictionary(node, node_names(spec.nodes, s.nodes_i[0, :used], types))
+    else:
+        node_column = _named_nodes(node, names)
     table = pa.table(
         {
             "job": pa.array(ids, pa.int64()),
@@ -267,7 +288,7 @@ def job_table(
             "end_s": pa.array(end),
             "response_time_s": pa.array(end - arrival),
             "size": pa.array(_original_sizes(jf[JF.SIZE], run.sizes_drawn)),
-            "node": _dictionary(node, names),
+            "node": node_column,
             "pool": _dictionary(pool, [p.name for p in spec.pools]),
             "core_seconds": pa.array(core_seconds),
             "cost_usd": pa.array(cost),

@@ -18,12 +18,13 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from importlib import import_module
 from pathlib import Path
 from typing import Any, NoReturn
 
 from clusteremu.cluster import summary_metrics
+from clusteremu.cluster.engine.compaction import CompactionRefused
 from clusteremu.cluster.errors import UsageError
 from clusteremu.cluster.io import (
     OutputError,
@@ -44,7 +45,9 @@ from clusteremu.cluster.runner import ScenarioResult, run_spec, with_policies
 from clusteremu.parser import EXIT_BAD_INPUT, command_parser
 from clusteremu.plugins import load_plugins
 from clusteremu.progress import Progress, compile_note, progress
+from clusteremu.scenarios import limits
 from clusteremu.scenarios.errors import ScenarioError, shorten
+from clusteremu.scenarios.limits import MemoryNeedError
 from clusteremu.scenarios.loader import (
     check_policies,
     load_scenario,
@@ -106,13 +109,39 @@ def progress_bar(enabled: bool, label: str, *, compiles: bool = False) -> Iterat
         yield shown
 
 
-def _load(args: argparse.Namespace) -> SimulationSpec:
+def _load(args: argparse.Namespace, streamed: bool = False) -> SimulationSpec:
     overrides = list(args.set or [])
     if getattr(args, "seed", None) is not None:
         overrides.append(f"seed={args.seed}")
     if getattr(args, "replications", None) is not None:
         overrides.append(f"replications={args.replications}")
-    return load_scenario(args.scenario, overrides)
+    return load_scenario(args.scenario, overrides, streamed=streamed)
+
+
+def _load_run(args: argparse.Namespace) -> tuple[SimulationSpec, MemoryNeedError | None]:
+    """`run`'s scenario, and, for one that only a run streaming its results can hold (in
+    this process: `clusteremu.cluster.runner`), the error any other run gets."""
+    try:
+        return _load(args), None
+    except MemoryNeedError as exc:
+        if getattr(args, "ray", False):
+            raise
+        return _load(args, streamed=True), exc
+
+
+def _check_streaming(spec: SimulationSpec, stream: bool, plain: MemoryNeedError | None) -> None:
+    """Before the run: a run that must stream its results (`--stream`, or one that only
+    then fits in memory: `plain`) can (its policies: `stream_refusal`)."""
+    if not stream and plain is None:
+        return
+    from clusteremu.cluster.engine.streaming import stream_refusal
+
+    why = stream_refusal(spec)
+    if why is None:
+        return
+    if plain is not None:
+        raise limits.cannot_stream(plain, why)
+    raise UsageError(f"--stream: {spec.name} cannot stream its results: {why}")
 
 
 def _headline(summary: dict[str, Any], trace: bool = False) -> str:
@@ -250,11 +279,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             from clusteremu.scenarios.option_checks import workers
 
             workers(args.shards, "--shards", local=args.address is None)
+    if args.ray and args.stream:
+        raise UsageError("--stream: applies only to runs in this process; drop --ray or --stream")
     variant = _run_variant(args.policy)
     check_out(args, "run")
-    spec = _load(args)
+    spec, plain = _load_run(args)
     if variant:  # --policy: the scenario with those policies, built and checked first
         spec = check_variant(spec, ",".join(args.policy), variant)
+    if not args.ray:
+        _check_streaming(spec, args.stream, plain)
     if args.ray:
         from clusteremu.actors.coordinator import (
             reporting,  # the Ray extra; imported only when asked for
@@ -267,13 +300,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             result: ScenarioResult = run_on_ray(spec, args)
         if isinstance(result.summary.get("ray"), dict):  # summary.json and --json say it too
             result.summary["ray"]["approximate"] = bool(ray_mode_note(result.summary))
+        if args.out:
+            with output_folder(args.out, "run", label=spec.name) as stage:
+                write_parquet(result.jobs, stage / "jobs.parquet")
+                write_json(result.summary, stage / "summary.json")
     else:
-        with progress_bar(True, spec.name, compiles=True) as update:
-            result = run_spec(spec, update)
-    if args.out:
-        with output_folder(args.out, "run", label=spec.name) as stage:
-            write_parquet(result.jobs, stage / "jobs.parquet")
-            write_json(result.summary, stage / "summary.json")
+        result = _run_here(spec, args)
     if args.json:
         print(to_json(result.summary))
     else:
@@ -287,6 +319,26 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"wrote {Path(args.out) / 'jobs.parquet'} and {Path(args.out) / 'summary.json'}")
     _warn_if_unserved(result.summary)
     return 0
+
+
+def _run_here(spec: SimulationSpec, args: argparse.Namespace) -> ScenarioResult:
+    """`run` in this process: the per-job table written into the output's staging folder
+    as the run goes (streamed past a million jobs), so that an interrupted run leaves
+    `--out` as it was."""
+    stream = True if args.stream else None
+    with ExitStack() as stack:
+        stage = None
+        if args.out:
+            stage = stack.enter_context(output_folder(args.out, "run", label=spec.name))
+        with progress_bar(True, spec.name, compiles=True) as update:
+            table = None if stage is None else stage / "jobs.parquet"
+            try:
+                result = run_spec(spec, update, out=table, stream=stream)
+            except CompactionRefused as exc:  # seen by the engine alone (a trace's usage)
+                raise UsageError(f"--stream: {exc}") from None
+        if stage is not None:
+            write_json(result.summary, stage / "summary.json")
+    return result
 
 
 def parse_policy(text: str) -> dict[str, str]:
@@ -441,7 +493,8 @@ def _compare_grid(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    spec = _load(args)
+    spec, plain = _load_run(args)  # what `run` accepts (streamed where it must be)
+    _check_streaming(spec, False, plain)
     check_policies(spec, str(resolve_path(args.scenario)))  # what validate accepts, run does
     n_nodes, n_pools = len(spec.nodes), len(spec.pools)
     # the allocator shares a pool's cores: without pools it has nothing to do, so no word

@@ -107,6 +107,13 @@ def command_parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
         "--out", metavar="DIR", help="write DIR/jobs.parquet and DIR/summary.json together"
     )
     run.add_argument("--json", action="store_true", help="print only the summary, as JSON")
+    run.add_argument(
+        "--stream",
+        action="store_true",
+        help="hold only the jobs still in the system and write jobs.parquet as the run goes, "
+        "rows in the order jobs leave (automatic past 1,048,576 jobs where the scenario "
+        "allows it: compiled policies, no SLO, world, usage or score metric)",
+    )
     ray = run.add_argument_group("Ray (needs the `ray` extra; these options need --ray)")
     ray.add_argument("--ray", action="store_true", help="run on Ray actors")
     ray.add_argument(

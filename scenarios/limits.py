@@ -10,12 +10,20 @@ field that drives it, the estimate and the budget.
 The per-item costs are measured (mm-c, one replication: about 210 bytes per job at peak,
 the per-job table about 150 bytes per job and replication) and rounded up: the estimate is
 an order of magnitude, meant to refuse the impossible, not to predict the peak.
+
+A run that streams its results (`clusteremu run` in one process, `streamed=True`:
+`clusteremu.cluster.runner`) holds only the live jobs' rows, not every job's: where the
+scenario allows it (`stream_blockers`; its policies are the command's to check, since they
+must be built), its estimate counts those rows (`STREAM_*`), and a scenario that only a
+streamed run can hold raises `MemoryNeedError` for any other run.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +51,23 @@ TRACE_BYTES_FACTOR = 4
 BYTES_PER_JOINED_NODE_JOB = 8
 #: The share of the machine's memory (or of the process's cgroup limit) a run may plan for.
 MEMORY_FRACTION = 0.8
+#: A streamed run's job rows (`clusteremu.cluster.runner`; a test checks they agree): jobs
+#: that leave between two compactions, ...
+STREAM_COMPACT_EVERY = 1 << 19
+#: ... the rows kept before the run streams (`engine.sinks.KEEP_ROWS`, also the per-job
+#: table's rows held before it goes to its file), ...
+STREAM_KEEP_ROWS = 1 << 20
+#: ... and the arrivals drawn at once (`job_chunks.CHUNK_JOBS`; the next chunk is drawn as
+#: the last one's first job arrives).
+STREAM_CHUNK_JOBS = 1 << 18
+#: Response times a streamed run holds per class before they go to a temporary file
+#: (`engine.sinks.MEMORY_VALUES`; twice: every job's, and its class's), 8 bytes each.
+STREAM_MEMORY_VALUES = 1 << 22
+#: Bytes of temporary disk a streamed run's job costs: its response time, kept for the
+#: percentiles (`clusteremu.cluster.order_stats`; twice with several classes).
+STREAM_DISK_PER_JOB = 8
+#: The share of the temporary folder's free space a streamed run may plan for.
+DISK_FRACTION = 0.8
 
 
 @dataclass(frozen=True)
@@ -52,6 +77,11 @@ class Need:
     field: str
     bytes: float
     detail: str
+
+
+class MemoryNeedError(ScenarioError):
+    """A run of the scenario cannot fit in memory (`check_scenario`): one problem, the
+    field that drives the estimate and what it needs."""
 
 
 def machine_memory_bytes() -> int:
@@ -71,6 +101,14 @@ def machine_memory_bytes() -> int:
         if text.isdigit() and 0 < int(text) < total:
             total = int(text)
     return int(total)
+
+
+def temp_disk_bytes() -> int:
+    """Free space of the folder temporary files go to (`tempfile.gettempdir()`)."""
+    try:
+        return int(shutil.disk_usage(tempfile.gettempdir()).free)
+    except OSError:
+        return 0
 
 
 def memory_budget_bytes() -> int:
@@ -206,9 +244,98 @@ def _mdp_need(model: schema.ScenarioModel) -> Need | None:
     return Need(f"{where}.truncation", state_bytes + action_bytes, detail)
 
 
-def scenario_needs(model: schema.ScenarioModel, replications: int | None = None) -> list[Need]:
+def stream_blockers(model: schema.ScenarioModel) -> str | None:
+    """Why a run of `model` cannot stream its results, as far as the scenario says (None:
+    it can, if its policies are compiled: `clusteremu.cluster.engine.streaming`): metrics
+    that need the whole per-job table at once."""
+    classes = model.workload.classes
+    reasons = []
+    if model.slo is not None:
+        reasons.append("an SLO (`slo:`)")
+    if any(
+        c.containers or c.data_in_mb or c.data_out_mb or c.model_mb or c.data_items for c in classes
+    ):
+        reasons.append("a world model")
+    if model.metrics.score is not None:
+        reasons.append("a score metric (`metrics.score`)")
+    if model.workload.usage is not None or any(c.usage is not None for c in classes):
+        reasons.append("a usage model")
+    if not reasons:
+        return None
+    return "streamed results cannot give the metrics of " + ", ".join(reasons)
+
+
+#: Distributions drawn a chunk at a time (`clusteremu.cluster.job_chunks.CHUNKABLE`).
+_CHUNKABLE = (schema.ExponentialDist, schema.DeterministicDist)
+
+
+def drawn_as_it_goes(model: schema.ScenarioModel) -> bool:
+    """Whether a streamed run draws the jobs a chunk at a time (`job_chunks.drawn_chunks`:
+    one class of Poisson or renewal arrivals with exponential or fixed gaps and sizes)
+    rather than all before the run."""
+    classes = model.workload.classes
+    if len(classes) != 1 or model.workload.usage is not None:
+        return False
+    c = classes[0]
+    if c.usage is not None or c.runtime_by_node_type or not isinstance(c.size, _CHUNKABLE):
+        return False
+    a = c.arrival
+    if isinstance(a, schema.RenewalArrival):
+        return isinstance(a.interarrival, _CHUNKABLE)
+    return isinstance(a, schema.PoissonArrival)
+
+
+def _cores(model: schema.ScenarioModel) -> float:
+    """Cores of the nodes (static, generated and joined) and pools: about the most jobs
+    in service at once."""
+    cpu = {t.name: t.cpu for t in model.cluster.node_types}
+    joined = sum(cpu.get(ev.join.type, 1.0) * ev.join.count for ev in model.events if ev.join)
+    generator = model.cluster.generator  # its devices have 4 to 64 cores; most have few
+    generated = 8.0 * generator.nodes if generator is not None else 0.0
+    pools = sum(p.cores for p in model.cluster.pools)
+    return _node_cores(model) + joined + generated + pools
+
+
+def _streamed_job_needs(
+    model: schema.ScenarioModel, jobs: float, job_field: str, reps: int
+) -> list[Need]:
+    """What the jobs cost a run that streams its results: the live jobs' rows, the rows
+    kept before it streams, the response times held; every job's where the jobs are
+    drawn before the run."""
+    kept = min(jobs, STREAM_KEEP_ROWS)
+    if drawn_as_it_goes(model):
+        held = STREAM_COMPACT_EVERY + 2 * STREAM_CHUNK_JOBS + _cores(model)
+        rows = min(jobs, held)
+        detail = (
+            f"a run that streams its results holds about {_count(rows)} jobs' rows at once "
+            f"(those in service, those that left since the last compaction, arrivals drawn "
+            f"ahead) and {_count(kept)} kept before it streams"
+        )
+    else:
+        rows = jobs
+        detail = (
+            f"{_count(jobs)} jobs drawn before the run; they are drawn as it goes only for "
+            "one class of exponential or fixed gaps and sizes"
+        )
+    values = 2 * len(model.workload.classes) * min(jobs, STREAM_MEMORY_VALUES) * 8
+    table = min(jobs * reps, STREAM_KEEP_ROWS)
+    return [
+        Need(job_field, (rows + kept) * BYTES_PER_JOB_RUN + values, detail),
+        Need(
+            "replications" if reps > 1 else job_field,
+            table * BYTES_PER_JOB_KEPT + reps * BYTES_PER_REPLICATION,
+            f"{_count(reps)} replication(s), at most {_count(table)} rows of the per-job "
+            "table held before it goes to its file",
+        ),
+    ]
+
+
+def scenario_needs(
+    model: schema.ScenarioModel, replications: int | None = None, streamed: bool = False
+) -> list[Need]:
     """The memory a run of the validated `model` needs, one entry per reason (with
-    `replications`, as if the scenario had that many)."""
+    `replications`, as if the scenario had that many; `streamed`: a run that streams its
+    results, whether or not the scenario allows it: `stream_blockers`)."""
     jobs, job_field, job_detail = _jobs_per_replication(model)
     reps = model.replications if replications is None else replications
     generator = model.cluster.generator
@@ -227,15 +354,18 @@ def scenario_needs(model: schema.ScenarioModel, replications: int | None = None)
             node_field = f"events.{biggest_join[0]}.join.count"
         nodes += sum(count for _, count in joins)
     joined = float(sum(count for _, count in joins))
-    needs = [
-        Need(job_field, jobs * BYTES_PER_JOB_RUN, job_detail),
-        Need(
-            "replications" if reps > 1 else job_field,
-            jobs * reps * BYTES_PER_JOB_KEPT + reps * BYTES_PER_REPLICATION,
-            f"{_count(reps)} replication(s) of {_count(jobs)} jobs, every job's row kept",
-        ),
-        Need(node_field, nodes * BYTES_PER_NODE, f"{_count(nodes)} nodes"),
-    ]
+    if streamed:
+        needs = _streamed_job_needs(model, jobs, job_field, reps)
+    else:
+        needs = [
+            Need(job_field, jobs * BYTES_PER_JOB_RUN, job_detail),
+            Need(
+                "replications" if reps > 1 else job_field,
+                jobs * reps * BYTES_PER_JOB_KEPT + reps * BYTES_PER_REPLICATION,
+                f"{_count(reps)} replication(s) of {_count(jobs)} jobs, every job's row kept",
+            ),
+        ]
+    needs.append(Need(node_field, nodes * BYTES_PER_NODE, f"{_count(nodes)} nodes"))
     if joined:
         biggest_join = max(joins, key=lambda item: item[1])
         needs.append(
@@ -278,16 +408,33 @@ def exceeds(needs: list[Need], budget: float | None = None) -> Need | None:
     return Need(worst.field, total, worst.detail)
 
 
-def describe(need: Need, budget: float | None = None) -> str:
-    """'needs about 7.3 TB of memory (...), more than the 18 GB this machine allows; ...'."""
+def describe(
+    need: Need, budget: float | None = None, note: str = "", streamed: bool = False
+) -> str:
+    """'needs about 7.3 TB of memory (...), more than the 18 GB this machine allows; ...'
+    (`note`: a sentence added after it; `streamed`: the need of a run that streams its
+    results)."""
     limit = memory_budget_bytes() if budget is None else budget
     amount = format_bytes(need.bytes)
     amount = amount if amount.startswith("more") else f"about {amount}"
+    when = " even when the run streams its results" if streamed else ""
     return (
-        f"needs {amount} of memory ({need.detail}), more than the "
+        f"needs {amount} of memory{when} ({need.detail}), more than the "
         f"{format_bytes(limit)} this machine allows ({MEMORY_FRACTION:.0%} of its memory); "
-        "expected a smaller value"
+        "expected a smaller value" + (f"; {note}" if note else "")
     )
+
+
+def with_note(error: MemoryNeedError, note: str) -> MemoryNeedError:
+    """`error` with a sentence added to its problem."""
+    field, text = error.problems[0]
+    return MemoryNeedError(error.source, [(field, f"{text.removesuffix('.')}; {note}")])
+
+
+def cannot_stream(error: MemoryNeedError, why: str) -> MemoryNeedError:
+    """`error` (a run that does not stream its results cannot fit), saying why this run
+    cannot stream them either (`why`: its policies, `clusteremu.cluster.engine.streaming`)."""
+    return with_note(error, f"a run that streams its results would fit, but this one cannot: {why}")
 
 
 def event_budget(budget: float | None = None) -> float:
@@ -424,26 +571,77 @@ def check_failures(model: schema.ScenarioModel, source: str, budget: float | Non
     )
 
 
-def check_scenario(model: schema.ScenarioModel, source: str, budget: float | None = None) -> None:
-    """Raise ScenarioError when a run of `model` cannot fit in memory, or expects more
-    node failures than the event budget (`check_failures`).
+def check_scenario(
+    model: schema.ScenarioModel, source: str, budget: float | None = None, streamed: bool = False
+) -> None:
+    """Raise ScenarioError when a run of `model` cannot fit in memory (`MemoryNeedError`),
+    or expects more node failures than the event budget (`check_failures`). `streamed`:
+    the run streams its results where the scenario allows it (`stream_blockers`).
 
     The error names the largest need's field; `replications` only when one replication
     alone would fit.
     """
     check_failures(model, source, budget)
-    worst = exceeds(scenario_needs(model), budget)
+    worst = _worst(model, budget, streamed=False)
     if worst is None:
         return
+    note = ""
+    if streamed:
+        why = stream_blockers(model)
+        if why is None:
+            worst = _worst(model, budget, streamed=True)
+            if worst is None:
+                check_temp_disk(model, source)
+                return
+            text = describe(worst, budget, streamed=True)
+            raise MemoryNeedError(source, [(worst.field, text)])
+        note = f"a run that streams its results would hold only the live jobs, but {why}"
+    raise MemoryNeedError(source, [(worst.field, describe(worst, budget, note))])
+
+
+def check_temp_disk(
+    model: schema.ScenarioModel, source: str, free_bytes: float | None = None
+) -> None:
+    """Raise ScenarioError when a streamed run's response times (`STREAM_DISK_PER_JOB`
+    bytes a job, one replication at a time) exceed `DISK_FRACTION` of the temporary
+    folder's free space (`free_bytes`, default `temp_disk_bytes()`): with memory no
+    longer the bound, the disk is, and it refuses a run of unboundedly many jobs."""
+    jobs, field, detail = _jobs_per_replication(model)
+    copies = 2 if len(model.workload.classes) > 1 else 1
+    need = jobs * STREAM_DISK_PER_JOB * copies
+    free = temp_disk_bytes() if free_bytes is None else free_bytes
+    if need <= DISK_FRACTION * free:
+        return
+    amount = format_bytes(need)
+    amount = amount if amount.startswith("more") else f"about {amount}"
+    raise ScenarioError(
+        source,
+        [
+            (
+                field,
+                f"needs {amount} of temporary disk space ({detail}, each one's response "
+                f"time kept for the percentiles in {tempfile.gettempdir()}), more than the "
+                f"{format_bytes(DISK_FRACTION * free)} free there ({DISK_FRACTION:.0%}); "
+                "expected a smaller value (or TMPDIR on a larger disk)",
+            )
+        ],
+    )
+
+
+def _worst(model: schema.ScenarioModel, budget: float | None, streamed: bool) -> Need | None:
+    """The need to name when the estimate exceeds the budget (None: it fits)."""
+    worst = exceeds(scenario_needs(model, streamed=streamed), budget)
+    if worst is None:
+        return None
     if worst.field != "replications" and model.replications > 1:
-        if exceeds(scenario_needs(model, replications=1), budget) is None:
-            kept = scenario_needs(model)[1]
+        if exceeds(scenario_needs(model, replications=1, streamed=streamed), budget) is None:
+            kept = scenario_needs(model, streamed=streamed)[1]
             worst = Need("replications", worst.bytes, kept.detail)
     elif worst.field == "replications":
-        alone = exceeds(scenario_needs(model, replications=1), budget)
+        alone = exceeds(scenario_needs(model, replications=1, streamed=streamed), budget)
         if alone is not None:
             worst = Need(alone.field, worst.bytes, alone.detail)
-    raise ScenarioError(source, [(worst.field, describe(worst, budget))])
+    return worst
 
 
 def count_refusal(

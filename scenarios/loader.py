@@ -314,12 +314,18 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], source: str) -> 
     return out
 
 
-def load_scenario(path: str | Path, overrides: list[str] | None = None) -> SimulationSpec:
-    """Read, override, validate and build a scenario file into a SimulationSpec."""
+def load_scenario(
+    path: str | Path, overrides: list[str] | None = None, streamed: bool = False
+) -> SimulationSpec:
+    """Read, override, validate and build a scenario file into a SimulationSpec.
+
+    `streamed`: the run will stream its results where the scenario allows it (`clusteremu
+    run` in one process), so the memory estimate counts only the live jobs' rows
+    (`clusteremu.scenarios.limits`)."""
     resolved = resolve_path(path)
     source = str(resolved)
     data = apply_overrides(read_yaml(resolved), overrides or [], source)
-    model = validate(data, source)
+    model = validate(data, source, streamed)
     return build_spec(model, resolved.parent, source)
 
 

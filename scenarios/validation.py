@@ -76,8 +76,9 @@ def _format_error(err: Any) -> tuple[str, str]:
     return _format_loc(loc), msg
 
 
-def validate(data: dict[str, Any], source: str) -> schema.ScenarioModel:
-    """Validate raw YAML data; raise ScenarioError listing every problem."""
+def validate(data: dict[str, Any], source: str, streamed: bool = False) -> schema.ScenarioModel:
+    """Validate raw YAML data; raise ScenarioError listing every problem (`streamed`: the
+    memory estimate of a run that streams its results, `limits.check_scenario`)."""
     data = migrate_policies(data, source)  # each named policy's old parameters
     data = world.migrate(data, source)  # the world model's old node labels
     try:
@@ -90,7 +91,7 @@ def validate(data: dict[str, Any], source: str) -> schema.ScenarioModel:
         raise ScenarioError(source, problems) from None
     except RecursionError:  # a guard: read_yaml and the overrides cap the depth first
         raise ScenarioError(source, [("", "nested too deeply")]) from None
-    limits.check_scenario(model, source)  # before anything is expanded or built
+    limits.check_scenario(model, source, streamed=streamed)  # before anything is built
     if model.cluster.generator is not None:
         from clusteremu.scenarios.faas import apply_cluster_generator
 

@@ -38,6 +38,19 @@ RENUMBERED = ("jobs_i", "nodes_i", "pools_i", "heap_j", "queue", "istate")
 _JOB_KINDS = (int(Event.COMPLETE), int(Event.OOM), int(Event.TIMER))
 
 
+class CompactionRefused(ValueError):
+    """`Engine(spec, sink=...)` cannot compact this run's job rows (the message says why)."""
+
+
+def python_refusal(points: list[str]) -> str:
+    """Why policies deciding in Python at `points` ("placer", ...) refuse compaction."""
+    verb = "decides" if len(points) == 1 else "decide"
+    return (
+        f"the {', '.join(points)} {verb} in Python (Python policies see job numbers, which "
+        "compaction renumbers); use compiled policies"
+    )
+
+
 class FinishedRows(NamedTuple):
     """Rows of jobs that have left, taken out of the state: their job numbers in the whole
     run (ascending), their `jobs_f`, `jobs_i` and `run_by_type` columns, and the sizes

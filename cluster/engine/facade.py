@@ -12,7 +12,14 @@ import numpy.typing as npt
 
 from clusteremu.cluster import kernel
 from clusteremu.cluster.engine.builder import build_state, compiled_functions, new_fit_index
-from clusteremu.cluster.engine.compaction import FinishedRows, JobIds, JobSink, compact
+from clusteremu.cluster.engine.compaction import (
+    CompactionRefused,
+    FinishedRows,
+    JobIds,
+    JobSink,
+    compact,
+    python_refusal,
+)
 from clusteremu.cluster.engine.fault_feed import FaultFeed
 from clusteremu.cluster.engine.feeding import JobFeed, table_feed
 from clusteremu.cluster.engine.loop import Loop
@@ -151,7 +158,7 @@ class Engine:
                 self._live_run(), tuple(policy for _, policy in distinct(self.policies))
             )
             if why:
-                raise ValueError(f"scenario {spec.name!r}: cannot compact job rows: {why}")
+                raise CompactionRefused(f"scenario {spec.name!r}: cannot compact job rows: {why}")
             self.feed.spare_rows()
         self._drawn = drawn
         if drawn is not None:
@@ -497,11 +504,7 @@ def compaction_refusal(engine: Engine, jobs_given: bool) -> str | None:
         if s.istate[code] == 0 and (point != "allocator" or s.pools_f.shape[1] > 0)
     ]
     if python:
-        return (
-            f"the {', '.join(python)} decide{'s' if len(python) == 1 else ''} in Python "
-            "(Python policies see job numbers, which compaction renumbers); use compiled "
-            "policies"
-        )
+        return python_refusal(python)
     if s.istate[IS.HAS_USAGE] and not s.istate[IS.LIFT_CODE]:
         return "the provisioner lifts out-of-memory requests in Python (it sees job numbers)"
     if jobs_given:

@@ -9,21 +9,26 @@ Parquet table as they come: memory stays constant however many jobs the run has.
 
 from __future__ import annotations
 
-import contextlib
-from contextlib import ExitStack
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from clusteremu.cluster.engine.compaction import FinishedRows
-from clusteremu.cluster.io import atomic_path, write_parquet
 from clusteremu.cluster.layout import CI, IS, NF
-from clusteremu.cluster.metrics import RunResult, _job_columns, build_result, job_table
+from clusteremu.cluster.metrics import (
+    RunResult,
+    _job_columns,
+    build_result,
+    job_table,
+    node_names,
+)
+from clusteremu.cluster.model import SimulationSpec
 from clusteremu.cluster.policies.base import Policy as _PolicyBase
+from clusteremu.cluster.row_groups import RowGroups
 from clusteremu.cluster.state import RunState
 from clusteremu.cluster.stream_summary import StreamSummary
 
@@ -38,6 +43,11 @@ def whole_state(run: RunState, ids: IntArray, fed: int, parts: list[FinishedRows
     first `fed` rows (job numbers `ids`) put back in job order, with the sizes redrawn
     for each, by job number."""
     s = run.state
+    if not parts and np.array_equal(ids[:fed], np.arange(fed)):  # never compacted: views
+        state = s._replace(
+            jobs_f=s.jobs_f[:, :fed], jobs_i=s.jobs_i[:, :fed], run_by_type=s.run_by_type[:, :fed]
+        )
+        return RunState(run.spec, run.replication, state, run.now_s, dict(run.sizes_drawn))
     total = fed + sum(p.ids.size for p in parts)
     jobs_f = np.zeros((s.jobs_f.shape[0], total))
     jobs_i = np.zeros((s.jobs_i.shape[0], total), dtype=np.int64)
@@ -117,6 +127,29 @@ def _rows_run(run: RunState, rows: FinishedRows) -> RunState:
     return RunState(run.spec, run.replication, state, run.now_s, sizes)
 
 
+def table_refusal(
+    spec: SimulationSpec, world: bool, usage: bool, policies: tuple[Policy, ...]
+) -> str | None:
+    """Why a `StreamSink` cannot give the result of a run of `spec` with a world model
+    (`world`), a usage model (`usage`) and `policies` (None: it can): metrics that need
+    the whole per-job table at once."""
+    reasons = []
+    if spec.slo is not None:
+        reasons.append("an SLO (`slo:`)")
+    if world:
+        reasons.append("a world model")
+    if spec.metrics.score is not None:
+        reasons.append("a score metric (`metrics.score`)")
+    if usage:
+        reasons.append("a usage model")
+    names = [p.name for p in policies if type(p).extra_summary is not _PolicyBase.extra_summary]
+    if names:
+        reasons.append(f"policies that add to the summary ({', '.join(names)})")
+    if not reasons:
+        return None
+    return "streamed results cannot give the metrics of " + ", ".join(reasons)
+
+
 class StreamSink:
     """Keeps the rows of up to `keep_rows` jobs (then the result is exactly that of a run
     without compaction); past that, streams: each batch of rows is folded into partial
@@ -124,11 +157,15 @@ class StreamSink:
     Parquet table as a row group, so that memory no longer grows with the jobs.
 
     The table is written to a temporary file next to `out`, renamed over it when the
-    result is made (`clusteremu.cluster.io.atomic_path`): a run killed before leaves no
+    result is made (`clusteremu.cluster.row_groups`): a run killed before leaves no
     table. Streamed rows come in the order jobs left (by job number within a row group),
     the jobs still in the system last; the summary's means and sums over jobs may differ
     from a whole run's in the last ulps (`stream_summary`). Without `out` the rows are
     dropped once counted.
+
+    `table` instead of `out`: a table several runs share (a scenario's replications,
+    `clusteremu.cluster.runner.run_spec`), which its owner closes: kept, the run's whole
+    table is added to it; streamed, each batch is written to it.
     """
 
     def __init__(
@@ -137,7 +174,10 @@ class StreamSink:
         keep_rows: int = KEEP_ROWS,
         memory_values: int = MEMORY_VALUES,
         temp_folder: str | None = None,
+        table: RowGroups | None = None,
     ) -> None:
+        if out is not None and table is not None:
+            raise ValueError("StreamSink: give out or table, not both")
         self.out = None if out is None else Path(out)
         self.keep_rows = keep_rows
         self.memory_values = memory_values
@@ -145,31 +185,26 @@ class StreamSink:
         self.parts: list[FinishedRows] = []
         self.kept = 0
         self.summary: StreamSummary | None = None
-        self.writer: pq.ParquetWriter | None = None
-        self._files = ExitStack()
-        self._tmp: str | None = None
+        # A table of its own is written whole when kept (`write_parquet`'s bytes).
+        self._owns = table is None and out is not None
+        self.table = RowGroups(out, hold_rows=math.inf) if self._owns else table
         #: Rows streamed so far, and bytes of the table written (when done).
         self.rows_streamed = 0
         self.table_bytes = 0
+        self._names: pa.Array | None = None
+        self._names_for = -1
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the rows are streamed (more than `keep_rows` jobs have left)."""
+        return self.summary is not None
 
     def refusal(self, run: RunState, policies: tuple[Policy, ...]) -> str | None:
         """Metrics that need the whole per-job table at once are refused."""
-        spec, s = run.spec, run.state
-        reasons = []
-        if spec.slo is not None:
-            reasons.append("an SLO (`slo:`)")
-        if s.world_f.shape[0] > 0:
-            reasons.append("a world model")
-        if spec.metrics.score is not None:
-            reasons.append("a score metric (`metrics.score`)")
-        if s.istate[IS.HAS_USAGE]:
-            reasons.append("a usage model")
-        names = [p.name for p in policies if type(p).extra_summary is not _PolicyBase.extra_summary]
-        if names:
-            reasons.append(f"policies that add to the summary ({', '.join(names)})")
-        if not reasons:
-            return None
-        return "streamed results cannot give the metrics of " + ", ".join(reasons)
+        s = run.state
+        return table_refusal(
+            run.spec, s.world_f.shape[0] > 0, bool(s.istate[IS.HAS_USAGE]), policies
+        )
 
     # -- rows ------------------------------------------------------------------------------
 
@@ -184,8 +219,6 @@ class StreamSink:
 
     def _start_streaming(self, run: RunState) -> None:
         self.summary = StreamSummary(len(run.spec.classes), self.memory_values, self.temp_folder)
-        if self.out is not None:
-            self._tmp = self._files.enter_context(atomic_path(self.out))
         parts, self.parts, self.kept = self.parts, [], 0
         for part in parts:
             self._stream(part, run)
@@ -197,11 +230,18 @@ class StreamSink:
         start, end, _, _, _, _, measured, failed = columns
         self.summary.add(part, rows.ids, start, end, measured, failed)
         self.rows_streamed += rows.ids.size
-        if self._tmp is not None:
-            table = job_table(part, columns, rows.ids)
-            if self.writer is None:
-                self.writer = pq.ParquetWriter(self._tmp, table.schema, compression="zstd")
-            self.writer.write_table(table)
+        if self.table is not None:
+            self.table.write(job_table(part, columns, rows.ids, self._node_names(run)))
+
+    def _node_names(self, run: RunState) -> pa.Array:
+        """The node rows' names, made again only when nodes were added (rented)."""
+        used = run.nodes_used
+        if self._names is None or self._names_for != used:
+            spec = run.spec
+            types = [t.name for t in spec.node_types]
+            names = node_names(spec.nodes, run.state.nodes_i[0, :used], types) or [""]
+            self._names, self._names_for = pa.array(names, pa.string()), used
+        return self._names
 
     # -- the result ------------------------------------------------------------------------
 
@@ -215,40 +255,46 @@ class StreamSink:
     ) -> RunResult:
         """The run's result; with `out`, its per-job table written there. Streamed, the
         table returned is empty (its rows are in the file)."""
-        if self.summary is None:  # every row kept: the whole result, as without compaction
-            result = build_result(whole_state(run, ids, fed, self.parts), policies, runs=runs)
-            self.parts = []
-            if self.out is not None:
-                write_parquet(result.jobs, self.out)
-                self.table_bytes = self.out.stat().st_size
-            return result
-        s = run.state
-        live = FinishedRows(
-            ids=np.asarray(ids[:fed]),
-            jobs_f=s.jobs_f[:, :fed],
-            jobs_i=s.jobs_i[:, :fed],
-            run_by_type=s.run_by_type[:, :fed],
-            sizes_drawn={int(ids[j]): v for j, v in run.sizes_drawn.items()},
-        )
         try:
+            if self.summary is None:  # every row kept: the whole result, as without compaction
+                result = build_result(whole_state(run, ids, fed, self.parts), policies, runs=runs)
+                self.parts = []
+                if self.table is not None:
+                    self.table.add(result.jobs)
+                self._done()
+                return result
+            s = run.state
+            live = FinishedRows(
+                ids=np.asarray(ids[:fed]),
+                jobs_f=s.jobs_f[:, :fed],
+                jobs_i=s.jobs_i[:, :fed],
+                run_by_type=s.run_by_type[:, :fed],
+                sizes_drawn={int(ids[j]): v for j, v in run.sizes_drawn.items()},
+            )
             self._stream(live, run)
             summary = self.summary.summary(run)
             if run.spec.has_faults:
                 summary.update(self.summary.fault_summary(run))
-            empty = None
-            if self.writer is not None:
-                empty = self.writer.schema.empty_table()
-                self.writer.close()
-                self.writer = None
-            self._files.close()  # the table renamed over `out`
-            if self.out is not None:
-                self.table_bytes = self.out.stat().st_size
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                if self.writer is not None:
-                    self.writer.close()
-            self._files.__exit__(type(exc), exc, exc.__traceback__)  # the file removed
+            schema = None if self.table is None else self.table.schema
+            self._done()
+        except BaseException:
+            self.close()
             raise
-        finally:
+        self.close()
+        return RunResult(schema.empty_table() if schema is not None else pa.table({}), summary)
+
+    def _done(self) -> None:
+        """A table of its own written (renamed over `out`)."""
+        if self._owns and self.table is not None:
+            self.table.close()
+            self.table_bytes = self.table.bytes
+
+    def close(self) -> None:
+        """Let go of what the run held: the temporary files of response times, and a
+        table of its own not written yet (removed: `out` keeps what it held). Safe to
+        call more than once, and after `result`."""
+        if self.summary is not None:
             self.summary.close()
-        return RunResult(empty if empty is not None else pa.table({}), summary)
+        if self._owns and self.table is not None:
+            self.table.abort()
+        self.parts = []
