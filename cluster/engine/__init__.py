@@ -32,6 +32,8 @@ in its constructor (no part reaches into another's private state):
   renumbered in order (`JobIds` keeps each row's job number in the run);
 - `sinks`: where those rows go (`KeepSink` keeps them; `StreamSink` aggregates and
   streams them to a Parquet table);
+- `streaming`: whether a run can stream its results, from its scenario and policies
+  alone, asked before any job is drawn;
 - `facade`: `Engine`, the public API over them.
 
 `clusteremu.cluster.live_view` is the placers' reusable view and

@@ -32,6 +32,7 @@ def test_the_engine_is_the_parts_listed_in_its_docstring() -> None:
         "policy_bridge",
         "sinks",
         "store",
+        "streaming",
     }
     for name in names:
         assert f"`{name}`" in (engine.__doc__ or ""), name
