@@ -542,19 +542,9 @@ def summarize(
     jf, ji = s.jobs_f, s.jobs_i
     resp = response[measured]
     wait = jf[JF.START][measured] - jf[JF.ARRIVAL][measured]
-    window = float(s.fstate[FS.MEASURED_TIME])
     n_classes = len(spec.classes)
-    # A zero-length measurement window (a batch arriving at one instant) has no
-    # time-averages: those metrics are NaN (printed n/a, null in JSON), never 0.
-    nan = float("nan")
-    mean_n = s.area_class / window if window > 0 else np.full(n_classes, nan)
-    hold = np.array([c.holding_cost for c in spec.classes])
-    arrivals_in_window = _arrivals_in_window(run)
+    figures, class_rates = window_figures(run, _arrivals_in_window(run))
     used = run.nodes_used
-    total_cores = float(s.nodes_f[NF.CAP_CPU, :used].sum() + s.pools_f[PF.CORES].sum())
-    elapsed = run.now_s
-    startup, operating = node_money(run)
-    pool_cost = float(s.pools_f[PF.PRICE_PER_S].sum() * elapsed)
     if failed is None:
         failed = ji[JI.STATE] == JobState.FAILED
     past_warmup = in_window(run)
@@ -565,19 +555,7 @@ def summarize(
         "seed": spec.seed,
         "replication": run.replication,
         **_response_stats(resp, wait),
-        "mean_jobs_in_system": float(mean_n.sum()),
-        "holding_cost_rate": float(np.dot(hold, mean_n)),
-        "utilization": float(s.fstate[FS.BUSY_AREA] / (total_cores * window))
-        if window > 0 and total_cores > 0
-        else nan,
-        "cost_usd": startup + operating + pool_cost,
-        "startup_usd": startup,
-        "operating_usd": operating + pool_cost,
-        "throughput_per_s": float(arrivals_in_window.sum() / window) if window > 0 else nan,
-        "simulated_time_s": elapsed,
-        "measured_time_s": window,
-        "events": run.events,
-        "decisions": int(s.istate[IS.DECISIONS]),
+        **figures,
         "jobs_unfinished": int(
             ji.shape[1] - s.istate[IS.DONE_COUNT] - (ji[JI.STATE] == JobState.FUTURE).sum()
         ),
@@ -607,12 +585,56 @@ def summarize(
         per_class[jc.name] = {
             **stats_c,
             "jobs_failed": int(failed_class[c]),
-            "mean_jobs_in_system": float(mean_n[c]),
-            "holding_cost_rate": float(hold[c] * mean_n[c]),
-            "throughput_per_s": float(arrivals_in_window[c] / window) if window > 0 else nan,
+            **class_rates[c],
         }
     summary["per_class"] = per_class
     return summary
+
+
+def window_figures(
+    run: RunState, arrivals_class: np.ndarray
+) -> tuple[dict[str, Any], list[dict[str, float]]]:
+    """The summary's figures read from the state's integrals and money, in the summary's
+    order (`mean_jobs_in_system` to `decisions`), and each class's time-averages
+    (`mean_jobs_in_system`, `holding_cost_rate`, `throughput_per_s`), given the arrivals
+    per class inside the measurement window: one computation for `summarize` and the
+    streamed summary (`clusteremu.cluster.stream_summary`)."""
+    spec, s = run.spec, run.state
+    window = float(s.fstate[FS.MEASURED_TIME])
+    # A zero-length measurement window (a batch arriving at one instant) has no
+    # time-averages: those metrics are NaN (printed n/a, null in JSON), never 0.
+    nan = float("nan")
+    mean_n = s.area_class / window if window > 0 else np.full(len(spec.classes), nan)
+    hold = np.array([c.holding_cost for c in spec.classes])
+    used = run.nodes_used
+    total_cores = float(s.nodes_f[NF.CAP_CPU, :used].sum() + s.pools_f[PF.CORES].sum())
+    elapsed = run.now_s
+    startup, operating = node_money(run)
+    pool_cost = float(s.pools_f[PF.PRICE_PER_S].sum() * elapsed)
+    figures = {
+        "mean_jobs_in_system": float(mean_n.sum()),
+        "holding_cost_rate": float(np.dot(hold, mean_n)),
+        "utilization": float(s.fstate[FS.BUSY_AREA] / (total_cores * window))
+        if window > 0 and total_cores > 0
+        else nan,
+        "cost_usd": startup + operating + pool_cost,
+        "startup_usd": startup,
+        "operating_usd": operating + pool_cost,
+        "throughput_per_s": float(arrivals_class.sum() / window) if window > 0 else nan,
+        "simulated_time_s": elapsed,
+        "measured_time_s": window,
+        "events": run.events,
+        "decisions": int(s.istate[IS.DECISIONS]),
+    }
+    class_rates = [
+        {
+            "mean_jobs_in_system": float(mean_n[c]),
+            "holding_cost_rate": float(hold[c] * mean_n[c]),
+            "throughput_per_s": float(arrivals_class[c] / window) if window > 0 else nan,
+        }
+        for c in range(len(spec.classes))
+    ]
+    return figures, class_rates
 
 
 def _arrivals_in_window(run: RunState) -> np.ndarray:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from clusteremu.cluster.layout import FS, IS, JF, JI, NF, PF, JobState
-from clusteremu.cluster.metrics import SLOWDOWN_BOUND_S, node_money
+from clusteremu.cluster.layout import FS, IS, JF, JI, JobState
+from clusteremu.cluster.metrics import SLOWDOWN_BOUND_S, window_figures
 from clusteremu.cluster.order_stats import SpilledValues, percentiles
 from clusteremu.cluster.state import RunState
 
@@ -134,35 +134,15 @@ class StreamSummary:
     def summary(self, run: RunState) -> dict[str, Any]:
         """The summary (`metrics.summarize`'s keys) once every row has been added."""
         spec, s = run.spec, run.state
-        window = float(s.fstate[FS.MEASURED_TIME])
-        nan = float("nan")
-        n_classes = self.n_classes
-        mean_n = s.area_class / window if window > 0 else np.full(n_classes, nan)
-        hold = np.array([c.holding_cost for c in spec.classes])
+        figures, class_rates = window_figures(run, self.arrivals_class)
         used = run.nodes_used
-        total_cores = float(s.nodes_f[NF.CAP_CPU, :used].sum() + s.pools_f[PF.CORES].sum())
-        elapsed = run.now_s
-        startup, operating = node_money(run)
-        pool_cost = float(s.pools_f[PF.PRICE_PER_S].sum() * elapsed)
         stats = self.all.stats()
         summary: dict[str, Any] = {
             "scenario": spec.name,
             "seed": spec.seed,
             "replication": run.replication,
             **stats,
-            "mean_jobs_in_system": float(mean_n.sum()),
-            "holding_cost_rate": float(np.dot(hold, mean_n)),
-            "utilization": float(s.fstate[FS.BUSY_AREA] / (total_cores * window))
-            if window > 0 and total_cores > 0
-            else nan,
-            "cost_usd": startup + operating + pool_cost,
-            "startup_usd": startup,
-            "operating_usd": operating + pool_cost,
-            "throughput_per_s": float(self.arrivals_class.sum() / window) if window > 0 else nan,
-            "simulated_time_s": elapsed,
-            "measured_time_s": window,
-            "events": run.events,
-            "decisions": int(s.istate[IS.DECISIONS]),
+            **figures,
             "jobs_unfinished": int(self.rows - s.istate[IS.DONE_COUNT] - self.future),
             "jobs_failed": int(self.failed_class.sum()),
             "unscheduled": self.unscheduled,
@@ -177,9 +157,7 @@ class StreamSummary:
             per_class[jc.name] = {
                 **stats_c,
                 "jobs_failed": int(self.failed_class[c]),
-                "mean_jobs_in_system": float(mean_n[c]),
-                "holding_cost_rate": float(hold[c] * mean_n[c]),
-                "throughput_per_s": float(self.arrivals_class[c] / window) if window > 0 else nan,
+                **class_rates[c],
             }
         summary["per_class"] = per_class
         return summary
