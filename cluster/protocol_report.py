@@ -181,6 +181,10 @@ class Report:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: Further learned-something verdicts the method must also pass (other ablations).
     learned_also: tuple[Verdict, ...] = field(default_factory=tuple)
+    #: What the reported numbers are when they are not held out (e.g. fresh seeds of a
+    #: validation domain, which selects): replaces "test (held out, scored once)" in the
+    #: table, the verdicts and the plot. None: the test split, held out.
+    scope: str | None = None
 
     @property
     def verdicts(self) -> tuple[Verdict, ...]:
@@ -244,7 +248,15 @@ class Report:
             "notes": list(self.notes),
             "learned_something_also": [v.to_dict() for v in self.learned_also],
             "learned_something_against_every_ablation": self.learned_all,
+            "held_out": self.scope is None,
+            "scope": self.label,
         }
+
+    @property
+    def label(self) -> str:
+        """What the reported numbers may be called: "test (held out, scored once)" unless
+        `scope` says otherwise."""
+        return self.test.label if self.scope is None else self.scope
 
     def to_json(self) -> str:
         """`to_dict` as JSON (strict: no NaN or Infinity)."""
@@ -267,6 +279,7 @@ class Report:
             None if data["validation"] is None else Comparison.from_dict(data["validation"]),
             tuple(str(n) for n in data["notes"]),
             tuple(Verdict.from_dict(v) for v in data.get("learned_something_also", ())),
+            None if data.get("held_out", True) else str(data["scope"]),
         )
 
     @classmethod
@@ -284,8 +297,7 @@ class Report:
         ]
         lines += [f"- overlap: {o.describe()}" for o in self.overlaps]
         lines += [
-            f"- selection on: {_label(SELECTION_SPLIT, False)}; reported: "
-            f"{_label(REPORTED_SPLIT, True)}",
+            f"- selection on: {_label(SELECTION_SPLIT, False)}; reported: {self.label}",
         ]
         if self.learned_also:
             lines.append(
@@ -293,16 +305,16 @@ class Report:
                 f"beats every ablation below)"
             )
             lines += [
-                f"  - against {v.ablation}: {'yes' if v.holds else 'NO'} — {v.explain()}"
+                f"  - against {v.ablation}: {'yes' if v.holds else 'NO'} — {v.explain(self.scope)}"
                 for v in self.verdicts
             ]
         else:
             lines.append(
                 f"- learned something: {'yes' if self.learned.holds else 'NO'} — "
-                f"{self.learned.explain()}"
+                f"{self.learned.explain(self.scope)}"
             )
         lines += [f"- note: {n}" for n in self.notes]
-        lines += ["", self.test.to_table()]
+        lines += ["", self.test.to_table(self.scope)]
         if self.validation is not None:
             lines += ["", self.validation.to_table()]
         return "\n".join(lines) + "\n"
@@ -336,7 +348,8 @@ class Report:
                 ax.errorbar([j], [r.mean.estimate], yerr=err, fmt="o", capsize=6, color=colour)
             ax.set_xticks(range(len(comp.rows)), [r.policy for r in comp.rows], rotation=15)
             ax.set_ylabel(f"{comp.metric} ({comp.better} is better)")
-            ax.set_title(f"{comp.label}, n = {comp.n}, {comp.level:.0%} CI", fontsize=9)
+            title = self.label if comp is self.test else comp.label
+            ax.set_title(f"{title}, n = {comp.n}, {comp.level:.0%} CI", fontsize=9)
         fig.suptitle(self.title)
         fig.tight_layout()
         try:

@@ -307,13 +307,15 @@ class Verdict:
     def __bool__(self) -> bool:
         return self.holds
 
-    def explain(self) -> str:
+    def explain(self, on: str | None = None) -> str:
+        """The verdict in words; `on` names the instances when they are not the split's own
+        label (a report's `scope`)."""
         op = "-" if self.kind == "difference" else "/"
         null = "0" if self.kind == "difference" else "1"
         return (
             f"{self.method} {'learned something' if self.holds else 'did NOT learn something'}"
-            f" over {self.ablation} on {_label(self.split, True)}: mean of {self.method} {op} "
-            f"{self.ablation} = {self.paired.estimate:.4g}, {self.paired.level:.0%} "
+            f" over {self.ablation} on {on or _label(self.split, True)}: mean of {self.method} "
+            f"{op} {self.ablation} = {self.paired.estimate:.4g}, {self.paired.level:.0%} "
             f"{self.paired.method} interval {self.paired.describe()} over {self.paired.n} "
             f"instances ({self.better} is better; holds only if the interval lies strictly "
             f"on the better side of {null})"
@@ -464,13 +466,14 @@ class Comparison:
             bool(data["scored_once"]),
         )
 
-    def to_table(self) -> str:
-        """A markdown table: policy, role, mean, 95% CI, method vs policy (paired), verdict."""
+    def to_table(self, label: str | None = None) -> str:
+        """A markdown table: policy, role, mean, 95% CI, method vs policy (paired), verdict.
+        `label` replaces the split's label in the heading (a report's `scope`)."""
         op = "−" if self.kind == "difference" else "/"
         pct = f"{self.level:.0%}"
         lines = [
-            f"**{self.label}**: {self.metric}, {self.better} is better, n = {self.n} instances, "
-            f"{pct} {_method_words(self.interval)} intervals",
+            f"**{label or self.label}**: {self.metric}, {self.better} is better, "
+            f"n = {self.n} instances, {pct} {_method_words(self.interval)} intervals",
             "",
             f"| policy | role | mean | {pct} CI | vs method (paired: method {op} policy) "
             f"| verdict (method) | median | paired median (Wilcoxon p) |",

@@ -52,7 +52,13 @@ import numpy as np
 import numpy.typing as npt
 
 from clusteremu.tuners.ablations import CONSTANT, FIRST_PROPOSAL, LEARNED_AGAINST, UNTRAINED
-from clusteremu.tuners.domains import DEFAULT_TEST_SEEDS, FIXED, ROLES
+from clusteremu.tuners.domains import (
+    DEFAULT_TEST_SEEDS,
+    FIXED,
+    REPORTED_DOMAIN,
+    ROLES,
+    SELECTION_DOMAIN,
+)
 from clusteremu.tuners.evaluate import Experiment, evaluate
 from clusteremu.tuners.protocol import (
     REPORTED_SPLIT,
@@ -74,6 +80,8 @@ RANDOM_POLICY = "random search"
 METRIC = "improvement over Fixed on the fresh seeds (fraction; mean over seeds per experiment)"
 
 Weights = tuple[float, ...]
+#: Domains whose fresh-seed figures are held out: the test domain and the paper's own.
+HELD_OUT_DOMAINS = (REPORTED_DOMAIN, "paper-test")
 
 
 def search_seed(experiment: Experiment) -> int:
@@ -169,6 +177,8 @@ class Judged:
         ablations = {r.policy: _paired(r) for r in report.test.rows if r.role == "ablation"}
         out: dict[str, Any] = {
             "label": "out of sample (fresh seeds and clusters, scored once)",
+            "held_out": report.scope is None,
+            "reported_as": report.label,
             "domain": self.domain,
             "domain_role": None if self.domain is None else ROLES.get(self.domain),
             "mean_improvement_over_fixed": float(method.mean.estimate),
@@ -363,7 +373,19 @@ def _report(
         verdicts[0],
         notes=tuple(notes),
         learned_also=tuple(verdicts[1:]),
+        scope=scope_of(context.domain),
     )
+
+
+def scope_of(domain: str | None) -> str | None:
+    """What a domain's fresh-seed figures may be called: None (the protocol's "test (held
+    out, scored once)") for a scenario file and the test domains, else the domain's role --
+    the validation domain's figures select and are never called held out."""
+    if domain is None or domain in HELD_OUT_DOMAINS:
+        return None
+    if domain == SELECTION_DOMAIN:
+        return "validation domain, fresh seeds (used for selection; not held out)"
+    return f"{domain} domain, fresh seeds (not held out: {ROLES.get(domain, '?')})"
 
 
 def _run_policies(

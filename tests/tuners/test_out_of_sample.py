@@ -122,6 +122,22 @@ def test_the_json_labels_in_sample_and_out_of_sample_apart(experiments: list) ->
     assert "NaN" not in to_json(summary)
 
 
+def test_fresh_seeds_of_a_selection_domain_are_not_called_held_out(experiments: list) -> None:
+    """The validation domain selects: its fresh-seed figures carry the domain's scope, never
+    "held out"; the test domain's (and a scenario file's) keep the held-out label."""
+    n = len(experiments)
+    for domain, held in (("validation", False), ("train", False), ("test", True), (None, True)):
+        judged = judge(
+            experiments, {"mine": [OTHER] * n}, [OTHER] * n, seed=3, count=1, domain=domain
+        )
+        report = judged.reports["mine"]
+        table = report.to_table()
+        assert ("held out, scored once" in table) is held, (domain, table)
+        summary = judged.summary("mine")
+        assert summary["held_out"] is held and summary["reported_as"] == report.label
+    assert out_of_sample.scope_of("validation").startswith("validation domain")
+
+
 def test_a_fresh_seed_redraws_the_cluster_as_well_as_the_arrivals() -> None:
     """Out of sample is a new cluster of the same configuration, not the searched one with
     other arrivals: the generator's seed follows the fresh seed, and the node mix changes."""

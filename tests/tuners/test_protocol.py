@@ -4,6 +4,7 @@ and the report's JSON, table and plot."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -356,7 +357,10 @@ def test_report_json_round_trip_with_stable_keys_and_plain_floats() -> None:
         "notes",
         "learned_something_also",
         "learned_something_against_every_ablation",
+        "held_out",
+        "scope",
     ]
+    assert data["held_out"] is True and data["scope"] == "test (held out, scored once)"
     proto = data["protocol"]
     assert (proto["selection_split"], proto["reported_split"], proto["test_scored"]) == (
         "validation",
@@ -368,6 +372,20 @@ def test_report_json_round_trip_with_stable_keys_and_plain_floats() -> None:
     assert Report.from_json(text) == report
     one = Report.from_json(_report(1).to_json())  # infinite interval ends survive as null
     assert one.test.rows[0].mean.high == math.inf and not one.learned.holds
+
+
+def test_a_report_with_a_scope_never_calls_its_figures_held_out() -> None:
+    """Fresh seeds of a validation domain go through the same TestSet, but they select: the
+    report's `scope` names them everywhere the test label would stand, and reads back."""
+    plain = _report()
+    scoped = dataclasses.replace(plain, scope="validation domain, fresh seeds (not held out)")
+    table = scoped.to_table()
+    assert "held out," not in table and "**validation domain, fresh seeds" in table
+    assert "reported: validation domain, fresh seeds (not held out)" in table
+    data = json.loads(scoped.to_json())
+    assert data["held_out"] is False and data["scope"].startswith("validation domain")
+    assert Report.from_json(scoped.to_json()) == scoped
+    assert scoped.test == plain.test  # the numbers are the same; only their name changes
 
 
 def test_report_table_labels_only_the_test_split_held_out() -> None:
