@@ -198,12 +198,16 @@ def optimum(
 # --- the policies ---------------------------------------------------------------------------
 
 
-def tree_policy(tree: RadTree, safety_z: float | None = None, slack: float | None = None) -> PlanFn:
+def tree_policy(
+    tree: RadTree, safety_z: float | None = None, slack: float | None = None, guard: bool = False
+) -> PlanFn:
     """A RAD-tree planning with its margins: its safety padding (or `safety_z`) and the
-    share of the SLO's bound it keeps free (or `slack`)."""
+    share of the SLO's bound it keeps free (or `slack`); `guard`: with the tail guard, as
+    the placer plans by default (`RadTree.plan`). Without it (the default here) the plans
+    are the tree's own, what a learned-something check judges."""
     z = tree.safety_z if safety_z is None else safety_z
     f = tree.slack if slack is None else slack
-    return lambda problem: tree.plan(problem.with_slack(f).with_safety(z))
+    return lambda problem: tree.plan(problem.with_slack(f).with_safety(z), guard=guard)
 
 
 def empty_tree(tree: RadTree) -> RadTree:

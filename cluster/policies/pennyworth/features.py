@@ -638,6 +638,11 @@ def fallback(walker: Walker, v: Vertex, legal: list[int]) -> int:
     return min(legal, key=rent_cost)
 
 
+#: The feasibility rules' default padding when planned alone (`pennyworth-rules` without a
+#: tree's margins), standard deviations of the run times.
+RULES_SAFETY_Z = 3.0
+
+
 def rules_plan(problem: Problem) -> Plan:
     """The plan of the feasibility rules alone (the RAD-tree without its learned part, the
     ablation a tree must beat): at every vertex the fallback's choice among the feasible

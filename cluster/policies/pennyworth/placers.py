@@ -52,6 +52,7 @@ from clusteremu.cluster.policies.base import (
 )
 from clusteremu.cluster.policies.pennyworth.astar import SearchLimit, greedy_plans, solve
 from clusteremu.cluster.policies.pennyworth.chunks import CHUNK_JOBS
+from clusteremu.cluster.policies.pennyworth.features import RULES_SAFETY_Z, rules_plan
 from clusteremu.cluster.policies.pennyworth.plan import Plan, plan_cost
 from clusteremu.cluster.policies.pennyworth.problem import Problem, problem_from_spec
 from clusteremu.cluster.policies.registry import register
@@ -191,9 +192,11 @@ _log = logging.getLogger(__name__)
 @register("placer", "pennyworth")
 class PennyworthPlacer(PlanPlacer):
     """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`; a batch of
-    more than `chunk_jobs` jobs planned in chunks, `chunks.chunked_plan`, 0: never);
-    without a tree, the A* optimum within `time_limit_s` seconds (then the best greedy
-    plan)."""
+    more than `chunk_jobs` jobs planned in chunks, `chunks.chunked_plan`, 0: never; with
+    `guard`, a smaller batch gets the plan of least expected cost under the run times'
+    spread of the tree's and its rules' with and without margins, `RadTree.plan`, the
+    tail guard; `guard: false`, the tree's own decisions); without a tree,
+    the A* optimum within `time_limit_s` seconds (then the best greedy plan)."""
 
     name: ClassVar[str] = "pennyworth"
 
@@ -204,10 +207,14 @@ class PennyworthPlacer(PlanPlacer):
         safety_z: float | None = None,
         slack: float | None = None,
         chunk_jobs: int = CHUNK_JOBS,
+        guard: bool = True,
     ) -> None:
         super().__init__()
         from clusteremu.cluster.policies.pennyworth.tree import RadTree
 
+        if not isinstance(guard, bool):
+            raise ValueError(f"guard must be true or false, got {guard!r}")
+        self.guard = guard
         if isinstance(chunk_jobs, bool) or not isinstance(chunk_jobs, int) or chunk_jobs < 0:
             raise ValueError(f"chunk_jobs must be an integer >= 0, got {chunk_jobs!r}")
         self.chunk_jobs = chunk_jobs
@@ -259,7 +266,9 @@ class PennyworthPlacer(PlanPlacer):
     def make_plan(self, problem: Problem) -> Plan:
         problem = problem.with_slack(self.slack)
         if self.tree is not None:
-            return self.tree.plan(problem.with_safety(self.safety_z), self.chunk_jobs)
+            return self.tree.plan(
+                problem.with_safety(self.safety_z), self.chunk_jobs, guard=self.guard
+            )
         try:
             return solve(problem, time_limit_s=self.time_limit_s).plan
         except SearchLimit:
@@ -272,6 +281,7 @@ class PennyworthPlacer(PlanPlacer):
             "safety_z": self.safety_z,
             "slack": self.slack,
             "chunk_jobs": self.chunk_jobs,
+            "guard": self.guard,
         }
 
 
@@ -319,12 +329,10 @@ class PennyworthRulesPlacer(PlanPlacer):
             tree = RadTree.load(Path(margins_from))
             safety_z = tree.safety_z if safety_z is None else safety_z
             slack = tree.slack if slack is None else slack
-        self.safety_z = _checked_safety(3.0 if safety_z is None else safety_z)
+        self.safety_z = _checked_safety(RULES_SAFETY_Z if safety_z is None else safety_z)
         self.slack = _checked_slack(0.0 if slack is None else slack)
 
     def make_plan(self, problem: Problem) -> Plan:
-        from clusteremu.cluster.policies.pennyworth.features import rules_plan
-
         return rules_plan(problem.with_slack(self.slack).with_safety(self.safety_z))
 
     def describe(self) -> dict[str, Any]:

@@ -29,12 +29,21 @@ DRAWN_JOBS = 500_000
 def expected_cost(problem: Problem, plan: Plan, draws: int | None = None, seed: int = 0) -> float:
     """Mean cost (dollars, SLO loss included) of `plan` over `draws` draws of run times
     (default: DRAWN_JOBS / the plan's jobs, from 16 to 256)."""
+    return float(np.mean(drawn_costs(problem, plan, draws, seed)))
+
+
+def drawn_costs(
+    problem: Problem, plan: Plan, draws: int | None = None, seed: int = 0
+) -> FloatArray:
+    """The cost (dollars, SLO loss included) of `plan` on each of `draws` draws of the run
+    times (default: DRAWN_JOBS / the plan's jobs, from 16 to 256); the same `seed` gives
+    two plans of one problem the same draws of each job's run time on each type."""
     vm_type = np.array([k for k, _ in plan.vms], dtype=np.int64)
     sizes = np.array([len(tasks) for _, tasks in plan.vms], dtype=np.int64)
-    if not sizes.size or not sizes.sum():
-        return float(problem.startup_usd[vm_type].sum()) if vm_type.size else 0.0
     if draws is None:
         draws = max(16, min(256, DRAWN_JOBS // max(1, int(sizes.sum()))))
+    if not sizes.size or not sizes.sum():
+        return np.full(draws, float(problem.startup_usd[vm_type].sum()) if vm_type.size else 0.0)
     task = np.concatenate([np.asarray(tasks, dtype=np.int64) for _, tasks in plan.vms])
     job_type = np.repeat(vm_type, sizes)
     mean = problem.runtime_s[task, job_type]
@@ -58,5 +67,6 @@ def expected_cost(problem: Problem, plan: Plan, draws: int | None = None, seed: 
     bound = problem.rtpt_mean_s()[task, job_type]
     money = float(problem.startup_usd[vm_type].sum())
     price = problem.price_per_s[job_type]
-    costs = [money + float(price @ run[d]) + slo.loss(response[d], bound) for d in range(draws)]
-    return float(np.mean(costs))
+    return np.array(
+        [money + float(price @ run[d]) + slo.loss(response[d], bound) for d in range(draws)]
+    )

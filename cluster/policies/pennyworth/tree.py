@@ -32,8 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from clusteremu.cluster import readback
-from clusteremu.cluster.policies.pennyworth.chunks import CHUNK_JOBS, chunked_plan
+from clusteremu.cluster.policies.pennyworth.chunks import CHUNK_JOBS, choose, chunked_plan
 from clusteremu.cluster.policies.pennyworth.features import (
+    RULES_SAFETY_Z,
     SENTINEL,
     Features,
     Vertex,
@@ -208,24 +209,53 @@ class RadTree:
         return cached
 
     def plan(
-        self, problem: Problem, chunk_jobs: int = CHUNK_JOBS, chosen: list[str] | None = None
+        self,
+        problem: Problem,
+        chunk_jobs: int = CHUNK_JOBS,
+        chosen: list[str] | None = None,
+        guard: bool = False,
     ) -> Plan:
         """The plan this tree builds for `problem` (tasks and types matched by name, an
         unknown task mapped to its nearest known one). A batch of more than `chunk_jobs`
         jobs (0: no limit) gets the plan of least expected cost of the tree's of the whole
         batch, of its chunks of about that many jobs (two cuttings) and its rules' of the
         whole batch (`chunks.chunked_plan`: past the sizes it learned on, a tree's
-        decisions no longer fit). `chosen`: a list the name of the plan taken is appended
-        to (`chunks.chunked_plan`)."""
+        decisions no longer fit). `guard`: a batch of at most `chunk_jobs` jobs gets the
+        plan of least expected cost under the spread of the tree's and its feasibility
+        rules' with and without the margins (`guarded_candidates`; ties: the tree's); the
+        tree's own decisions are what `guard=False` returns. `chosen`: a list the name of
+        the plan taken is appended to (`chunks.chunked_plan`, or a key of
+        `guarded_candidates`)."""
         # The walk allocates many small objects and frees them at once (no cycles): the
         # cyclic collector's passes over a large process would cost a quarter of the time.
         enabled = gc.isenabled()
         gc.disable()
         try:
+            if guard and (chunk_jobs <= 0 or problem.jobs <= chunk_jobs):
+                plans = self.guarded_candidates(problem)
+                name = choose(problem, plans)
+                if chosen is not None:
+                    chosen.append(name)
+                return plans[name]
             return chunked_plan(self._plan, problem, chunk_jobs, rules_plan, chosen)
         finally:
             if enabled:
                 gc.enable()
+
+    def guarded_candidates(self, problem: Problem) -> dict[str, Plan]:
+        """The plans the tail guard chooses from, by name: the tree's (``planner``), its
+        feasibility rules' with the problem's margins (``rules``), with the rules' own
+        default margins (``rules-default``: `RULES_SAFETY_Z` standard deviations of
+        padding, no slack, what `pennyworth-rules` plans with alone) and with none
+        (``rules-no-margin``). A tree's plan may use a percentile SLO's allowance of late
+        jobs or pack a job up to its tightened bound, which one long run time makes dear;
+        a margin selected over many batches may be too wide or too narrow for this one."""
+        return {
+            "planner": self._plan(problem),
+            "rules": rules_plan(problem),
+            "rules-default": rules_plan(problem.with_slack(0.0).with_safety(RULES_SAFETY_Z)),
+            "rules-no-margin": rules_plan(problem.with_slack(0.0).with_safety(0.0)),
+        }
 
     def _plan(self, problem: Problem) -> Plan:
         mapping = TaskMapping(self, problem)
