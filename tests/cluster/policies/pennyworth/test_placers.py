@@ -144,6 +144,8 @@ def test_placer_errors_name_the_field() -> None:
         spec_from_dict(data, "test")
     with pytest.raises(ValueError, match="vms must be an integer"):
         registry.create("placer", "fixed-pool", vms=0)
+    with pytest.raises(ValueError, match=r"params\.guard: expected bool, got 'yes'"):
+        registry.create("placer", "pennyworth", guard="yes")
 
 
 def test_a_tree_file_is_read_relative_to_the_scenario(tmp_path: Path) -> None:
