@@ -13,7 +13,11 @@ proven lower bound where the time limit stops it; the search starts from every t
 rules' plan of the batch, so its best plan is never dearer than the policies it judges,
 and each row says where the best plans came from and their gaps to the bound). The
 Pennyworth paper reports the tree within 9% (one type) and 7% (three types) of the
-optimum.
+optimum. Beside the tree's own plans (`pennyworth (RAD-tree)`, what the learned-something
+check judges) the rows hold the tree with the tail guard its placer uses by default
+(`pennyworth (guarded)`, `RadTree.plan(guard=True)`) and the rules with their own default
+margins (`pennyworth-rules (own margins)`), with the guarded tree's paired ratios to the
+rules, to the rules with their own margins and to the unguarded tree.
 
     python benchmarks/pennyworth_quality.py [--slos max,rtpt,avg,percentile] [--types 1,3]
         [--sets 400] [--jobs 20] [--trials 8] [--validation 30] [--test 30]
@@ -42,6 +46,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from clusteremu.cluster.policies.pennyworth.features import RULES_SAFETY_Z
 from clusteremu.cluster.policies.pennyworth.tree import RadTree
 from clusteremu.scenarios.loader import load_scenario, resolve_path
 from clusteremu.tuners.pennyworth import (
@@ -71,9 +76,13 @@ SLOS = ("max", "rtpt", "avg", "percentile")
 #: The benchmark's own split of the seed (synthesize draws "train", "validation", "test").
 SPLIT = "paper-protocol"
 TREE = "pennyworth (RAD-tree)"
+#: The tree with the tail guard, as its placer plans by default (`RadTree.plan(guard=True)`).
+GUARDED = "pennyworth (guarded)"
 #: The one VM type of the one-type rows (the paper's t2.small).
 ONE_TYPE = "t2.small"
 RULES = "pennyworth-rules"
+#: The rules alone with their own default margins (what `pennyworth-rules` plans with).
+RULES_DEFAULT = "pennyworth-rules (own margins)"
 
 
 def scenario_with_types(slo: str, types: int, folder: Path) -> str:
@@ -180,7 +189,9 @@ def evaluate(slo: str, types: int, args: argparse.Namespace, folder: Path) -> li
         trees[n] = (tree, trees[n][1])
         judged[n] = {
             TREE: tree_policy(tree, tree.safety_z, tree.slack),
+            GUARDED: tree_policy(tree, tree.safety_z, tree.slack, guard=True),
             RULES: rules_policy(tree.safety_z, tree.slack),
+            RULES_DEFAULT: rules_policy(RULES_SAFETY_Z, 0.0),
         }
     # The search starts from every tree's and rules' plan: never dearer than what it judges.
     start_from = {f"{name}@{n}": f for n, fs in judged.items() for name, f in fs.items()}
@@ -249,12 +260,16 @@ def evaluate(slo: str, types: int, args: argparse.Namespace, folder: Path) -> li
             row[f"tree_vs_{other}"] = paired_interval(
                 costs[TREE], costs[other], kind="ratio"
             ).describe()
+        for other in (RULES, RULES_DEFAULT, TREE):
+            row[f"guarded_vs_{other}"] = paired_interval(
+                costs[GUARDED], costs[other], kind="ratio"
+            ).describe()
         rows.append(row)
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    names = [TREE, RULES, *baseline_policies()]
+    names = [TREE, GUARDED, RULES, RULES_DEFAULT, *baseline_policies()]
     head = "| SLO | types | sets | " + " | ".join(names) + " | proven optima | learned |"
     lines = [head, "|" + "---|" * (len(names) + 5)]
     for r in rows:

@@ -5,7 +5,7 @@ For each shipped Pennyworth scenario (one per SLO): `--batches` batches of 32 jo
 the benchmark's own split of the seed (`tail`), each planned on the task means by the
 shipped tree alone (`tree`, its own decisions), by the tree with the tail guard the
 placer uses by default (`guarded`: the plan of least expected cost of the tree's and its
-rules' with and without margins, `RadTree.plan(guard=True)`), by its ablation
+rules' with the tree's margins and with their own, `RadTree.plan(guard=True)`), by its ablation
 `pennyworth-rules` with the tree's margins (`rules`) and by `pennyworth-rules` alone, with
 its own default margins (`rules-default`). Every plan of a batch is priced on the same
 `--draws` draws of every job's run time (lognormal with its task's mean and standard

@@ -194,7 +194,7 @@ class PennyworthPlacer(PlanPlacer):
     """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`; a batch of
     more than `chunk_jobs` jobs planned in chunks, `chunks.chunked_plan`, 0: never; with
     `guard`, a smaller batch gets the plan of least expected cost under the run times'
-    spread of the tree's and its rules' with and without margins, `RadTree.plan`, the
+    spread of the tree's and its rules' (with its margins and their own), `RadTree.plan`, the
     tail guard; `guard: false`, the tree's own decisions); without a tree,
     the A* optimum within `time_limit_s` seconds (then the best greedy plan)."""
 

@@ -52,6 +52,9 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 FORMAT = "clusteremu.rad-tree"
+#: Draws of the run times the tail guard prices each candidate plan on (a batch of 32
+#: jobs: about 10 ms a plan).
+GUARD_DRAWS = 1024
 #: 2: the add_loss, avg_budget_s, late_budget and feasible_adds features.
 VERSION = 2
 #: Most nodes a tree file may hold (a bound on what a loaded file may allocate).
@@ -221,8 +224,8 @@ class RadTree:
         batch, of its chunks of about that many jobs (two cuttings) and its rules' of the
         whole batch (`chunks.chunked_plan`: past the sizes it learned on, a tree's
         decisions no longer fit). `guard`: a batch of at most `chunk_jobs` jobs gets the
-        plan of least expected cost under the spread of the tree's and its feasibility
-        rules' with and without the margins (`guarded_candidates`; ties: the tree's); the
+        plan of least expected cost under the spread (GUARD_DRAWS draws) of the tree's and
+        its feasibility rules' (`guarded_candidates`; ties: the tree's); the
         tree's own decisions are what `guard=False` returns. `chosen`: a list the name of
         the plan taken is appended to (`chunks.chunked_plan`, or a key of
         `guarded_candidates`)."""
@@ -233,7 +236,7 @@ class RadTree:
         try:
             if guard and (chunk_jobs <= 0 or problem.jobs <= chunk_jobs):
                 plans = self.guarded_candidates(problem)
-                name = choose(problem, plans)
+                name = choose(problem, plans, GUARD_DRAWS)
                 if chosen is not None:
                     chosen.append(name)
                 return plans[name]
@@ -244,17 +247,17 @@ class RadTree:
 
     def guarded_candidates(self, problem: Problem) -> dict[str, Plan]:
         """The plans the tail guard chooses from, by name: the tree's (``planner``), its
-        feasibility rules' with the problem's margins (``rules``), with the rules' own
+        feasibility rules' with the problem's margins (``rules``) and with the rules' own
         default margins (``rules-default``: `RULES_SAFETY_Z` standard deviations of
-        padding, no slack, what `pennyworth-rules` plans with alone) and with none
-        (``rules-no-margin``). A tree's plan may use a percentile SLO's allowance of late
-        jobs or pack a job up to its tightened bound, which one long run time makes dear;
-        a margin selected over many batches may be too wide or too narrow for this one."""
+        padding, no slack, what `pennyworth-rules` plans with alone). A tree's plan may
+        use a percentile SLO's allowance of late jobs or pack a job up to its tightened
+        bound, which one long run time makes dear; a margin selected over many batches
+        may be too wide or too narrow for this one. (No candidate plans without any
+        margin: its lateness is rare enough that GUARD_DRAWS draws can miss it.)"""
         return {
             "planner": self._plan(problem),
             "rules": rules_plan(problem),
             "rules-default": rules_plan(problem.with_slack(0.0).with_safety(RULES_SAFETY_Z)),
-            "rules-no-margin": rules_plan(problem.with_slack(0.0).with_safety(0.0)),
         }
 
     def _plan(self, problem: Problem) -> Plan:
