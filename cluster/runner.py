@@ -143,6 +143,10 @@ def with_policies(spec: SimulationSpec, **names: str) -> SimulationSpec:
 
 
 def _parse_scalar(raw: str) -> Any:
+    """A `--policy` parameter's value: an int, a float, true or false (as YAML writes
+    them, any case), else the text itself."""
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
     for cast in (int, float):
         try:
             return cast(raw)

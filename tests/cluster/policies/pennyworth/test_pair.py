@@ -303,3 +303,15 @@ def test_policy_placer_replaces_the_shipped_planners_params(
     assert same.params == {**spec.scheduler.placer.params, "slack": 0.1}
     assert main(["run", f"pennyworth-{slo}", "--policy", "placer=pennyworth-rules"]) == 0
     assert "pennyworth-rules" in capsys.readouterr().out
+
+
+def test_a_policy_parameter_true_or_false_is_a_bool() -> None:
+    """`--policy placer=pennyworth:guard=false` turns the tail guard off, as `guard: false`
+    in a scenario would; the shipped tree's placer guards by default."""
+    spec = load_scenario("pennyworth-max")
+    assert spec.scheduler.placer.params.get("guard") is None
+    off = with_policies(spec, placer="pennyworth:guard=false")
+    on = with_policies(spec, placer="pennyworth:guard=TRUE")
+    assert off.scheduler.placer.params["guard"] is False
+    assert on.scheduler.placer.params["guard"] is True
+    assert off.scheduler.placer.params["tree"] == spec.scheduler.placer.params["tree"]
