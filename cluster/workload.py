@@ -71,12 +71,17 @@ class RenewalArrivals(ArrivalProcess):
         last, count = 0.0, 0
         while count < max_count and last <= until_s:
             gaps = self.interarrival.sample(rng, min(chunk, max_count - count))
-            times = last + np.cumsum(gaps)
+            owned = gaps.dtype == np.float64 and gaps.flags.owndata and gaps.flags.writeable
+            # in place when the gaps are a fresh array of their own (not kept after this)
+            times = np.cumsum(gaps, out=gaps) if owned else np.cumsum(gaps, dtype=np.float64)
+            times += last
             parts.append(times)
             count += times.size
             last = float(times[-1])
-        out = np.concatenate(parts) if parts else np.zeros(0)
-        return out[out <= until_s][:max_count]
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0)
+        if until_s < math.inf:  # no horizon: every time is before it, no masked copy
+            out = out[out <= until_s]
+        return out[:max_count]
 
 
 def poisson_arrivals(rate_per_s: float) -> RenewalArrivals:

@@ -59,6 +59,34 @@ def job_rows(jobs: Jobs) -> tuple[FloatArray, IntArray]:
     return jobs_f, jobs_i
 
 
+def _fill_from_classes(
+    provisioner: Provisioner,
+    jobs_f: FloatArray,
+    class_index: IntArray,
+    per_class: tuple[FloatArray, FloatArray, FloatArray],
+    classes: int,
+) -> None:
+    """Each job's request rows from its class's (`Provisioner.class_requests`), checked
+    per class: a row no class requests stays zero pages, one value for every job is a
+    fill, else a gather straight into the row (no per-job temporary)."""
+    rows = (JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU)
+    for row, values in zip(rows, per_class, strict=True):
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (classes,) or not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise PolicyError(
+                provisioner.name,
+                0.0,
+                f"class requests must give one finite value >= 0 per class for "
+                f"{row.name.lower()} ({classes} classes)",
+            )
+        if not np.any(values):
+            continue
+        if np.all(values == values[0]):
+            jobs_f[row].fill(values[0])
+        else:
+            np.take(values, class_index, out=jobs_f[row])
+
+
 def job_state(
     spec: SimulationSpec, provisioner: Provisioner, jobs: Jobs
 ) -> tuple[FloatArray, IntArray]:
@@ -69,18 +97,23 @@ def job_state(
     """
     n = jobs.arrival_s.size
     jobs_f, jobs_i = job_rows(jobs)
-    cpu, mem, gpu = provisioner.requests_for(spec, jobs)
-    for row, values in ((JF.REQ_CPU, cpu), (JF.REQ_MEM, mem), (JF.REQ_GPU, gpu)):
-        values = np.asarray(values, dtype=np.float64)
-        if values.shape != (n,) or not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise PolicyError(
-                provisioner.name,
-                0.0,
-                f"requests must give one finite value >= 0 per job for {row.name.lower()} "
-                f"({n} jobs)",
-            )
-        if np.any(values):
-            jobs_f[row] = values
+    per_class = provisioner.class_requests(spec, jobs)
+    if per_class is not None:
+        _fill_from_classes(provisioner, jobs_f, jobs.class_index, per_class, len(spec.classes))
+        cpu, mem, gpu = jobs_f[JF.REQ_CPU], jobs_f[JF.REQ_MEM], jobs_f[JF.REQ_GPU]
+    else:
+        cpu, mem, gpu = provisioner.requests_for(spec, jobs)
+        for row, values in ((JF.REQ_CPU, cpu), (JF.REQ_MEM, mem), (JF.REQ_GPU, gpu)):
+            values = np.asarray(values, dtype=np.float64)
+            if values.shape != (n,) or not np.all(np.isfinite(values)) or np.any(values < 0):
+                raise PolicyError(
+                    provisioner.name,
+                    0.0,
+                    f"requests must give one finite value >= 0 per job for "
+                    f"{row.name.lower()} ({n} jobs)",
+                )
+            if np.any(values):
+                jobs_f[row] = values
     gpu = np.asarray(gpu, dtype=np.float64)
     if jobs.request is not None and np.any(gpu > 1.0):
         bad = gpu[(gpu > 1.0) & (gpu != np.floor(gpu))]

@@ -472,6 +472,15 @@ class Provisioner(Policy):
         """
         return self.requests(spec, jobs.class_index)
 
+    def class_requests(
+        self, spec: SimulationSpec, jobs: Any
+    ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+        """Per-class (cpu, memory_gb, gpu) requests (one value per class of `spec`) when
+        every job of a class requests the same, else None (the default: the engine asks
+        `requests_for` per job). Only a shortcut: the engine fills each job's request from
+        its class's, exactly what `requests_for` would have given."""
+        return None
+
     def lift_rule(self) -> LiftRule | None:
         """The lift as a `LiftRule` the loop applies itself (fast), or None: the engine
         calls `lift`. Called after `setup`. Default: doubling, no cap.

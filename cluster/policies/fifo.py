@@ -307,6 +307,24 @@ class Static(Provisioner):
             return cpu, mem, gpu
         return self.requests(spec, jobs.class_index)
 
+    def class_requests(
+        self, spec: SimulationSpec, jobs: Any
+    ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+        """Each class's `request` when the jobs carry none of their own (and a subclass
+        has not changed how requests are made)."""
+        own = type(self).requests is Static.requests
+        if (
+            jobs.request is not None
+            or not own
+            or type(self).requests_for is not Static.requests_for
+        ):
+            return None
+        return (
+            np.array([c.request.cpu for c in spec.classes], dtype=np.float64),
+            np.array([c.request.memory_gb for c in spec.classes], dtype=np.float64),
+            np.array([c.request.gpu for c in spec.classes], dtype=np.float64),
+        )
+
 
 @register("scaler", "static")
 class StaticScaler(Scaler):

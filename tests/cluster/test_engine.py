@@ -265,3 +265,52 @@ def test_running_by_class_is_counted_only_when_read(monkeypatch: pytest.MonkeyPa
     placer = _Reads()
     Engine(spec, placer=placer, force_python_policies=True).run()
     assert placer.calls > 100 and len(counted) == placer.calls
+
+
+def test_class_requests_fill_the_same_rows_as_per_job_requests() -> None:
+    """The static provisioner's per-class shortcut (`class_requests`) gives every job the
+    request `requests_for` gives it, for one class (a fill) and several (a gather), and a
+    subclass that sizes its jobs itself is asked per job."""
+    from clusteremu.cluster.engine.builder import job_state
+    from clusteremu.cluster.jobs import generate_jobs
+    from clusteremu.cluster.layout import JF
+    from clusteremu.cluster.policies.fifo import Static
+
+    class Doubling(Static):
+        def requests(self, spec, class_index):  # type: ignore[no-untyped-def]
+            cpu, mem, gpu = super().requests(spec, class_index)
+            return 2 * cpu, mem, gpu
+
+    data = {
+        "name": "two",
+        "seed": 3,
+        "stop": {"jobs": 500},
+        "cluster": {
+            "node_types": [{"name": "n", "cpu": 8, "memory_gb": 32}],
+            "nodes": [{"type": "n", "count": 4}],
+        },
+        "workload": {
+            "classes": [
+                {
+                    "name": name,
+                    "arrival": {"kind": "poisson", "rate_per_s": 2.0},
+                    "size": {"kind": "exponential", "mean_s": 1.0},
+                    "request": {"cpu": cpu, "memory_gb": mem},
+                }
+                for name, cpu, mem in (("a", 1, 0), ("b", 2, 4))
+            ]
+        },
+    }
+    for classes in (1, 2):
+        one = {**data, "workload": {"classes": data["workload"]["classes"][:classes]}}
+        spec = spec_from_dict(one)
+        jobs = generate_jobs(spec, np.random.SeedSequence(3))
+        static = Static()
+        assert static.class_requests(spec, jobs) is not None
+        jobs_f, _ = job_state(spec, static, jobs)
+        rows = [JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU]
+        np.testing.assert_array_equal(jobs_f[rows], np.array(static.requests_for(spec, jobs)))
+        doubling = Doubling()
+        assert doubling.class_requests(spec, jobs) is None
+        doubled, _ = job_state(spec, doubling, jobs)
+        np.testing.assert_array_equal(doubled[JF.REQ_CPU], 2 * jobs_f[JF.REQ_CPU])
