@@ -495,8 +495,12 @@ def main() -> None:
             print_python_rows(rows, args.python_jobs)
         return
     run_engine(mmc_scenario(20_000))  # compile (cached on disk after the first run)
-    engine_runs = [run_engine(mmc_scenario(args.jobs)) for _ in range(args.repeat)]
-    simpy_runs = [run_simpy(args.jobs) for _ in range(args.repeat)]
+    # Interleaved (engine, SimPy, engine, SimPy, ...): a change in the machine's load
+    # falls on both alike.
+    engine_runs, simpy_runs = [], []
+    for _ in range(args.repeat):
+        engine_runs.append(run_engine(mmc_scenario(args.jobs)))
+        simpy_runs.append(run_simpy(args.jobs))
     engine_s, summary = min(engine_runs, key=lambda r: r[0])
     simpy_s, simpy_mean = min(simpy_runs, key=lambda r: r[0])
     equi_s, equi_summary = min(
