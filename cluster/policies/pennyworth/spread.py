@@ -36,8 +36,9 @@ def drawn_costs(
     problem: Problem, plan: Plan, draws: int | None = None, seed: int = 0
 ) -> FloatArray:
     """The cost (dollars, SLO loss included) of `plan` on each of `draws` draws of the run
-    times (default: DRAWN_JOBS / the plan's jobs, from 16 to 256); the same `seed` gives
-    two plans of one problem the same draws of each job's run time on each type."""
+    times (default: DRAWN_JOBS / the plan's jobs, from 16 to 256). The draws follow the
+    plan's order of jobs, so two plans of one problem do not share each job's draws: a
+    comparison of two plans by their means needs enough draws for their tails."""
     vm_type = np.array([k for k, _ in plan.vms], dtype=np.int64)
     sizes = np.array([len(tasks) for _, tasks in plan.vms], dtype=np.int64)
     if draws is None:
