@@ -41,7 +41,7 @@ from clusteremu.tuners.pennyworth_eval import (
     draw_batch,
     rules_policy,
 )
-from clusteremu.tuners.protocol import mean_interval
+from clusteremu.tuners.protocol import mean_interval, paired_interval
 
 SLOS = ("max", "rtpt", "avg", "percentile")
 SPLIT = "scale"
@@ -94,6 +94,14 @@ def measure(slo: str, jobs: int, repeats: int, seed: int) -> dict[str, Any]:
         # by_cheapest_type, or fallback (its rules' plan of the whole batch)
         "tree_chose": {name: chosen.count(name) for name in sorted(set(chosen))},
     }
+    if repeats > 1:  # the tree against its rules on the same batches (paired ratio)
+        paired = paired_interval(
+            np.asarray(per_job[TREE]), np.asarray(per_job[RULES]), kind="ratio"
+        )
+        row["tree_over_rules"] = {
+            "mean": paired.estimate,
+            "ci": [paired.low, paired.high],
+        }
     for name, values in per_job.items():
         ci = mean_interval(values) if len(values) > 1 else None
         row[name] = {
@@ -108,8 +116,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     names = [TREE, RULES, *BASELINES]
     lines = [
         "| SLO | jobs | " + " | ".join(f"{n} $/job" for n in names) + " | floor $/job | "
-        "tree plans in (s) | tree's plan |",
-        "|" + "---|" * (len(names) + 5),
+        "tree plans in (s) | tree's plan | tree / rules (paired) |",
+        "|" + "---|" * (len(names) + 6),
     ]
     for r in rows:
         cells = []
@@ -122,6 +130,13 @@ def table(rows: list[dict[str, Any]]) -> str:
             + " | ".join(cells)
             + f" | {r['floor_usd_per_job']:.6f} | {r['tree_plan_s_max']:.2f} | "
             + ", ".join(f"{k} {v}" for k, v in r["tree_chose"].items())
+            + " | "
+            + (
+                f"{r['tree_over_rules']['mean']:.3f} [{r['tree_over_rules']['ci'][0]:.3f}, "
+                f"{r['tree_over_rules']['ci'][1]:.3f}]"
+                if "tree_over_rules" in r
+                else "n/a"
+            )
             + " |"
         )
     return "\n".join(lines)
