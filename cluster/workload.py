@@ -71,10 +71,11 @@ class RenewalArrivals(ArrivalProcess):
         last, count = 0.0, 0
         while count < max_count and last <= until_s:
             gaps = self.interarrival.sample(rng, min(chunk, max_count - count))
-            owned = gaps.dtype == np.float64 and gaps.flags.owndata and gaps.flags.writeable
-            # in place when the gaps are a fresh array of their own (not kept after this)
-            times = np.cumsum(gaps, out=gaps) if owned else np.cumsum(gaps, dtype=np.float64)
-            times += last
+            times = np.cumsum(gaps)  # a new array: the start is added in place
+            if times.dtype == np.float64:
+                times += last
+            else:
+                times = last + times
             parts.append(times)
             count += times.size
             last = float(times[-1])

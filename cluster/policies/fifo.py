@@ -312,12 +312,9 @@ class Static(Provisioner):
     ) -> tuple[FloatArray, FloatArray, FloatArray] | None:
         """Each class's `request` when the jobs carry none of their own (and a subclass
         has not changed how requests are made)."""
-        own = type(self).requests is Static.requests
-        if (
-            jobs.request is not None
-            or not own
-            or type(self).requests_for is not Static.requests_for
-        ):
+        cls = type(self)
+        own = cls.requests is Static.requests and cls.requests_for is Static.requests_for
+        if jobs.request is not None or not own:
             return None
         return (
             np.array([c.request.cpu for c in spec.classes], dtype=np.float64),
