@@ -191,12 +191,14 @@ _log = logging.getLogger(__name__)
 
 @register("placer", "pennyworth")
 class PennyworthPlacer(PlanPlacer):
-    """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`; a batch of
-    more than `chunk_jobs` jobs planned in chunks, `chunks.chunked_plan`, 0: never; with
-    `guard`, a smaller batch gets the plan of least expected cost under the run times'
-    spread of the tree's and its rules' (with its margins and their own), `RadTree.plan`, the
-    tail guard; `guard: false`, the tree's own decisions); without a tree,
-    the A* optimum within `time_limit_s` seconds (then the best greedy plan)."""
+    """A RAD-tree's plans (`tree`: a JSON file from `clusteremu synthesize`); without a
+    tree, the A* optimum within `time_limit_s` seconds (then the best greedy plan).
+
+    A batch of more than `chunk_jobs` jobs is planned in chunks (`chunks.chunked_plan`;
+    0: never). With `guard` (the tail guard, default true) a smaller batch gets the plan
+    of least expected cost under the run times' spread of the tree's and its rules' (with
+    the tree's margins and with their own, `RadTree.plan`); `guard: false` runs the
+    tree's own decisions."""
 
     name: ClassVar[str] = "pennyworth"
 
