@@ -53,7 +53,8 @@ def job_rows(jobs: Jobs) -> tuple[FloatArray, IntArray]:
     jobs_i = np.zeros((len(JI), n), dtype=np.int64)
     jobs_f[JF.ARRIVAL] = jobs.arrival_s
     jobs_f[JF.SIZE] = jobs.size
-    jobs_i[JI.CLS] = jobs.class_index
+    if jobs.class_index.any():  # one class: the row stays zero pages, never touched
+        jobs_i[JI.CLS] = jobs.class_index
     if jobs.estimate_s is not None:
         jobs_f[JF.ESTIMATE] = jobs.estimate_s
     return jobs_f, jobs_i
