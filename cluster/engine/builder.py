@@ -60,6 +60,27 @@ def job_rows(jobs: Jobs) -> tuple[FloatArray, IntArray]:
     return jobs_f, jobs_i
 
 
+#: The request rows of `jobs_f`, in the order provisioners give them (cores, GB, GPUs).
+REQUEST_ROWS = (JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU)
+
+
+def _checked_requests(
+    provisioner: Provisioner, row: JF, values: Any, count: int, per: str
+) -> FloatArray:
+    """`values` as float64, one finite value >= 0 per `per` ("job" or "class"), else a
+    PolicyError naming the provisioner and the row."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != (count,) or not np.all(np.isfinite(values)) or np.any(values < 0):
+        what = "requests" if per == "job" else "class requests"
+        raise PolicyError(
+            provisioner.name,
+            0.0,
+            f"{what} must give one finite value >= 0 per {per} for {row.name.lower()} "
+            f"({count} {per}s)",
+        )
+    return values
+
+
 def _fill_from_classes(
     provisioner: Provisioner,
     jobs_f: FloatArray,
@@ -70,16 +91,8 @@ def _fill_from_classes(
     """Each job's request rows from its class's (`Provisioner.class_requests`), checked
     per class: a row no class requests stays zero pages, one value for every job is a
     fill, else a gather straight into the row (no per-job temporary)."""
-    rows = (JF.REQ_CPU, JF.REQ_MEM, JF.REQ_GPU)
-    for row, values in zip(rows, per_class, strict=True):
-        values = np.asarray(values, dtype=np.float64)
-        if values.shape != (classes,) or not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise PolicyError(
-                provisioner.name,
-                0.0,
-                f"class requests must give one finite value >= 0 per class for "
-                f"{row.name.lower()} ({classes} classes)",
-            )
+    for row, values in zip(REQUEST_ROWS, per_class, strict=True):
+        values = _checked_requests(provisioner, row, values, classes, "class")
         if not np.any(values):
             continue
         if np.all(values == values[0]):
@@ -104,15 +117,8 @@ def job_state(
         cpu, mem, gpu = jobs_f[JF.REQ_CPU], jobs_f[JF.REQ_MEM], jobs_f[JF.REQ_GPU]
     else:
         cpu, mem, gpu = provisioner.requests_for(spec, jobs)
-        for row, values in ((JF.REQ_CPU, cpu), (JF.REQ_MEM, mem), (JF.REQ_GPU, gpu)):
-            values = np.asarray(values, dtype=np.float64)
-            if values.shape != (n,) or not np.all(np.isfinite(values)) or np.any(values < 0):
-                raise PolicyError(
-                    provisioner.name,
-                    0.0,
-                    f"requests must give one finite value >= 0 per job for "
-                    f"{row.name.lower()} ({n} jobs)",
-                )
+        for row, values in zip(REQUEST_ROWS, (cpu, mem, gpu), strict=True):
+            values = _checked_requests(provisioner, row, values, n, "job")
             if np.any(values):
                 jobs_f[row] = values
     gpu = np.asarray(gpu, dtype=np.float64)

@@ -294,9 +294,7 @@ class Static(Provisioner):
     def requests(
         self, spec: SimulationSpec, class_index: IntArray
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
-        cpu = np.array([c.request.cpu for c in spec.classes], dtype=np.float64)
-        mem = np.array([c.request.memory_gb for c in spec.classes], dtype=np.float64)
-        gpu = np.array([c.request.gpu for c in spec.classes], dtype=np.float64)
+        cpu, mem, gpu = _by_class(spec)
         return cpu[class_index], mem[class_index], gpu[class_index]
 
     def requests_for(
@@ -316,11 +314,16 @@ class Static(Provisioner):
         own = cls.requests is Static.requests and cls.requests_for is Static.requests_for
         if jobs.request is not None or not own:
             return None
-        return (
-            np.array([c.request.cpu for c in spec.classes], dtype=np.float64),
-            np.array([c.request.memory_gb for c in spec.classes], dtype=np.float64),
-            np.array([c.request.gpu for c in spec.classes], dtype=np.float64),
-        )
+        return _by_class(spec)
+
+
+def _by_class(spec: SimulationSpec) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Each class's (cores, GB, GPUs) `request`, one value per class."""
+    return (
+        np.array([c.request.cpu for c in spec.classes], dtype=np.float64),
+        np.array([c.request.memory_gb for c in spec.classes], dtype=np.float64),
+        np.array([c.request.gpu for c in spec.classes], dtype=np.float64),
+    )
 
 
 @register("scaler", "static")
